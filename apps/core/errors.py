@@ -1,0 +1,132 @@
+"""Wire error codes: defined once here, raised anywhere, rendered to `{"error": code}` at the edge.
+
+REST renders them in `exception_handler` (DRF) and the `*_view` handlers (plain Django);
+MCP and the event stream use `ApiError.body()` and `error_response()`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import exceptions as drf
+
+logger = logging.getLogger("connect.errors")
+
+
+class ApiError(Exception):
+    status: int = 500
+    code: str = "internal_server_error"
+
+    def __init__(self, code: str | None = None, *, status: int | None = None, **extra: Any) -> None:
+        self.code = code or self.code
+        self.status = status or self.status
+        self.extra = extra
+        super().__init__(self.code)
+
+    def body(self) -> dict[str, Any]:
+        return {"error": self.code, **self.extra}
+
+
+class InvalidRequest(ApiError):
+    status, code = 400, "invalid_request"
+
+
+class Unauthorized(ApiError):
+    status, code = 401, "unauthorized"
+
+
+class Forbidden(ApiError):
+    status, code = 403, "forbidden"
+
+
+class InsufficientScope(ApiError):
+    status, code = 403, "insufficient_scope"
+
+
+class NotFound(ApiError):
+    status, code = 404, "not_found"
+
+
+class WorkspaceNotFound(ApiError):
+    status, code = 404, "workspace_not_found"
+
+
+class MethodNotAllowed(ApiError):
+    status, code = 405, "method_not_allowed"
+
+
+class NotAllowed(ApiError):
+    status, code = 409, "not_allowed"
+
+
+def www_authenticate() -> str:
+    return f'Bearer resource_metadata="{settings.CONNECT_BASE_URL}/.well-known/oauth-protected-resource"'
+
+
+def error_response(error: ApiError) -> JsonResponse:
+    response = JsonResponse(error.body(), status=error.status)
+    if error.status == 401:
+        response["WWW-Authenticate"] = www_authenticate()
+    return response
+
+
+# DRF's own exceptions, translated to our codes. Anything else is a 500.
+_DRF_CODES: dict[type[Exception], ApiError] = {
+    drf.NotAuthenticated: Unauthorized(),
+    drf.AuthenticationFailed: Unauthorized(),
+    drf.PermissionDenied: Forbidden(),
+    drf.NotFound: NotFound(),
+    drf.MethodNotAllowed: MethodNotAllowed(),
+    drf.ValidationError: InvalidRequest(),
+    drf.ParseError: InvalidRequest(),
+    drf.UnsupportedMediaType: ApiError("unsupported_media_type", status=415),
+    drf.NotAcceptable: ApiError("not_acceptable", status=406),
+    drf.Throttled: ApiError("rate_limited", status=429),
+}
+
+
+def as_api_error(exc: Exception) -> ApiError | None:
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, Http404):
+        return NotFound()
+    if isinstance(exc, DjangoPermissionDenied):
+        return Forbidden()
+    for kind, error in _DRF_CODES.items():
+        if isinstance(exc, kind):
+            return error
+    return None
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> JsonResponse:
+    """DRF EXCEPTION_HANDLER: every failure becomes `{"error": code}`; unknown ones are logged."""
+    error = as_api_error(exc)
+    if error is None:
+        view = context.get("view")
+        logger.exception("unhandled error in %s", type(view).__name__ if view else "view", exc_info=exc)
+        error = ApiError()
+    return error_response(error)
+
+
+# Plain Django handlers (connect/urls.py): unknown paths and failures outside DRF views.
+
+@csrf_exempt
+def not_found_view(request, exception=None) -> JsonResponse:  # noqa: ARG001 - Django's signature
+    return error_response(NotFound())
+
+
+def server_error_view(request) -> JsonResponse:  # noqa: ARG001
+    return error_response(ApiError())
+
+
+def bad_request_view(request, exception=None) -> JsonResponse:  # noqa: ARG001
+    return error_response(InvalidRequest())
+
+
+def permission_denied_view(request, exception=None) -> JsonResponse:  # noqa: ARG001
+    return error_response(Forbidden())

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+
+def iso_ms(value: datetime | None) -> str | None:
+    """ISO 8601 in UTC with milliseconds and `Z`, the one timestamp format on the wire."""
+    if value is None:
+        return None
+    value = value.astimezone(timezone.utc)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def parse_iso(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))

@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+from django.db import models
+
+from apps.core.ids import new_id
+from apps.tenancy.models import Workspace
+
+
+class SessionStatus(models.TextChoices):
+    RECORDING = "recording"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class RevisionKind(models.TextChoices):
+    COMMITTED = "committed"  # produced in realtime, while recording
+    FINAL = "final"  # generated after recording
+
+
+class Session(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, default=new_id, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="sessions")
+    label = models.CharField(max_length=500, null=True, blank=True)
+    memo = models.TextField(null=True, blank=True)
+    status = models.CharField(max_length=20, choices=SessionStatus.choices, default=SessionStatus.RECORDING)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        # The list is newest first with a keyset cursor on (created_at, id).
+        indexes = [models.Index(fields=["workspace", "-created_at", "-id"], name="session_ws_newest")]
+
+    def __str__(self) -> str:
+        return self.label or self.id
+
+
+class Transcript(models.Model):
+    """One revision of a session's transcript: at most one `committed` and one `final`."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_id, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="transcripts")
+    revision_kind = models.CharField(max_length=10, choices=RevisionKind.choices)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "revision_kind"], name="transcript_one_per_kind"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} {self.revision_kind}"
+
+
+class Segment(models.Model):
+    """A transcript segment. Text is indexed for full-text search by the database itself
+    (FTS5 triggers on SQLite, a generated tsvector on PostgreSQL: see migrations), so every
+    write path, bulk ones included, keeps the index in step."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_id, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    transcript = models.ForeignKey(Transcript, on_delete=models.CASCADE, related_name="segments")
+    sequence = models.IntegerField()
+    session_committed_index = models.IntegerField()
+    timestamp_start = models.IntegerField(help_text="milliseconds from the session start")
+    timestamp_end = models.IntegerField(help_text="milliseconds from the session start")
+    speaker_label = models.CharField(max_length=200, null=True, blank=True)
+    text = models.TextField()
+    confidence = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["transcript", "sequence"], name="segment_unique_sequence"),
+        ]
+        indexes = [models.Index(fields=["transcript", "session_committed_index"], name="segment_committed_order")]
+
+
+class BoardStatus(models.TextChoices):
+    GENERATING = "generating"
+    READY = "ready"
+    FAILED = "failed"
+
+
+class BoardContent(models.Model):
+    """One version of an AI board for a session; `board_id` is the board spec's id."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_id, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="boards")
+    board_id = models.CharField(max_length=100)
+    version = models.IntegerField()
+    status = models.CharField(max_length=20, choices=BoardStatus.choices)
+    is_current = models.BooleanField(default=False)
+    source_revision_kind = models.CharField(max_length=10, choices=RevisionKind.choices)
+    payload = models.JSONField()
+    payload_hash = models.CharField(max_length=80)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "board_id", "version"], name="board_unique_version"),
+            models.UniqueConstraint(
+                fields=["session", "board_id"], condition=models.Q(is_current=True), name="board_one_current"
+            ),
+        ]
+        indexes = [models.Index(fields=["session", "board_id", "-version"], name="board_session_versions")]

@@ -1,0 +1,80 @@
+"""Reads of recordings. Every function takes `workspace=`: a row of another workspace is
+indistinguishable from a missing one (`NotFound`)."""
+
+from __future__ import annotations
+
+from django.db.models import Q, QuerySet
+
+from apps.core.cursors import decode_cursor, encode_cursor
+from apps.core.errors import InvalidRequest, NotFound
+from apps.core.timestamps import parse_iso
+from apps.recordings.models import BoardContent, RevisionKind, Segment, Session, Transcript
+from apps.tenancy.models import Workspace
+
+
+def get_session(*, workspace: Workspace, session_id: str) -> Session:
+    try:
+        return Session.objects.get(workspace=workspace, id=session_id)
+    except Session.DoesNotExist:
+        raise NotFound() from None
+
+
+def sessions_page(
+    *, workspace: Workspace, limit: int, cursor: str | None = None
+) -> tuple[list[Session], str | None]:
+    """Newest first, keyset-paginated on (created_at, id)."""
+    sessions = Session.objects.filter(workspace=workspace)
+    if cursor:
+        key = decode_cursor("sessions", workspace.id, cursor)
+        try:
+            created_at, last_id = parse_iso(key[0]), str(key[1])
+        except (IndexError, TypeError, ValueError):
+            raise InvalidRequest() from None
+        sessions = sessions.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=last_id))
+    page = list(sessions.order_by("-created_at", "-id")[: limit + 1])
+    if len(page) <= limit:
+        return page, None
+    page = page[:limit]
+    last = page[-1]
+    # Microseconds, not the wire's milliseconds: the key must be exact for the keyset to hold.
+    return page, encode_cursor("sessions", workspace.id, [last.created_at.isoformat(), last.id])
+
+
+def transcript_revisions(
+    *, workspace: Workspace, session_id: str, revision_kind: str | None = None
+) -> list[tuple[Transcript, list[Segment]]]:
+    session = get_session(workspace=workspace, session_id=session_id)
+    transcripts = Transcript.objects.filter(session=session).order_by("revision_kind")
+    if revision_kind:
+        transcripts = transcripts.filter(revision_kind=revision_kind)
+    return [(t, list(ordered_segments(t))) for t in transcripts]
+
+
+def ordered_segments(transcript: Transcript) -> QuerySet[Segment]:
+    """Committed segments follow the session's commit order; final ones their sequence."""
+    order = "session_committed_index" if transcript.revision_kind == RevisionKind.COMMITTED else "sequence"
+    return Segment.objects.filter(transcript=transcript).order_by(order, "sequence")
+
+
+def flat_transcript(*, workspace: Workspace, session_id: str) -> list[Segment]:
+    """The final revision's segments when there is one, else the committed revision's."""
+    session = get_session(workspace=workspace, session_id=session_id)
+    by_kind = {t.revision_kind: t for t in Transcript.objects.filter(session=session)}
+    transcript = by_kind.get(RevisionKind.FINAL) or by_kind.get(RevisionKind.COMMITTED)
+    return list(ordered_segments(transcript)) if transcript else []
+
+
+def session_boards(*, workspace: Workspace, session_id: str) -> list[BoardContent]:
+    """Every version, grouped by board, newest version first."""
+    session = get_session(workspace=workspace, session_id=session_id)
+    return list(BoardContent.objects.filter(session=session).defer("payload").order_by("board_id", "-version"))
+
+
+def current_board(*, workspace: Workspace, session_id: str, board_id: str) -> BoardContent:
+    session = get_session(workspace=workspace, session_id=session_id)
+    try:
+        return BoardContent.objects.get(session=session, board_id=board_id, is_current=True)
+    except BoardContent.DoesNotExist:
+        raise NotFound() from None
+
+

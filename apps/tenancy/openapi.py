@@ -1,0 +1,38 @@
+"""Documents BearerAuthentication as two alternatives: an API key or an OAuth 2.1 token,
+the latter with the operation's scope."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+
+
+class BearerScheme(OpenApiAuthenticationExtension):
+    target_class = "apps.tenancy.authentication.BearerAuthentication"
+    name = ["bearerAuth", "oauth2"]
+
+    def get_security_requirement(self, auto_schema):
+        scopes = [getattr(p, "scope", "") for p in auto_schema.view.get_permissions()]
+        scopes = [s for s in scopes if s]
+        return [{"bearerAuth": []}, {"oauth2": scopes}]
+
+    def get_security_definition(self, auto_schema):
+        auth = f"{settings.CONNECT_AUTH_URL}/api/auth/oauth2"
+        return [
+            {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An API key (`svc_…`) or an OAuth 2.1 access token.",
+            },
+            {
+                "type": "oauth2",
+                "flows": {
+                    "authorizationCode": {
+                        "authorizationUrl": f"{auth}/authorize",
+                        "tokenUrl": f"{auth}/token",
+                        "refreshUrl": f"{auth}/token",
+                        "scopes": dict(settings.CONNECT_SCOPES),
+                    }
+                },
+            },
+        ]

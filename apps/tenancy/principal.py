@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from apps.tenancy.models import Membership, Workspace
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is asking: built once per request by authentication, read by everything else."""
+
+    workspace: Workspace
+    scopes: frozenset[str]
+    kind: Literal["api_key", "oauth"]
+    credential_id: str
+    issuer: Membership
+    audience: str | None = None
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes

@@ -1,0 +1,206 @@
+"""Connect settings: one module, configured from the environment (DESIGN.md §3).
+
+Defaults are the embedded setup: SQLite under var/, in-memory channel layer, no Redis.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+
+def env(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def envbool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def envint(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value else default
+
+
+DEVELOPMENT_SECRET_KEY = "connect-development-secret-key-do-not-use-in-production"
+SECRET_KEY = env("SECRET_KEY", DEVELOPMENT_SECRET_KEY)
+DEBUG = envbool("DEBUG", False)
+TESTING = "pytest" in sys.modules
+
+if not DEBUG and not TESTING and SECRET_KEY == DEVELOPMENT_SECRET_KEY and not envbool("CONNECT_DEVELOPMENT"):
+    # `make run` sets CONNECT_DEVELOPMENT=1; anything else with DEBUG off is production.
+    raise ImproperlyConfigured("Set SECRET_KEY: production refuses to start with the development secret.")
+
+CONNECT_BASE_URL = env("CONNECT_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+CONNECT_AUTH_URL = env("CONNECT_AUTH_URL", CONNECT_BASE_URL).rstrip("/")
+
+ALLOWED_HOSTS = [h.strip() for h in env("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver").split(",") if h.strip()]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "oauth2_provider",
+    "channels",
+    "apps.core",
+    "apps.tenancy",
+    "apps.oauth",
+    "apps.recordings",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "connect.urls"
+ASGI_APPLICATION = "connect.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------
+
+DATABASE_URL = env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'connect.sqlite3'}")
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=600)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    # The server processes, the task workers and management commands write at once: WAL lets
+    # readers run beside a writer, IMMEDIATE takes the write lock at BEGIN (so a transaction
+    # never fails half-way on lock upgrade) and the timeout makes writers queue, not fail.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0 if TESTING else 600
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
+    }
+    # Tests use a file, not memory, so a live daphne in a subprocess sees the same rows.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-connect.sqlite3")}
+else:
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis, channels ------------------------------------------------------------------------
+
+REDIS_URL = env("REDIS_URL")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- Auth, i18n, static ---------------------------------------------------------------------
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/accounts/login"
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "/static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+# --- REST -----------------------------------------------------------------------------------
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["apps.tenancy.authentication.BearerAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "apps.core.negotiation.JSONOnly",
+    "EXCEPTION_HANDLER": "apps.core.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+    "UNAUTHENTICATED_TOKEN": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Connect API",
+    "DESCRIPTION": "Read-only data API over workspace data: sessions, transcripts and AI boards.",
+    "VERSION": "1.0.0",
+    "OAS_VERSION": "3.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SERVERS": [{"url": CONNECT_BASE_URL}],
+    "POSTPROCESSING_HOOKS": ["apps.core.openapi.postprocess"],
+    "ENUM_NAME_OVERRIDES": {},
+}
+
+# --- Connect --------------------------------------------------------------------------------
+
+CONNECT_SCOPES = {
+    "svc:sessions:read": "Read sessions and receive session events",
+    "svc:transcripts:read": "Read and search transcripts and receive transcript events",
+    "svc:boards:read": "Read AI board contents",
+    "svc:webhooks:read": "Read webhook endpoints and delivery history",
+    "svc:webhooks:write": "Create, update, delete, test and replay webhooks",
+}
+CONNECT_READ_SCOPES = ["svc:sessions:read", "svc:transcripts:read", "svc:boards:read"]
+
+CONNECT_WEBHOOKS_ALLOW_PRIVATE = envbool("CONNECT_WEBHOOKS_ALLOW_PRIVATE", False)
+CONNECT_WEBHOOK_RETRY_SCHEDULE = [
+    int(s) for s in env("CONNECT_WEBHOOK_RETRY_SCHEDULE", "60,300,1800,7200,28800,86400").split(",")
+]
+CONNECT_SSE_HEARTBEAT_SECONDS = envint("CONNECT_SSE_HEARTBEAT_SECONDS", 15)
+CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE = envint("CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE", 10)
+
+# An API key's last-used timestamp is written at most this often, so reads stay reads.
+CONNECT_API_KEY_TOUCH_SECONDS = 60
+
+# --- OAuth (django-oauth-toolkit); policy lives in apps.oauth -------------------------------
+
+from apps.oauth.conf import OAUTH2_PROVIDER, OAUTH2_PROVIDER_MODELS  # noqa: E402
+
+globals().update(OAUTH2_PROVIDER_MODELS)
+
+# --- Logging --------------------------------------------------------------------------------
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+    "loggers": {"django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False}},
+}

@@ -1,0 +1,26 @@
+from django.contrib import admin
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from apps.core import errors
+from apps.tenancy.api import ProtectedResourceMetadataApi
+
+urlpatterns = [
+    path("api/v1/", include("apps.recordings.urls")),
+    # Anything else under /api/v1 is a JSON 404, never an HTML page or a slash redirect.
+    re_path(r"^api/v1(/.*)?$", errors.not_found_view),
+    path(".well-known/oauth-protected-resource", ProtectedResourceMetadataApi.as_view()),
+    path(
+        ".well-known/oauth-protected-resource/mcp",
+        ProtectedResourceMetadataApi.as_view(resource_path="/mcp"),
+    ),
+    path("openapi.json", SpectacularAPIView.as_view(), name="openapi"),
+    path("docs", SpectacularSwaggerView.as_view(url_name="openapi"), name="docs"),
+    path("admin/", admin.site.urls),
+    path("", include("apps.oauth.urls")),
+]
+
+handler400 = "apps.core.errors.bad_request_view"
+handler403 = "apps.core.errors.permission_denied_view"
+handler404 = "apps.core.errors.not_found_view"
+handler500 = "apps.core.errors.server_error_view"
