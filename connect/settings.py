@@ -6,7 +6,6 @@ Defaults are the embedded setup: SQLite under var/, in-memory channel layer, no 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import dj_database_url
@@ -35,9 +34,7 @@ def envint(name: str, default: int) -> int:
 DEVELOPMENT_SECRET_KEY = "connect-development-secret-key-do-not-use-in-production"
 SECRET_KEY = env("SECRET_KEY", DEVELOPMENT_SECRET_KEY)
 DEBUG = envbool("DEBUG", False)
-TESTING = "pytest" in sys.modules
-
-if not DEBUG and not TESTING and SECRET_KEY == DEVELOPMENT_SECRET_KEY and not envbool("CONNECT_DEVELOPMENT"):
+if not DEBUG and SECRET_KEY == DEVELOPMENT_SECRET_KEY and not envbool("CONNECT_DEVELOPMENT"):
     # `make run` sets CONNECT_DEVELOPMENT=1; anything else with DEBUG off is production.
     raise ImproperlyConfigured("Set SECRET_KEY: production refuses to start with the development secret.")
 
@@ -102,7 +99,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The server processes, the task workers and management commands write at once: WAL lets
     # readers run beside a writer, IMMEDIATE takes the write lock at BEGIN (so a transaction
     # never fails half-way on lock upgrade) and the timeout makes writers queue, not fail.
-    DATABASES["default"]["CONN_MAX_AGE"] = 0 if TESTING else 600
     DATABASES["default"]["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
         "timeout": 30,

@@ -109,7 +109,7 @@ def live_server_daphne(django_db_setup, django_db_blocker):
         "DATABASE_URL": database_url_for_test_db(),
         "CONNECT_BASE_URL": url,
         "CONNECT_DEVELOPMENT": "1",
-        "DJANGO_SETTINGS_MODULE": "connect.settings",
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
         "PYTHONUNBUFFERED": "1",
     }
     log = open(ROOT / "var" / f"live-server-{port}.log", "w")

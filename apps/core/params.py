@@ -41,7 +41,9 @@ class RevisionKindField(serializers.ChoiceField):
 
 
 def validate_query(serializer_class: type[serializers.Serializer], request) -> dict[str, Any]:
-    serializer = serializer_class(data=request.query_params)
+    # A plain dict, not the QueryDict: DRF reads a QueryDict as an HTML form, where `limit=`
+    # means "not given". For an API, an empty value is an invalid one.
+    serializer = serializer_class(data={name: request.query_params.get(name) for name in request.query_params})
     if not serializer.is_valid():
         raise InvalidRequest()
     return serializer.validated_data

@@ -1,0 +1,60 @@
+# `make run` and `make test` work on a fresh machine: they create .venv and install pinned
+# requirements first. Nothing here needs Redis; PostgreSQL only when DATABASE_URL says so.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+WORKERS ?= 2
+DEMO ?= demo
+
+export CONNECT_DEVELOPMENT := 1
+
+.PHONY: run test setup test-setup migrate seed bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.base-installed: requirements/base.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -r requirements/base.txt
+	touch $@
+
+$(VENV)/.test-installed: requirements/test.txt requirements/base.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -r requirements/test.txt
+	touch $@
+
+setup: $(VENV)/.base-installed
+
+test-setup: $(VENV)/.test-installed
+
+migrate: setup
+	$(BIN)/python manage.py migrate --no-input -v 0
+
+seed: migrate
+	$(BIN)/python manage.py seed_demo --workspace $(DEMO)
+
+run: seed
+	@key=$$($(BIN)/python manage.py issue_api_key $(DEMO) --member demo@example.com \
+	    --scopes svc:sessions:read,svc:transcripts:read,svc:boards:read --name "make run" | tail -n 1); \
+	session=$$($(BIN)/python manage.py shell -c "from apps.recordings.models import Session; print(Session.objects.filter(workspace__slug='$(DEMO)', status='completed').order_by('-created_at').values_list('id', flat=True).first())"); \
+	echo ""; \
+	echo "Connect is starting on http://$(HOST):$(PORT)  (admin: /admin, demo@example.com / demo-password; API docs: /docs)"; \
+	echo "API key (shown once): $$key"; \
+	echo ""; \
+	echo "  curl -H 'Authorization: Bearer $$key' 'http://$(HOST):$(PORT)/api/v1/sessions?limit=5'"; \
+	echo "  curl -H 'Authorization: Bearer $$key' 'http://$(HOST):$(PORT)/api/v1/sessions/'$$session'/transcript'"; \
+	echo "  curl -H 'Authorization: Bearer $$key' 'http://$(HOST):$(PORT)/api/v1/transcripts/search?query=budget'"; \
+	echo ""; \
+	exec $(BIN)/python manage.py serve --host $(HOST) --port $(PORT) --workers $(WORKERS)
+
+test: test-setup
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+bench: test-setup
+	$(BIN)/pip install --quiet -r bench/requirements.txt
+	$(BIN)/python bench/rest.py
+
+clean:
+	rm -rf $(VENV) var/*.sqlite3* var/static
