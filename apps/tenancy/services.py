@@ -94,3 +94,20 @@ def revoke_api_key(*, api_key: ApiKey) -> ApiKey:
         api_key.revoked_at = timezone.now()
         api_key.save(update_fields=["revoked_at"])
     return api_key
+
+
+@transaction.atomic
+def suspend_workspace(*, workspace: Workspace) -> Workspace:
+    """Every credential of the workspace answers `404 workspace_not_found` until unsuspended."""
+    if workspace.suspended_at is None:
+        workspace.suspended_at = timezone.now()
+        workspace.save(update_fields=["suspended_at"])
+    return workspace
+
+
+@transaction.atomic
+def unsuspend_workspace(*, workspace: Workspace) -> Workspace:
+    if workspace.suspended_at is not None:
+        workspace.suspended_at = None
+        workspace.save(update_fields=["suspended_at"])
+    return workspace
