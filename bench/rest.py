@@ -1,0 +1,639 @@
+#!/usr/bin/env python3
+"""REST benchmark of Connect against its two references, side by side in one run.
+
+For each database (SQLite file under bench/data/, PostgreSQL database `connect_bench`):
+migrate, seed with `seed_demo` unless already seeded, issue an API key, start
+`manage.py serve --workers 2` (with bench.settings: production plus the bare-Django view) and,
+for SQLite, Datasette on the same file; then run wrk against each endpoint, one after the
+other, and write a markdown table plus the raw numbers to bench/results/.
+
+    python bench/rest.py                      # both databases, 15 s per endpoint, 32 connections
+    python bench/rest.py --db sqlite --duration 30
+    python bench/rest.py --quick              # small seed, 3 s runs: a smoke check of the harness
+
+See bench/README.md for what is measured and the latest results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+DATA = BENCH / "data"
+RESULTS = BENCH / "results"
+PYTHON = sys.executable
+PG_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
+
+# Targets from the issue (2-core machine).
+TARGET_LIST_VS_DATASETTE = 1.0
+TARGET_LIST_VS_BARE = 0.70
+TARGET_TRANSCRIPT_P50_MS = 30.0
+TARGET_SEARCH_P50_MS = 50.0
+
+# A wrk script: rotates through PATHS (one start offset per thread), sends HEADERS, and prints
+# one JSON line from done() with exact latency percentiles and the error counts.
+LUA = r"""
+local paths = {%(paths)s}
+local headers = {%(headers)s}
+local counter = 0
+local threads = {}
+function setup(thread)
+  thread:set("offset", #threads * 7919)
+  table.insert(threads, thread)
+end
+function init(args)
+  counter = offset or 0
+  for k, v in pairs(headers) do wrk.headers[k] = v end
+end
+function request()
+  counter = counter + 1
+  return wrk.format("GET", paths[(counter %% #paths) + 1])
+end
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'BENCHJSON {"requests":%%d,"duration_us":%%d,"bytes":%%d,"errors":{"connect":%%d,"read":%%d,"write":%%d,"status":%%d,"timeout":%%d},' ..
+    '"latency_us":{"mean":%%.1f,"stdev":%%.1f,"max":%%d,"p50":%%d,"p75":%%d,"p90":%%d,"p99":%%d,"p999":%%d}}\n',
+    summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status, e.timeout,
+    latency.mean, latency.stdev, latency.max, latency:percentile(50), latency:percentile(75),
+    latency:percentile(90), latency:percentile(99), latency:percentile(99.9)))
+end
+"""
+
+
+def log(message: str) -> None:
+    print(f"[{dt.datetime.now():%H:%M:%S}] {message}", flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def lua_string(value: str) -> str:
+    return json.dumps(value)  # a JSON string literal is a valid Lua string literal for ASCII
+
+
+# --- Databases --------------------------------------------------------------------------------
+
+
+@dataclass
+class Database:
+    kind: str  # sqlite | postgres
+    url: str
+    sqlite_path: Path | None = None
+    probe: dict = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            DATABASE_URL=self.url,
+            DJANGO_SETTINGS_MODULE="bench.settings",
+            CONNECT_DEVELOPMENT="1",
+            PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+            LOG_LEVEL="WARNING",
+        )
+        return env
+
+
+def make_database(kind: str, quick: bool) -> Database:
+    suffix = "_quick" if quick else ""
+    if kind == "sqlite":
+        path = DATA / f"connect{suffix}.sqlite3"
+        return Database(kind, f"sqlite:///{path}", sqlite_path=path)
+    name = f"connect_bench{suffix}"
+    ensure_postgres_database(name)
+    return Database(kind, f"postgres://postgres@127.0.0.1:5432/{name}")
+
+
+def ensure_postgres_database(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
+            log(f"creating PostgreSQL database {name}")
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def manage(db: Database, *args: str, capture: bool = False) -> str:
+    result = subprocess.run(
+        [PYTHON, "manage.py", *args],
+        cwd=ROOT,
+        env=db.env(),
+        check=True,
+        text=True,
+        stdout=subprocess.PIPE if capture else None,
+    )
+    return result.stdout or ""
+
+
+def probe(db: Database, *extra: str) -> dict:
+    out = subprocess.run(
+        [PYTHON, "-m", "bench.probe", "--workspace", "bench", *extra],
+        cwd=ROOT,
+        env=db.env(),
+        check=True,
+        text=True,
+        stdout=subprocess.PIPE,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def seeded(db: Database, sessions: int, segments: int) -> bool:
+    info = probe(db)
+    # seed_demo writes `segments` committed segments per session (plus final revisions).
+    return bool(info.get("workspace")) and info["sessions"] >= sessions and info["segments"] >= sessions * segments
+
+
+def prepare(db: Database, args: argparse.Namespace) -> subprocess.Popen | None:
+    """Migrate, then start seeding in the background if needed (returns the process)."""
+    log(f"{db.kind}: migrate")
+    manage(db, "migrate", "--noinput", "-v", "0")
+    if args.no_seed or seeded(db, args.sessions, args.segments):
+        log(f"{db.kind}: already seeded (or --no-seed)")
+        return None
+    log(f"{db.kind}: seeding {args.sessions} sessions x {args.segments} segments (this takes a while)")
+    return subprocess.Popen(
+        [PYTHON, "manage.py", "seed_demo", "--workspace", "bench",
+         "--sessions", str(args.sessions), "--segments", str(args.segments)],
+        cwd=ROOT, env=db.env(), stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def after_seed(db: Database) -> None:
+    """Statistics for the planner, as autovacuum / `PRAGMA optimize` would keep them in service."""
+    if db.kind == "postgres":
+        import psycopg
+
+        with psycopg.connect(db.url, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE")
+    else:
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(db.sqlite_path)) as conn:
+            conn.execute("ANALYZE")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+# --- Servers ----------------------------------------------------------------------------------
+
+
+class Server:
+    log_dir = RESULTS
+
+    def __init__(self, name: str, command: list[str], env: dict[str, str], port: int, ready_path: str) -> None:
+        self.name, self.command, self.env, self.port, self.ready_path = name, command, env, port, ready_path
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_dir / f"server-{self.name}.log"
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Server:
+        log(f"starting {self.name} on port {self.port}")
+        self.log_file = open(self.log_path, "w")
+        # Its own process group, so stopping it stops its children (daphne / uvicorn workers).
+        self.proc = subprocess.Popen(
+            self.command, cwd=ROOT, env=self.env, stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited ({self.proc.returncode}); see {self.log_path}")
+            try:
+                with urllib.request.urlopen(self.base + self.ready_path, timeout=5) as response:
+                    if response.status == 200:
+                        return self
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            time.sleep(0.3)
+        self.__exit__(None, None, None)
+        raise RuntimeError(f"{self.name} did not become ready; see {self.log_path}")
+
+    def __exit__(self, *exc) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)  # any straggling child of this group only
+        self.log_file.close()
+
+    def child_pids(self) -> list[int]:
+        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], text=True, stdout=subprocess.PIPE).stdout
+        return [int(p) for p in out.split()]
+
+
+def connect_server(db: Database, workers: int) -> Server:
+    command = [PYTHON, "manage.py", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", str(workers)]
+    port = free_port()
+    command = [c.replace("{port}", str(port)) for c in command]
+    return Server(f"connect-{db.kind}", command, db.env(), port, "/.well-known/oauth-protected-resource")
+
+
+def datasette_server(db: Database, workers: int) -> Server:
+    port = free_port()
+    metadata = Server.log_dir / "datasette-metadata.json"
+    metadata.write_text(json.dumps(datasette_metadata(db), indent=2))
+    env = db.env() | {"BENCH_DATASETTE_DB": str(db.sqlite_path), "BENCH_DATASETTE_METADATA": str(metadata)}
+    if workers == 1:  # Datasette as shipped: one process
+        command = [
+            PYTHON, "-m", "datasette", "serve", "-i", str(db.sqlite_path), "--host", "127.0.0.1", "--port", str(port),
+            "--metadata", str(metadata),
+            "--setting", "suggest_facets", "off", "--setting", "default_page_size", "100",
+        ]  # fmt: skip
+    else:  # the same app under uvicorn with N worker processes, for a like-for-like process count
+        command = [
+            PYTHON, "-m", "uvicorn", "bench.datasette_app:app", "--host", "127.0.0.1", "--port", str(port),
+            "--workers", str(workers), "--no-access-log", "--log-level", "warning",
+        ]  # fmt: skip
+    return Server(f"datasette-{workers}p", command, env, port, "/-/versions.json")
+
+
+# --- Load -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Endpoint:
+    name: str
+    server: str  # connect | datasette-1p | datasette-2p
+    paths: list[str]
+    headers: dict[str, str] = field(default_factory=dict)
+    check: str = ""  # what a sane response holds (see sanity_check)
+
+
+def get_json(url: str, headers: dict[str, str]) -> tuple[int, object]:
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        body = error.read()
+        try:
+            return error.code, json.loads(body)
+        except ValueError:
+            return error.code, body[:300].decode(errors="replace")
+
+
+def sanity_check(base: str, endpoint: Endpoint) -> str | None:
+    """None when the first path answers 200 with the expected content, else a description."""
+    status, body = get_json(base + endpoint.paths[0], endpoint.headers)
+    if status != 200:
+        return f"HTTP {status}: {str(body)[:200]}"
+    kind, _, expected = endpoint.check.partition("=")
+    if kind == "items" and len(body.get("items", [])) != int(expected):
+        return f"expected {expected} items, got {len(body.get('items', []))}"
+    if kind == "transcript" and len(body.get("transcript", [])) != int(expected):
+        return f"expected {expected} segments, got {len(body.get('transcript', []))}"
+    if kind == "rows" and len(body.get("rows", [])) != int(expected):
+        return f"expected {expected} rows, got {len(body.get('rows', []))}"
+    if kind == "nonempty" and not (body.get("items") or body.get("rows")):
+        return "no hits"
+    return None
+
+
+def wrk(url_base: str, endpoint: Endpoint, duration: float, connections: int, threads: int) -> dict:
+    script = LUA % {
+        "paths": ", ".join(lua_string(p) for p in endpoint.paths),
+        "headers": ", ".join(f"[{lua_string(k)}] = {lua_string(v)}" for k, v in endpoint.headers.items()),
+    }
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(script)
+    try:
+        command = [
+            "wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--timeout", "10s", "--latency",
+            "-s", f.name, url_base + endpoint.paths[0],
+        ]  # fmt: skip
+        out = subprocess.run(command, text=True, stdout=subprocess.PIPE, timeout=duration + 60).stdout
+    finally:
+        os.unlink(f.name)
+    line = next((l for l in out.splitlines() if l.startswith("BENCHJSON ")), None)
+    if line is None:
+        raise RuntimeError(f"wrk printed no summary:\n{out}")
+    raw = json.loads(line.removeprefix("BENCHJSON "))
+    seconds = raw["duration_us"] / 1e6
+    errors = raw["errors"]
+    return {
+        "rps": raw["requests"] / seconds if seconds else 0.0,
+        "requests": raw["requests"],
+        "p50_ms": raw["latency_us"]["p50"] / 1000,
+        "p90_ms": raw["latency_us"]["p90"] / 1000,
+        "p99_ms": raw["latency_us"]["p99"] / 1000,
+        "mean_ms": raw["latency_us"]["mean"] / 1000,
+        "max_ms": raw["latency_us"]["max"] / 1000,
+        "mb_per_s": raw["bytes"] / seconds / 1e6 if seconds else 0.0,
+        "non_2xx": errors["status"],
+        "socket_errors": errors["connect"] + errors["read"] + errors["write"] + errors["timeout"],
+        "wrk_output": out,
+    }
+
+
+def profile_during(server: Server, seconds: float, out_dir: Path, label: str) -> list[str]:
+    """Start py-spy on each worker process for `seconds`; returns the files it will write."""
+    files = []
+    for pid in server.child_pids():
+        path = out_dir / f"profile-{label}-{pid}.txt"
+        subprocess.Popen(
+            ["py-spy", "record", "--pid", str(pid), "--duration", str(int(seconds)), "--format", "raw",
+             "--output", str(path), "--nonblocking"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        files.append(str(path))
+    return files
+
+
+# --- One database -----------------------------------------------------------------------------
+
+
+def endpoints_for(db: Database, key: str, args: argparse.Namespace) -> list[Endpoint]:
+    info = db.probe
+    auth = {"Authorization": f"Bearer {key}"}
+    session_ids = info["session_ids"]
+    transcript_ids = info["transcript_session_ids"][:200] or session_ids[:1]
+    words = info["search_words"] or ["meeting"]
+    # A few realistic queries: single words of different frequency and a two-word query.
+    queries = words[:4] + [f"{words[0]} {words[-1]}"] if len(words) > 1 else words
+    list_size = min(100, info["sessions"])
+    eps = [
+        Endpoint("sessions list (limit=100)", "connect", ["/api/v1/sessions?limit=100"], auth, f"items={list_size}"),
+        Endpoint("bare Django list (no auth)", "connect", ["/bench/bare/sessions"], {}, f"items={list_size}"),
+        Endpoint("bare Django list + API-key auth", "connect", ["/bench/bare/sessions-auth"], auth, f"items={list_size}"),
+        Endpoint("session get", "connect", [f"/api/v1/sessions/{i}" for i in session_ids], auth),
+        Endpoint(
+            f"transcript ({info['max_transcript_segments']} segments)",
+            "connect",
+            [f"/api/v1/sessions/{i}/transcript" for i in transcript_ids],
+            auth,
+            f"transcript={info['max_transcript_segments']}",
+        ),
+        Endpoint(
+            "search",
+            "connect",
+            ["/api/v1/transcripts/search?" + urllib.parse.urlencode({"query": q}) for q in queries],
+            auth,
+            "nonempty",
+        ),
+    ]
+    if db.kind == "sqlite" and not args.no_datasette:
+        ws = info["workspace"]["id"]
+        table = f"/{db.sqlite_path.stem}/recordings_session.json?" + urllib.parse.urlencode(
+            {"_size": 100, "_sort_desc": "created_at", "workspace_id": ws, "_nocount": 1, "_nofacet": 1}
+        )
+        search_paths = datasette_search_paths(db, queries)
+        for workers in args.datasette_workers:
+            server = f"datasette-{workers}p"
+            eps.append(Endpoint(f"Datasette table JSON ({workers} proc)", server, [table], {}, f"rows={list_size}"))
+            if search_paths:
+                eps.append(Endpoint(f"Datasette FTS search ({workers} proc)", server, search_paths, {}, "nonempty"))
+    if args.only:
+        eps = [e for e in eps if any(o.lower() in e.name.lower() for o in args.only)]
+    return eps
+
+
+DATASETTE_SEARCH_TABLE = "recordings_segment_search"
+
+
+def datasette_metadata(db: Database) -> dict:
+    """The FTS5 table of migration 0002 is contentless and keyed by the INTEGER PRIMARY KEY of
+    `recordings_segment_search` (segment id, transcript id, workspace id), not by a rowid of
+    recordings_segment: Datasette cannot detect that link, so it is declared here, and
+    `?_search=` on the key table runs `id IN (SELECT rowid FROM fts WHERE fts MATCH ...)`."""
+    fts = [t["name"] for t in db.probe.get("fts_tables", [])]
+    tables = {}
+    if "recordings_segment_fts" in fts:
+        tables[DATASETTE_SEARCH_TABLE] = {"fts_table": "recordings_segment_fts", "fts_pk": "id"}
+    return {"databases": {db.sqlite_path.stem: {"tables": tables}}}
+
+
+def datasette_search_paths(db: Database, queries: list[str]) -> list[str]:
+    if not datasette_metadata(db)["databases"][db.sqlite_path.stem]["tables"]:
+        return []
+    ws = db.probe["workspace"]["id"]
+    return [
+        f"/{db.sqlite_path.stem}/{DATASETTE_SEARCH_TABLE}.json?"
+        + urllib.parse.urlencode({"_search": q, "workspace_id": ws, "_size": 20, "_nocount": 1, "_nofacet": 1})
+        for q in queries
+    ]
+
+
+def bench_database(db: Database, args: argparse.Namespace, run_dir: Path) -> list[dict]:
+    db.probe = probe(db, "--issue-key", "--checkpoint")
+    key = db.probe.pop("api_key")
+    log(
+        f"{db.kind}: {db.probe['sessions']} sessions, {db.probe['segments']} segments, "
+        f"longest flat transcript {db.probe['max_transcript_segments']} segments, "
+        f"FTS tables {[t['name'] for t in db.probe['fts_tables']] or '-'}"
+    )
+    endpoints = endpoints_for(db, key, args)
+    results = []
+    servers: dict[str, Server] = {"connect": connect_server(db, args.workers)}
+    for workers in args.datasette_workers:
+        if db.kind == "sqlite" and not args.no_datasette:
+            servers[f"datasette-{workers}p"] = datasette_server(db, workers)
+    by_server: dict[str, list[Endpoint]] = {}
+    for e in endpoints:
+        by_server.setdefault(e.server, []).append(e)
+    # One server at a time, so an idle peer never competes for the two cores.
+    for server_name, eps in by_server.items():
+        with servers[server_name] as server:
+            for e in eps:
+                row = {"db": db.kind, "endpoint": e.name, "server": server_name, "paths": len(e.paths)}
+                problem = sanity_check(server.base, e)
+                if problem:
+                    log(f"  {e.name}: SKIPPED, {problem}")
+                    results.append(row | {"error": problem})
+                    continue
+                wrk(server.base, e, args.warmup, args.connections, args.threads)
+                profiles = []
+                if args.profile and server_name == "connect":
+                    profiles = profile_during(server, args.duration, run_dir, f"{db.kind}-{slug(e.name)}")
+                r = wrk(server.base, e, args.duration, args.connections, args.threads)
+                log(
+                    f"  {e.name}: {r['rps']:.0f} req/s, p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
+                    + (f", {r['non_2xx']} non-2xx" if r["non_2xx"] else "")
+                    + (f", {r['socket_errors']} socket errors" if r["socket_errors"] else "")
+                )
+                results.append(row | r | ({"profiles": profiles} if profiles else {}))
+    return results
+
+
+def slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")[:40]
+
+
+# --- Report -----------------------------------------------------------------------------------
+
+
+def find(results: list[dict], db: str, prefix: str) -> dict | None:
+    return next((r for r in results if r["db"] == db and r["endpoint"].startswith(prefix) and "rps" in r), None)
+
+
+def verdicts(results: list[dict], args: argparse.Namespace) -> list[str]:
+    lines = []
+    for db in sorted({r["db"] for r in results}):
+        lst = find(results, db, "sessions list")
+        bare = find(results, db, "bare Django list (no auth)")
+        if lst and bare:
+            ratio = lst["rps"] / bare["rps"]
+            ok = "met" if ratio >= TARGET_LIST_VS_BARE else "NOT met"
+            lines.append(f"- {db}: sessions list / bare Django = {ratio:.2f} (target ≥ {TARGET_LIST_VS_BARE:.2f}): **{ok}**")
+        for workers in args.datasette_workers:
+            ds = find(results, db, f"Datasette table JSON ({workers} proc)")
+            if lst and ds:
+                ratio = lst["rps"] / ds["rps"]
+                ok = "met" if ratio >= TARGET_LIST_VS_DATASETTE else "NOT met"
+                lines.append(
+                    f"- {db}: sessions list / Datasette table JSON ({workers} proc) = {ratio:.2f} "
+                    f"(target ≥ {TARGET_LIST_VS_DATASETTE:.2f}): **{ok}**"
+                )
+        tr = find(results, db, "transcript")
+        if tr:
+            ok = "met" if tr["p50_ms"] <= TARGET_TRANSCRIPT_P50_MS else "NOT met"
+            lines.append(f"- {db}: transcript p50 = {tr['p50_ms']:.1f} ms (target ≤ {TARGET_TRANSCRIPT_P50_MS:.0f} ms): **{ok}**")
+        se = find(results, db, "search")
+        if se:
+            ok = "met" if se["p50_ms"] <= TARGET_SEARCH_P50_MS else "NOT met"
+            lines.append(f"- {db}: search p50 = {se['p50_ms']:.1f} ms (target ≤ {TARGET_SEARCH_P50_MS:.0f} ms): **{ok}**")
+        for r in results:
+            if r["db"] == db and "error" in r:
+                lines.append(f"- {db}: {r['endpoint']}: not measured ({r['error']})")
+    return lines
+
+
+def markdown(results: list[dict], meta: dict, args: argparse.Namespace) -> str:
+    out = [
+        f"Run {meta['started']} on {meta['machine']}; wrk -t{args.threads} -c{args.connections} "
+        f"-d{args.duration:g}s after a {args.warmup:g} s warm-up; Connect on `serve --workers {args.workers}`; "
+        f"data: {meta['data']}.",
+        "",
+        "| DB | endpoint | server | req/s | p50 ms | p90 ms | p99 ms | non-2xx |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        if "rps" in r:
+            out.append(
+                f"| {r['db']} | {r['endpoint']} | {r['server']} | {r['rps']:.0f} | {r['p50_ms']:.1f} | "
+                f"{r['p90_ms']:.1f} | {r['p99_ms']:.1f} | {r['non_2xx'] + r['socket_errors']} |"
+            )
+        else:
+            out.append(f"| {r['db']} | {r['endpoint']} | {r['server']} | – | – | – | – | {r['error']} |")
+    out += ["", *verdicts(results, args)]
+    return "\n".join(out) + "\n"
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}, Python {platform.python_version()}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--duration", type=float, default=None, help="seconds per endpoint (default 15; 3 with --quick)")
+    parser.add_argument("--warmup", type=float, default=None, help="seconds of discarded load first (default 3)")
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2, help="wrk threads")
+    parser.add_argument("--workers", type=int, default=2, help="daphne processes (serve --workers)")
+    parser.add_argument("--datasette-workers", type=int, nargs="+", default=[1, 2],
+                        help="Datasette process counts to measure (1 = the datasette command as shipped)")
+    parser.add_argument("--sessions", type=int, default=None, help="default 2000 (50 with --quick)")
+    parser.add_argument("--segments", type=int, default=None, help="per session; default 500 (100 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="small seed in separate databases, short runs")
+    parser.add_argument("--no-seed", action="store_true", help="use the databases as they are")
+    parser.add_argument("--no-datasette", action="store_true")
+    parser.add_argument("--only", nargs="+", help="endpoint name substrings to run (e.g. list search)")
+    parser.add_argument("--profile", action="store_true", help="py-spy the daphne workers during each Connect run")
+    args = parser.parse_args()
+    args.duration = args.duration or (3 if args.quick else 15)
+    args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 3)
+    args.sessions = args.sessions or (50 if args.quick else 2000)
+    args.segments = args.segments or (100 if args.quick else 500)
+
+    if shutil.which("wrk") is None:
+        print("wrk is not installed: apt-get update && apt-get install -y wrk", file=sys.stderr)
+        return 2
+    if args.profile and shutil.which("py-spy") is None:
+        print("py-spy is not installed: pip install -r bench/requirements.txt", file=sys.stderr)
+        return 2
+    try:
+        import datasette  # noqa: F401
+    except ImportError:
+        if not args.no_datasette:
+            print("Datasette is not installed: pip install -r bench/requirements.txt", file=sys.stderr)
+            return 2
+
+    DATA.mkdir(parents=True, exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    started = dt.datetime.now(dt.timezone.utc)
+    run_dir = RESULTS / f"rest-{started:%Y%m%dT%H%M%SZ}"
+    run_dir.mkdir()
+    Server.log_dir = run_dir
+    kinds = ["sqlite", "postgres"] if args.db == "both" else [args.db]
+    dbs = [make_database(k, args.quick) for k in kinds]
+
+    # Seed every database at once (the seeders are mostly single-threaded: two cores, two DBs).
+    seeding = {db.kind: (db, prepare(db, args)) for db in dbs}
+    for kind, (db, proc) in seeding.items():
+        if proc is not None:
+            t0 = time.monotonic()
+            if proc.wait() != 0:
+                log(f"{kind}: seed_demo failed ({proc.returncode})")
+                return 1
+            log(f"{kind}: seeded ({time.monotonic() - t0:.0f} s after the wait began)")
+            after_seed(db)
+
+    results: list[dict] = []
+    for db in dbs:
+        results += bench_database(db, args, run_dir)
+
+    meta = {
+        "started": f"{started:%Y-%m-%d %H:%M} UTC",
+        "machine": machine(),
+        "loadavg_after": os.getloadavg(),
+        "data": ", ".join(
+            f"{db.kind} {db.probe['sessions']} sessions / {db.probe['segments']} segments" for db in dbs
+        ),
+        "args": vars(args),
+    }
+    table = markdown(results, meta, args)
+    (run_dir / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2, default=str))
+    (run_dir / "results.md").write_text(table)
+    print()
+    print(table)
+    log(f"written to {run_dir.relative_to(ROOT)}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
