@@ -189,6 +189,8 @@ CONNECT_API_KEY_TOUCH_SECONDS = 60
 from apps.oauth.conf import OAUTH2_PROVIDER, OAUTH2_PROVIDER_MODELS  # noqa: E402
 
 globals().update(OAUTH2_PROVIDER_MODELS)
+# The issuer is `{auth_url}/api/auth` (contract §5.3); DOT builds the RFC 8414 document from it.
+OAUTH2_PROVIDER = {**OAUTH2_PROVIDER, "OIDC_ISS_ENDPOINT": f"{CONNECT_AUTH_URL}/api/auth"}
 
 # --- Logging --------------------------------------------------------------------------------
 
