@@ -1,10 +1,55 @@
-"""OAuth access tokens as Principals. Placeholder until the OAuth issue lands: every
-non-`svc_` bearer is unknown, which is `401 unauthorized`."""
+"""OAuth access tokens as Principals (contract §5, §7).
+
+Checks in the order every credential is checked (apps/tenancy/authentication.py): the token
+itself — known, unexpired, bound to a workspace and to this audience — (401), then its
+workspace (404 workspace_not_found), then the member who granted it (403 forbidden).
+Two queries: the token with its workspace, then the membership with its user.
+"""
 
 from __future__ import annotations
 
-from apps.core.errors import Unauthorized
+import hashlib
+
+from apps.core.errors import Forbidden, Unauthorized, WorkspaceNotFound
+from apps.oauth.audience import normalise, token_serves
+from apps.oauth.models import AccessToken
+from apps.tenancy.models import Membership
+from apps.tenancy.principal import Principal
 
 
-def principal_for_access_token(token: str, *, audience: str):
-    raise Unauthorized()
+def token_checksum(token: str) -> str:
+    # DOT 3.x looks tokens up by this checksum; only the checksum is stored (TOKEN_STORAGE gate).
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def principal_for_access_token(token: str, *, audience: str) -> Principal:
+    """`audience` is the resource the request is addressed to: `{base_url}` for REST,
+    `{base_url}/mcp` for the MCP endpoint."""
+    access_token = (
+        AccessToken.objects.select_related("workspace").filter(token_checksum=token_checksum(token)).first()
+    )
+    if (
+        access_token is None
+        or access_token.is_expired()
+        or access_token.workspace is None
+        or access_token.user_id is None
+        or not token_serves(access_token.resource, audience)
+    ):
+        raise Unauthorized()
+    workspace = access_token.workspace
+    if not workspace.is_available:
+        raise WorkspaceNotFound()
+    membership = (
+        Membership.objects.select_related("user").filter(workspace=workspace, user_id=access_token.user_id).first()
+    )
+    if membership is None or not membership.is_active or not membership.user.is_active:
+        raise Forbidden()
+    membership.workspace = workspace  # already loaded; spares the lazy query
+    return Principal(
+        workspace=workspace,
+        scopes=frozenset(access_token.scope.split()),
+        kind="oauth",
+        credential_id=str(access_token.pk),
+        issuer=membership,
+        audience=normalise(audience),
+    )

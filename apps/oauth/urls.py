@@ -1,1 +1,40 @@
-urlpatterns: list = []
+"""The authorization server at `{auth_url}/api/auth` (contract §5.3), its RFC 8414 metadata,
+and the login page. DOT reverses its endpoints by name in the `oauth2_provider` namespace
+(metadata document), so the routes carry DOT's names."""
+
+from __future__ import annotations
+
+from django.contrib.auth import views as auth_views
+from django.urls import include, path, re_path
+from oauth2_provider import views as dot
+
+from apps.oauth import views
+
+oauth2_provider_patterns = (
+    [
+        # RFC 8414 §3: the issuer `{auth_url}/api/auth` has a path, so strict clients ask for
+        # /.well-known/oauth-authorization-server/api/auth; others ask at the root.
+        path(".well-known/oauth-authorization-server", dot.OAuthServerMetadataView.as_view(), name="oauth-server-metadata"),
+        path(
+            ".well-known/oauth-authorization-server/api/auth",
+            dot.OAuthServerMetadataView.as_view(),
+            name="oauth-server-metadata-issuer",
+        ),
+        re_path(r"^api/auth/oauth2/authorize/?$", views.ConsentView.as_view(), name="authorize"),
+        re_path(r"^api/auth/oauth2/token/?$", dot.TokenView.as_view(), name="token"),
+        re_path(r"^api/auth/oauth2/revoke/?$", dot.RevokeTokenView.as_view(), name="revoke-token"),
+        re_path(r"^api/auth/oauth2/register/?$", views.RegistrationView.as_view(), name="dcr-register"),
+        re_path(
+            r"^api/auth/oauth2/register/(?P<client_id>[^/]+)/?$",
+            dot.DynamicClientRegistrationManagementView.as_view(),
+            name="dcr-register-management",
+        ),
+    ],
+    "oauth2_provider",
+)
+
+urlpatterns = [
+    path("", include(oauth2_provider_patterns)),
+    path("accounts/login", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout", auth_views.LogoutView.as_view(next_page="/accounts/login"), name="logout"),
+]

@@ -1,0 +1,167 @@
+"""OAuth endpoints: DOT's views with Connect's policy in front.
+
+- ConsentView: the authorization endpoint. Before anyone logs in it refuses requests that
+  cannot succeed (PKCE other than S256, a missing or foreign `resource`); after login it asks
+  the member to pick one of their workspaces and binds the grant to it.
+- RegistrationView: RFC 7591 registration, open to anyone, for public clients only.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from oauth2_provider.exceptions import OAuthToolkitError
+from oauth2_provider.views import AuthorizationView
+from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
+from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
+
+from apps.oauth.audience import audience_for_request
+from apps.oauth.forms import ConsentForm
+from apps.oauth.models import Application
+from apps.oauth.selectors import consentable_memberships
+from apps.oauth.validators import WORKSPACE_ATTR
+
+
+class ConsentView(AuthorizationView):
+    template_name = "oauth/consent.html"
+    form_class = ConsentForm
+
+    def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        self.oauth2_data = {}
+        if request.method == "GET":
+            # Checked before the login redirect: the client learns at once, and nobody types a
+            # password for a request that cannot succeed.
+            refusal = self.refuse_unacceptable_request(request)
+            if refusal is not None:
+                return refusal
+        return super().dispatch(request, *args, **kwargs)
+
+    def refuse_unacceptable_request(self, request: HttpRequest) -> HttpResponse | None:
+        application = Application.objects.filter(client_id=request.GET.get("client_id", "")).first()
+        try:
+            _scopes, credentials = self.validate_authorization_request(request)
+        except OAuthToolkitError as error:
+            # Unknown client or redirect URI: an error page, never a redirect (DOT decides).
+            return self.error_response(error, application)
+        application = application or Application.objects.filter(client_id=credentials["client_id"]).first()
+        if credentials.get("code_challenge_method") != "S256":
+            return self.refuse(credentials, application, "invalid_request", "PKCE with S256 is required.")
+        audience = audience_for_request(request.GET.getlist("resource"), base_url=settings.CONNECT_BASE_URL)
+        if audience is None:
+            return self.refuse(
+                credentials,
+                application,
+                "invalid_target",
+                f"resource must be {settings.CONNECT_BASE_URL} or {settings.CONNECT_BASE_URL}/mcp.",
+            )
+        # DOT reads the request again after login: hand it the normalised audience, and no
+        # approval_prompt=auto shortcut, since only the consent form binds a workspace.
+        query = request.GET.copy()
+        query.setlist("resource", [audience])
+        query.pop("approval_prompt", None)
+        request.GET = query
+        return None
+
+    def refuse(self, credentials: dict, application, error: str, description: str) -> HttpResponse:
+        oauth_error = CustomOAuth2Error(error=error, description=description, state=credentials.get("state"))
+        return self.error_response(OAuthToolkitError(oauth_error, redirect_uri=credentials["redirect_uri"]), application)
+
+    def get(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not self.memberships:
+            return self.no_workspace_response()
+        return super().get(request, *args, **kwargs)
+
+    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not self.memberships:
+            return self.no_workspace_response()
+        return super().post(request, *args, **kwargs)
+
+    @property
+    def memberships(self) -> list:
+        if not hasattr(self, "_memberships"):
+            self._memberships = list(consentable_memberships(user=self.request.user))
+        return self._memberships
+
+    def no_workspace_response(self) -> HttpResponse:
+        return render(self.request, "oauth/no_workspace.html", status=403)
+
+    def get_form_kwargs(self) -> dict:
+        return {**super().get_form_kwargs(), "memberships": self.memberships}
+
+    def get_context_data(self, **kwargs) -> dict:
+        context = super().get_context_data(**kwargs)
+        form = context.get("form")
+        if form is not None and "application" not in context:
+            # Re-rendered after a POST without a workspace: rebuild what DOT's GET put there.
+            client_id = form.data.get("client_id", "")
+            context["application"] = Application.objects.filter(client_id=client_id).first()
+            context["scopes"] = form.data.get("scope", "").split()
+        context["scope_descriptions"] = [
+            settings.CONNECT_SCOPES.get(scope, scope) for scope in context.get("scopes", [])
+        ]
+        return context
+
+    def form_valid(self, form: ConsentForm) -> HttpResponse:
+        application = Application.objects.filter(client_id=form.cleaned_data["client_id"]).first()
+        if not form.cleaned_data.get("allow"):
+            return super().form_valid(form)  # DOT answers access_denied to the client
+        membership = form.chosen_membership()
+        if membership is None:
+            form.add_error("workspace", "Choose the workspace this application may read.")
+            return self.form_invalid(form)
+        # The hidden fields could have been edited since the GET: check the policy again.
+        credentials = {"redirect_uri": form.cleaned_data["redirect_uri"], "state": form.cleaned_data.get("state")}
+        if form.cleaned_data.get("code_challenge_method") != "S256":
+            return self.refuse(credentials, application, "invalid_request", "PKCE with S256 is required.")
+        audience = audience_for_request(
+            (form.cleaned_data.get("resource") or "").split(), base_url=settings.CONNECT_BASE_URL
+        )
+        if audience is None:
+            return self.refuse(credentials, application, "invalid_target", "Unsupported resource.")
+        self.consented_workspace_id = membership.workspace_id
+        return super().form_valid(form)
+
+    def create_authorization_response(self, request, scopes, credentials, allow):
+        workspace_id = getattr(self, "consented_workspace_id", None)
+        if allow and workspace_id is not None:
+            # oauthlib copies credentials onto its request; the validator stores it on the grant.
+            credentials = {**credentials, WORKSPACE_ATTR: workspace_id}
+        return super().create_authorization_response(request, scopes, credentials, allow)
+
+
+class RegistrationView(DynamicClientRegistrationView):
+    """RFC 7591, open without authentication, for public clients (PKCE, no secret) only.
+
+    RFC 7591 §2 lets the server replace requested metadata: an omitted
+    `token_endpoint_auth_method` becomes `none` rather than DOT's default client_secret_basic.
+    Confidential clients are created by operators (`create_oauth_client --confidential`).
+    Redirect URIs and grant types are checked by Application.clean.
+    """
+
+    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        try:
+            metadata = json.loads(request.body)
+        except ValueError:
+            metadata = None
+        if isinstance(metadata, dict):
+            method = metadata.setdefault("token_endpoint_auth_method", "none")
+            if method != "none":
+                return JsonResponse(
+                    {
+                        "error": "invalid_client_metadata",
+                        "error_description": "Only public clients (token_endpoint_auth_method none) may register.",
+                    },
+                    status=400,
+                )
+            response_types = metadata.get("response_types", ["code"])
+            if response_types != ["code"]:
+                return JsonResponse(
+                    {"error": "invalid_client_metadata", "error_description": "response_types must be [\"code\"]."},
+                    status=400,
+                )
+            # DOT's view parses request.body itself; give it the completed metadata.
+            request._body = json.dumps(metadata).encode()
+        return super().post(request, *args, **kwargs)
