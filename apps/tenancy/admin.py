@@ -1,0 +1,219 @@
+"""Back office for tenancy. Every change goes through `apps.tenancy.services`, like the commands.
+
+API keys are issued here with a form that calls `issue_api_key` and renders the plain key once,
+in the response to the POST: it is never stored, put in a message or a session, nor shown again.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from apps.tenancy import services
+from apps.tenancy.models import ApiKey, Membership, Workspace
+
+
+@admin.register(Workspace)
+class WorkspaceAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "available", "suspended_at", "created_at"]
+    list_filter = [("suspended_at", admin.EmptyFieldListFilter)]
+    search_fields = ["slug", "name"]
+    readonly_fields = ["id", "suspended_at", "created_at"]
+    actions = ["suspend", "unsuspend"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # Slugs appear in scripts and URLs: fixed once created.
+        return self.readonly_fields + (["slug"] if obj else [])
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # suspend instead: deleting would cascade to every row of the tenant
+
+    @admin.display(boolean=True, description="available")
+    def available(self, obj: Workspace) -> bool:
+        return obj.is_available
+
+    @admin.action(description="Suspend selected workspaces (their credentials answer 404)")
+    def suspend(self, request: HttpRequest, queryset: QuerySet[Workspace]) -> None:
+        for workspace in queryset:
+            services.suspend_workspace(workspace=workspace)
+        self.message_user(request, f"Suspended {len(queryset)} workspace(s).", messages.SUCCESS)
+
+    @admin.action(description="Unsuspend selected workspaces")
+    def unsuspend(self, request: HttpRequest, queryset: QuerySet[Workspace]) -> None:
+        for workspace in queryset:
+            services.unsuspend_workspace(workspace=workspace)
+        self.message_user(request, f"Unsuspended {len(queryset)} workspace(s).", messages.SUCCESS)
+
+
+class AddMemberForm(forms.ModelForm):
+    """Adds by email, like the `add_member` command: the user is created if needed."""
+
+    email = forms.EmailField()
+    password = forms.CharField(required=False, widget=forms.PasswordInput, help_text="set or reset the password")
+    staff = forms.BooleanField(required=False, help_text="may use this admin")
+
+    class Meta:
+        model = Membership
+        fields = ["workspace"]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user_email", "workspace", "is_active", "created_at", "deactivated_at"]
+    list_filter = ["is_active", "workspace"]
+    list_select_related = ["user", "workspace"]
+    search_fields = ["user__email", "user__username", "workspace__slug"]
+    readonly_fields = ["workspace", "user", "is_active", "created_at", "deactivated_at"]
+    actions = ["activate", "deactivate"]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is None:
+            kwargs["form"] = AddMemberForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fields(self, request, obj=None):
+        return ["workspace", "email", "password", "staff"] if obj is None else self.readonly_fields
+
+    def get_readonly_fields(self, request, obj=None):
+        return [] if obj is None else self.readonly_fields
+
+    def save_model(self, request, obj: Membership, form, change: bool) -> None:
+        if change:
+            return  # nothing is editable: activation goes through the actions
+        membership = services.add_member(
+            workspace=form.cleaned_data["workspace"],
+            email=form.cleaned_data["email"],
+            password=form.cleaned_data["password"] or None,
+            staff=form.cleaned_data["staff"],
+        )
+        # The admin carries on with `obj` (log entry, redirect): make it the saved row.
+        obj.pk = membership.pk
+        obj.user = membership.user
+        obj._state.adding = False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # deactivate instead: the member's keys then answer 403, not 401
+
+    @admin.display(description="member", ordering="user__email")
+    def user_email(self, obj: Membership) -> str:
+        return obj.user.email or obj.user.username
+
+    @admin.action(description="Activate selected members")
+    def activate(self, request: HttpRequest, queryset: QuerySet[Membership]) -> None:
+        for membership in queryset.select_related("user", "workspace"):
+            services.add_member(workspace=membership.workspace, email=membership.user.email or membership.user.username)
+        self.message_user(request, f"Activated {len(queryset)} member(s).", messages.SUCCESS)
+
+    @admin.action(description="Deactivate selected members (their keys and grants answer 403)")
+    def deactivate(self, request: HttpRequest, queryset: QuerySet[Membership]) -> None:
+        for membership in queryset:
+            services.deactivate_member(membership=membership)
+        self.message_user(request, f"Deactivated {len(queryset)} member(s).", messages.SUCCESS)
+
+
+class IssueApiKeyForm(forms.ModelForm):
+    issued_by = forms.ModelChoiceField(
+        queryset=Membership.objects.filter(is_active=True).select_related("user", "workspace"),
+        label="Issued by",
+        help_text="an active member; the key reads that member's workspace",
+    )
+    scopes = forms.MultipleChoiceField(
+        choices=[(scope, f"{scope} — {text}") for scope, text in settings.CONNECT_SCOPES.items()],
+        widget=forms.CheckboxSelectMultiple,
+    )
+
+    class Meta:
+        model = ApiKey
+        fields = ["issued_by", "name", "scopes"]
+
+
+class ApiKeyStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("active", "active"), ("revoked", "revoked")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "active":
+            return queryset.filter(revoked_at__isnull=True)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ["prefix", "name", "workspace", "issuer", "scope_list", "created_at", "last_used_at", "revoked_at"]
+    list_filter = [ApiKeyStateFilter, "workspace"]
+    list_select_related = ["workspace", "issued_by__user"]
+    search_fields = ["prefix", "name", "workspace__slug", "issued_by__user__email"]
+    # key_hash is never shown nor editable; only the name can change after issuing.
+    fields = ["id", "prefix", "name", "workspace", "issued_by", "scopes", "created_at", "last_used_at",
+              "expires_at", "revoked_at"]  # fmt: skip
+    readonly_fields = [f for f in fields if f != "name"]
+    actions = ["revoke"]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is None:
+            kwargs["form"] = IssueApiKeyForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fields(self, request, obj=None):
+        return ["issued_by", "name", "scopes"] if obj is None else self.fields
+
+    def get_readonly_fields(self, request, obj=None):
+        return [] if obj is None else self.readonly_fields
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # revoke instead, so the key's history stays
+
+    def save_model(self, request, obj: ApiKey, form, change: bool) -> None:
+        if change:
+            obj.save(update_fields=["name"])
+            return
+        issued = services.issue_api_key(
+            membership=form.cleaned_data["issued_by"], scopes=form.cleaned_data["scopes"], name=form.cleaned_data["name"]
+        )
+        request._issued_api_key = issued.key  # read once by response_add, never stored
+        obj.__dict__.update({k: v for k, v in issued.api_key.__dict__.items() if k != "_state"})
+        obj._state.adding = False
+
+    def response_add(self, request: HttpRequest, obj: ApiKey, post_url_continue=None) -> HttpResponse:
+        key = getattr(request, "_issued_api_key", None)
+        if key is None:
+            return super().response_add(request, obj, post_url_continue)
+        response = TemplateResponse(
+            request,
+            "admin/tenancy/apikey/issued.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "API key issued",
+                "opts": self.opts,
+                "api_key": obj,
+                "key": key,
+                "changelist_url": reverse("admin:tenancy_apikey_changelist"),
+                "change_url": reverse("admin:tenancy_apikey_change", args=[obj.pk]),
+            },
+        )
+        response["Cache-Control"] = "no-store"
+        return response
+
+    @admin.display(description="issuer", ordering="issued_by__user__email")
+    def issuer(self, obj: ApiKey) -> str:
+        return obj.issued_by.user.email or obj.issued_by.user.username
+
+    @admin.display(description="scopes")
+    def scope_list(self, obj: ApiKey) -> str:
+        return ", ".join(obj.scopes)
+
+    @admin.action(description="Revoke selected keys")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        for api_key in queryset:
+            services.revoke_api_key(api_key=api_key)
+        self.message_user(request, f"Revoked {len(queryset)} key(s).", messages.SUCCESS)
