@@ -43,11 +43,12 @@ class SearchHit:
 
 
 def query_terms(query: str) -> list[str]:
-    """The words of a user's query, deduplicated (case- and accent-insensitively), in order.
-    Everything else (quotes, operators, punctuation) is a separator, never syntax."""
+    """The words of a user's query, deduplicated case-insensitively, in order. Everything else
+    (quotes, operators, punctuation) is a separator, never syntax. Accents are left to the
+    index: FTS5 folds them, PostgreSQL's 'simple' configuration does not."""
     terms: dict[str, str] = {}
     for word in _WORD.findall(unicodedata.normalize("NFC", query)):
-        terms.setdefault(_fold(word), word)
+        terms.setdefault(word.casefold(), word)
     return list(terms.values())
 
 
