@@ -1,6 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
 from apps.core import errors
 from apps.tenancy.api import ProtectedResourceMetadataApi
@@ -14,7 +14,7 @@ urlpatterns = [
         ".well-known/oauth-protected-resource/mcp",
         ProtectedResourceMetadataApi.as_view(resource_path="/mcp"),
     ),
-    path("openapi.json", SpectacularAPIView.as_view(), name="openapi"),
+    path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),
     path("docs", SpectacularSwaggerView.as_view(url_name="openapi"), name="docs"),
     path("admin/", admin.site.urls),
     path("", include("apps.oauth.urls")),

@@ -1,0 +1,60 @@
+"""Contract §1.5 and §7: every non-2xx response is `{"error": code}`, never HTML."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from django.test import Client
+
+from apps.recordings import selectors
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/api/v1", "/api/v1/", "/api/v1/nope", "/api/v1/sessions/", "/api/v1/sessions/x/y/z/w", "/api/v2/sessions"],
+)
+def test_unknown_paths_are_json_not_found(api, alice_key, path):
+    response = api.client.get(path, headers={"Authorization": f"Bearer {alice_key}"})
+    assert response.status_code == 404
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json() == {"error": "not_found"}
+
+
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+@pytest.mark.parametrize("path", ["/api/v1/sessions", "/api/v1/sessions/x", "/api/v1/transcripts/search"])
+def test_wrong_method_is_method_not_allowed(api, alice_key, method, path):
+    response = getattr(api.client, method)(path, headers={"Authorization": f"Bearer {alice_key}"})
+    assert response.status_code == 405
+    assert response.json() == {"error": "method_not_allowed"}
+
+
+def test_wrong_method_on_unknown_path_is_not_found_without_csrf_html(db):
+    response = Client(enforce_csrf_checks=True).post("/api/v1/nope")
+    assert response.status_code == 404 and response.json() == {"error": "not_found"}
+
+
+def test_unexpected_failure_is_internal_server_error_without_details(api, alice_key, monkeypatch, caplog):
+    def explode(**kwargs):
+        raise RuntimeError("database password is hunter2")
+
+    monkeypatch.setattr(selectors, "sessions_page", explode)
+    client = Client(raise_request_exception=False)
+    with caplog.at_level(logging.ERROR):
+        response = client.get("/api/v1/sessions", headers={"Authorization": f"Bearer {alice_key}"})
+    assert response.status_code == 500
+    assert response.json() == {"error": "internal_server_error"}
+    assert b"hunter2" not in response.content
+    assert "hunter2" in caplog.text, "the failure must be logged server-side"
+
+
+def test_failure_outside_views_is_json_too(db, monkeypatch):
+    from apps.core import errors
+
+    response = errors.server_error_view(None)
+    assert response.status_code == 500 and response.content == b'{"error": "internal_server_error"}'
+
+
+def test_accept_header_does_not_change_the_format(api, alice_key):
+    response = api.client.get("/api/v1/sessions", headers={"Authorization": f"Bearer {alice_key}", "Accept": "text/html"})
+    assert response.status_code == 200 and response["Content-Type"] == "application/json"

@@ -1,0 +1,123 @@
+"""`/openapi.json` is the machine-readable contract: it documents every path, and real
+responses match it exactly (strict: every documented field present, no undocumented one)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+from apps.recordings import services
+from tests import factories
+
+CONTRACT_PATHS = {
+    "/api/v1/sessions",
+    "/api/v1/sessions/{id}",
+    "/api/v1/sessions/{id}/transcripts",
+    "/api/v1/sessions/{id}/transcript",
+    "/api/v1/transcripts/search",
+    "/api/v1/sessions/{sessionId}/boards",
+    "/api/v1/sessions/{sessionId}/boards/{boardSpecId}",
+    "/.well-known/oauth-protected-resource",
+}
+
+
+@pytest.fixture(scope="module")
+def doc(django_db_blocker):
+    with django_db_blocker.unblock():
+        from django.test import Client
+
+        return Client().get("/openapi.json").json()
+
+
+def strict(schema):
+    """Every object schema: all properties required, nothing else allowed."""
+    if isinstance(schema, dict):
+        if "properties" in schema:
+            schema.setdefault("additionalProperties", False)
+            schema["required"] = sorted(schema["properties"])
+        for value in schema.values():
+            strict(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            strict(value)
+    return schema
+
+
+def validator_for(doc, path: str, status: int = 200) -> Draft202012Validator:
+    strict_doc = strict(copy.deepcopy(doc))
+    text = json.dumps(strict_doc).replace('"#/components/', '"urn:openapi#/components/')
+    whole = json.loads(text)
+    registry = Registry().with_resource("urn:openapi", Resource.from_contents(whole, default_specification=DRAFT202012))
+    schema = whole["paths"][path]["get"]["responses"][str(status)]["content"]["application/json"]["schema"]
+    return Draft202012Validator(schema, registry=registry)
+
+
+def test_document_basics(doc):
+    assert doc["openapi"].startswith("3.1")
+    assert doc["info"]["version"] == "1.0.0"
+    assert CONTRACT_PATHS <= set(doc["paths"])
+    schemes = doc["components"]["securitySchemes"]
+    assert schemes["bearerAuth"] == {**schemes["bearerAuth"], "type": "http", "scheme": "bearer"}
+    flow = schemes["oauth2"]["flows"]["authorizationCode"]
+    assert flow["authorizationUrl"].endswith("/api/auth/oauth2/authorize")
+    assert flow["tokenUrl"].endswith("/api/auth/oauth2/token")
+    assert {"svc:sessions:read", "svc:transcripts:read", "svc:boards:read"} <= set(flow["scopes"])
+
+
+@pytest.mark.parametrize("path", sorted(CONTRACT_PATHS - {"/.well-known/oauth-protected-resource"}))
+def test_every_api_operation_documents_security_and_errors(doc, path):
+    operation = doc["paths"][path]["get"]
+    assert {"bearerAuth": []} in operation["security"]
+    assert any("oauth2" in s and s["oauth2"] for s in operation["security"])
+    for status in ("401", "403", "404", "500"):
+        error = operation["responses"][status]["content"]["application/json"]["schema"]
+        assert error == {"$ref": "#/components/schemas/Error"}
+
+
+def test_public_metadata_needs_no_credential(doc):
+    operation = doc["paths"]["/.well-known/oauth-protected-resource"]["get"]
+    assert operation.get("security") in (None, [], [{}])
+
+
+def test_paginated_parameters_are_documented(doc):
+    params = {p["name"]: p for p in doc["paths"]["/api/v1/sessions"]["get"]["parameters"]}
+    assert params["limit"]["schema"] == {**params["limit"]["schema"], "minimum": 1, "maximum": 100}
+    assert params["cursor"]["schema"]["minLength"] == 1
+    search = {p["name"]: p for p in doc["paths"]["/api/v1/transcripts/search"]["get"]["parameters"]}
+    assert search["query"]["required"] is True
+    assert search["revisionKind"]["schema"]["enum"] == ["committed", "final"]
+
+
+def test_docs_page_is_served_offline(api, db):
+    response = api.client.get("/docs")
+    assert response.status_code == 200
+    assert b"/openapi.json" in response.content
+    assert b"cdn." not in response.content and b"unpkg" not in response.content
+
+
+def test_real_responses_match_the_documented_schemas(api, doc, acme, alice_key):
+    session = factories.session(acme, label=None, committed=["alpha beta", "gamma"], final=["Alpha beta gamma."])
+    services.publish_board(session=session, board_id="summary", payload={"a": [1, None]}, source_revision_kind="final")
+    factories.session(acme, label="second")
+    calls = {
+        "/api/v1/sessions": f"/api/v1/sessions?limit=1",
+        "/api/v1/sessions/{id}": f"/api/v1/sessions/{session.id}",
+        "/api/v1/sessions/{id}/transcripts": f"/api/v1/sessions/{session.id}/transcripts",
+        "/api/v1/sessions/{id}/transcript": f"/api/v1/sessions/{session.id}/transcript",
+        "/api/v1/transcripts/search": "/api/v1/transcripts/search?query=alpha",
+        "/api/v1/sessions/{sessionId}/boards": f"/api/v1/sessions/{session.id}/boards",
+        "/api/v1/sessions/{sessionId}/boards/{boardSpecId}": f"/api/v1/sessions/{session.id}/boards/summary",
+        "/.well-known/oauth-protected-resource": "/.well-known/oauth-protected-resource",
+    }
+    for path, url in calls.items():
+        response = api.client.get(url, headers={"Authorization": f"Bearer {alice_key}"})
+        assert response.status_code == 200, (url, response.content)
+        errors = list(validator_for(doc, path).iter_errors(response.json()))
+        assert not errors, (path, [e.message for e in errors])
+    not_found = api.get("/api/v1/sessions/nope", alice_key)
+    assert not list(validator_for(doc, "/api/v1/sessions/{id}", 404).iter_errors(not_found.json()))
