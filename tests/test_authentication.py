@@ -62,6 +62,12 @@ def test_key_of_deactivated_member_is_forbidden(api, alice, alice_key):
     assert response.json() == {"error": "forbidden"}
 
 
+def test_key_of_disabled_user_is_forbidden(api, alice, alice_key):
+    alice.user.is_active = False
+    alice.user.save()
+    assert api.get(SESSIONS, alice_key).json() == {"error": "forbidden"}
+
+
 def test_reactivated_member_key_works_again(api, acme, alice, alice_key):
     tenancy.deactivate_member(membership=alice)
     tenancy.add_member(workspace=acme, email="alice@acme.test")

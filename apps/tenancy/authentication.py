@@ -34,7 +34,7 @@ def bearer_credential(header: str | None) -> str:
 
 def principal_for_api_key(key: str) -> Principal:
     try:
-        api_key = ApiKey.objects.select_related("workspace", "issued_by").get(key_hash=hash_api_key(key))
+        api_key = ApiKey.objects.select_related("workspace", "issued_by__user").get(key_hash=hash_api_key(key))
     except ApiKey.DoesNotExist:
         raise Unauthorized() from None
     now = timezone.now()
@@ -42,7 +42,7 @@ def principal_for_api_key(key: str) -> Principal:
         raise Unauthorized()
     if not api_key.workspace.is_available:
         raise WorkspaceNotFound()
-    if not api_key.issued_by.is_active:
+    if not api_key.issued_by.is_active or not api_key.issued_by.user.is_active:
         raise Forbidden()
     if api_key.last_used_at is None or now - api_key.last_used_at > timedelta(
         seconds=settings.CONNECT_API_KEY_TOUCH_SECONDS
