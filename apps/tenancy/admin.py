@@ -177,9 +177,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
         if change:
             obj.save(update_fields=["name"])
             return
-        issued = services.issue_api_key(
-            membership=form.cleaned_data["issued_by"], scopes=form.cleaned_data["scopes"], name=form.cleaned_data["name"]
-        )
+        data = form.cleaned_data
+        issued = services.issue_api_key(membership=data["issued_by"], scopes=data["scopes"], name=data["name"])
         request._issued_api_key = issued.key  # read once by response_add, never stored
         obj.__dict__.update({k: v for k, v in issued.api_key.__dict__.items() if k != "_state"})
         obj._state.adding = False

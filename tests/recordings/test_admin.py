@@ -36,7 +36,9 @@ def meeting(acme) -> Session:
         committed=["um we should ship the beacon", "the kestrel budget is blocked"],
         final=["We should ship the beacon.", "The kestrel budget is blocked."],
     )
-    recordings.publish_board(session=s, board_id="summary", payload={"overview": "v1"}, source_revision_kind="committed")
+    recordings.publish_board(
+        session=s, board_id="summary", payload={"overview": "v1"}, source_revision_kind="committed"
+    )
     recordings.publish_board(
         session=s, board_id="summary", payload={"overview": "Ship the Beacon"}, source_revision_kind="final"
     )

@@ -27,9 +27,10 @@ def last_line(text: str) -> str:
 
 def content(ws: Workspace) -> list[tuple]:
     """What a seed wrote, independent of generated ids."""
+    sessions = Session.objects.filter(workspace=ws).prefetch_related("transcripts__segments")
     return sorted(
-        (s.label or "", s.memo or "", s.status, tuple(sorted(seg.text for t in s.transcripts.all() for seg in t.segments.all())))
-        for s in Session.objects.filter(workspace=ws).prefetch_related("transcripts__segments")
+        (s.label or "", s.memo or "", s.status, sorted(g.text for t in s.transcripts.all() for g in t.segments.all()))
+        for s in sessions
     )
 
 
@@ -45,9 +46,12 @@ def test_default_workspace_member_and_summary_line():
 
 def test_running_twice_creates_nothing_new():
     seed("--workspace", "acme-demo", "--sessions", "6", "--segments", "8")
-    counts = (Session.objects.count(), Transcript.objects.count(), Segment.objects.count(), BoardContent.objects.count())
+    def counts() -> tuple[int, ...]:
+        return tuple(m.objects.count() for m in (Session, Transcript, Segment, BoardContent))
+
+    before = counts()
     out, _ = seed("--workspace", "acme-demo", "--sessions", "6", "--segments", "8")
-    assert (Session.objects.count(), Transcript.objects.count(), Segment.objects.count(), BoardContent.objects.count()) == counts
+    assert counts() == before
     assert "(0 created, 0 segments, 0 board versions)" in last_line(out)
     assert Membership.objects.filter(workspace__slug="acme-demo").count() == 1
 
@@ -112,7 +116,9 @@ def test_committed_segments_are_ordered_timed_and_spoken_by_several_people():
         assert all(a.timestamp_end <= b.timestamp_start for a, b in zip(segs, segs[1:]))
         assert all(0 <= s.confidence <= 1 and s.text for s in segs)
     per_session_speakers = (
-        Segment.objects.values("transcript").annotate(n=Count("speaker_label", distinct=True)).values_list("n", flat=True)
+        Segment.objects.values("transcript")
+        .annotate(n=Count("speaker_label", distinct=True))
+        .values_list("n", flat=True)
     )
     assert max(per_session_speakers) >= 2
 
