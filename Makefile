@@ -38,7 +38,7 @@ seed: migrate
 run: seed
 	@key=$$($(BIN)/python manage.py issue_api_key $(DEMO) --member demo@example.com \
 	    --scopes svc:sessions:read,svc:transcripts:read,svc:boards:read --name "make run" | tail -n 1); \
-	session=$$($(BIN)/python manage.py shell -c "from apps.recordings.models import Session; print(Session.objects.filter(workspace__slug='$(DEMO)', status='completed').order_by('-created_at').values_list('id', flat=True).first())"); \
+	session=$$($(BIN)/python manage.py shell -v 0 -c "from apps.recordings.models import Session; print(Session.objects.filter(workspace__slug='$(DEMO)', status='completed').order_by('-created_at').values_list('id', flat=True).first())"); \
 	echo ""; \
 	echo "Connect is starting on http://$(HOST):$(PORT)  (admin: /admin, demo@example.com / demo-password; API docs: /docs)"; \
 	echo "API key (shown once): $$key"; \
