@@ -327,7 +327,7 @@ def wrk(url_base: str, endpoint: Endpoint, duration: float, connections: int, th
         f.write(script)
     try:
         command = [
-            "wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--timeout", "10s", "--latency",
+            "wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(duration))}s", "--timeout", "10s", "--latency",
             "-s", f.name, url_base + endpoint.paths[0],
         ]  # fmt: skip
         out = subprocess.run(command, text=True, stdout=subprocess.PIPE, timeout=duration + 60).stdout
