@@ -14,7 +14,11 @@ oauth2_provider_patterns = (
     [
         # RFC 8414 §3: the issuer `{auth_url}/api/auth` has a path, so strict clients ask for
         # /.well-known/oauth-authorization-server/api/auth; others ask at the root.
-        path(".well-known/oauth-authorization-server", dot.OAuthServerMetadataView.as_view(), name="oauth-server-metadata"),
+        path(
+            ".well-known/oauth-authorization-server",
+            dot.OAuthServerMetadataView.as_view(),
+            name="oauth-server-metadata",
+        ),
         path(
             ".well-known/oauth-authorization-server/api/auth",
             dot.OAuthServerMetadataView.as_view(),

@@ -67,7 +67,8 @@ class ConsentView(AuthorizationView):
 
     def refuse(self, credentials: dict, application, error: str, description: str) -> HttpResponse:
         oauth_error = CustomOAuth2Error(error=error, description=description, state=credentials.get("state"))
-        return self.error_response(OAuthToolkitError(oauth_error, redirect_uri=credentials["redirect_uri"]), application)
+        error = OAuthToolkitError(oauth_error, redirect_uri=credentials["redirect_uri"])
+        return self.error_response(error, application)
 
     def get(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         if not self.memberships:

@@ -59,7 +59,9 @@ def test_member_authorizes_an_agent_end_to_end(live_server_daphne, transactional
             base_url=live.url,
         )
         verifier = pkce_pair()[0]
-        url, state = client.create_authorization_url(f"{live.url}{AUTHORIZE}", code_verifier=verifier, resource=live.url)
+        url, state = client.create_authorization_url(
+            f"{live.url}{AUTHORIZE}", code_verifier=verifier, resource=live.url
+        )
 
         browser = Browser(browser_http)
         to_login = browser_http.get(url)
