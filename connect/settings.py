@@ -104,8 +104,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 30,
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
     }
-    # Tests use a file, not memory, so a live daphne in a subprocess sees the same rows.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-connect.sqlite3")}
 else:
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 

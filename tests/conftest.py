@@ -97,7 +97,7 @@ class LiveServer:
 
 
 @pytest.fixture(scope="session")
-def live_server_daphne(django_db_setup, django_db_blocker):
+def live_server_daphne(django_db_setup, django_db_blocker, tmp_path_factory):
     """`manage.py serve` in a subprocess on a free port, on this worker's test database.
 
     Tests that use it must use `transactional_db`, so the rows they write are committed and
@@ -112,7 +112,7 @@ def live_server_daphne(django_db_setup, django_db_blocker):
         "DJANGO_SETTINGS_MODULE": "tests.settings",
         "PYTHONUNBUFFERED": "1",
     }
-    log = open(ROOT / "var" / f"live-server-{port}.log", "w")
+    log = open(tmp_path_factory.mktemp("live-server") / "server.log", "w")
     process = subprocess.Popen(
         [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", "1"],
         cwd=ROOT,

@@ -9,3 +9,8 @@ os.environ.setdefault("CONNECT_DEVELOPMENT", "1")
 from connect.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
+    # A file, not memory, so the live daphne that end-to-end tests start sees the same rows;
+    # named per process so two test runs in one checkout never share it.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-connect-{os.getpid()}.sqlite3")}  # noqa: F405
