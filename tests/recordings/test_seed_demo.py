@@ -141,7 +141,17 @@ def test_progress_bar_goes_to_stderr_for_large_seeds_only():
     assert "\r" not in out
 
 
-@pytest.mark.parametrize("args", [["--segments", "0"], ["--sessions", "-1"]])
+@pytest.mark.django_db(transaction=True)
+def test_parallel_jobs_write_the_same_meetings_as_one_process():
+    out, _ = seed("--workspace", "par", "--sessions", "6", "--segments", "5", "--jobs", "3")
+    assert last_line(out).startswith("par: 6 sessions (6 created,")
+    parallel = content(Workspace.objects.get(slug="par"))
+    Workspace.objects.get(slug="par").delete()
+    seed("--workspace", "par", "--sessions", "6", "--segments", "5")
+    assert content(Workspace.objects.get(slug="par")) == parallel
+
+
+@pytest.mark.parametrize("args", [["--segments", "0"], ["--sessions", "-1"], ["--jobs", "0"]])
 def test_invalid_sizes_are_errors(args):
     with pytest.raises(CommandError):
         seed(*args)

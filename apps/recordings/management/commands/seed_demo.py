@@ -10,13 +10,15 @@ will be recorded), one transaction per session; segments go in with the services
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 import sys
 import time
 from datetime import datetime, timedelta
+from functools import partial
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
+from django.db import connections, transaction
 from django.utils import timezone
 
 from apps.recordings import services as recordings
@@ -56,11 +58,20 @@ class Command(BaseCommand):
         parser.add_argument("--sessions", type=int, default=25, help="sessions the workspace should have")
         parser.add_argument("--segments", type=int, default=40, help="committed segments per session")
         parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="random seed (fixed by default)")
+        parser.add_argument(
+            "--jobs",
+            type=int,
+            default=1,
+            help="worker processes (PostgreSQL: the database works while Python builds the next "
+            "inserts; SQLite has one writer, so more than 1 gains little there)",
+        )
         parser.add_argument("--no-progress", action="store_true", help="never show the progress bar")
 
-    def handle(self, *args, workspace: str, sessions: int, segments: int, seed: int, no_progress: bool, **options):
-        if sessions < 0 or segments < 1:
-            raise CommandError("--sessions must be ≥ 0 and --segments ≥ 1")
+    def handle(
+        self, *args, workspace: str, sessions: int, segments: int, seed: int, jobs: int, no_progress: bool, **options
+    ):
+        if sessions < 0 or segments < 1 or jobs < 1:
+            raise CommandError("--sessions must be ≥ 0, --segments and --jobs ≥ 1")
         started = time.monotonic()
         ws = Workspace.objects.filter(slug=workspace).first()
         if ws is None:
@@ -75,12 +86,28 @@ class Command(BaseCommand):
         show_progress = not no_progress and len(todo) >= PROGRESS_THRESHOLD
         now = timezone.now()
         totals = {"segments": 0, "boards": 0}
-        for done, index in enumerate(todo, start=1):
-            counts = seed_session(ws, index=index, seed=seed, segment_count=segments, now=now)
-            totals["segments"] += counts["segments"]
-            totals["boards"] += counts["boards"]
-            if show_progress:
-                self._progress(done, len(todo), started)
+        one = partial(seed_session_by_id, ws.pk, seed=seed, segment_count=segments, now=now)
+        if jobs == 1:
+            results = map(one, todo)
+        else:
+            # Forked children must not share the parent's database connection.
+            connections.close_all()
+            pool = multiprocessing.get_context("fork").Pool(jobs)
+            results = pool.imap_unordered(one, todo, chunksize=2)
+        try:
+            for done, counts in enumerate(results, start=1):
+                totals["segments"] += counts["segments"]
+                totals["boards"] += counts["boards"]
+                if show_progress:
+                    self._progress(done, len(todo), started)
+        except BaseException:
+            if jobs > 1:
+                pool.terminate()  # stop the other workers too; committed sessions stay (idempotent re-run)
+            raise
+        finally:
+            if jobs > 1:
+                pool.close()
+                pool.join()
         if show_progress:
             self.stderr.write("")
 
@@ -134,6 +161,10 @@ def _inputs(specs) -> list[SegmentInput]:
         )
         for s in specs
     ]
+
+
+def seed_session_by_id(workspace_id: str, index: int, **kwargs) -> dict[str, int]:
+    return seed_session(Workspace.objects.get(pk=workspace_id), index=index, **kwargs)
 
 
 @transaction.atomic
