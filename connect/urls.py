@@ -3,17 +3,14 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
 from apps.core import errors
-from apps.tenancy.api import ProtectedResourceMetadataApi
+from apps.tenancy.api import McpProtectedResourceMetadataApi, ProtectedResourceMetadataApi
 
 urlpatterns = [
     path("api/v1/", include("apps.recordings.urls")),
     # Anything else under /api/v1 is a JSON 404, never an HTML page or a slash redirect.
     re_path(r"^api/v1(/.*)?$", errors.not_found_view),
     path(".well-known/oauth-protected-resource", ProtectedResourceMetadataApi.as_view()),
-    path(
-        ".well-known/oauth-protected-resource/mcp",
-        ProtectedResourceMetadataApi.as_view(resource_path="/mcp"),
-    ),
+    path(".well-known/oauth-protected-resource/mcp", McpProtectedResourceMetadataApi.as_view()),
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),
     path("docs", SpectacularSwaggerView.as_view(url_name="openapi"), name="docs"),
     path("admin/", admin.site.urls),

@@ -79,6 +79,30 @@ def test_every_api_operation_documents_security_and_errors(doc, path):
         assert error == {"$ref": "#/components/schemas/Error"}
 
 
+PUBLIC_PATHS = {
+    "/.well-known/oauth-protected-resource": "get",
+    "/.well-known/oauth-protected-resource/mcp": "get",
+    "/.well-known/oauth-authorization-server": "get",
+    "/.well-known/oauth-authorization-server/api/auth": "get",
+    "/api/auth/oauth2/authorize": "get",
+    "/api/auth/oauth2/token": "post",
+    "/api/auth/oauth2/revoke": "post",
+    "/api/auth/oauth2/register": "post",
+}
+
+
+@pytest.mark.parametrize("path, method", sorted(PUBLIC_PATHS.items()))
+def test_public_and_authorization_server_paths_are_documented_without_security(doc, path, method):
+    operation = doc["paths"][path][method]
+    assert operation.get("security") in (None, [], [{}])
+    assert operation["responses"]
+
+
+def test_operation_ids_are_unique(doc):
+    ids = [op["operationId"] for item in doc["paths"].values() for op in item.values() if isinstance(op, dict)]
+    assert len(ids) == len(set(ids))
+
+
 def test_public_metadata_needs_no_credential(doc):
     operation = doc["paths"]["/.well-known/oauth-protected-resource"]["get"]
     assert operation.get("security") in (None, [], [{}])

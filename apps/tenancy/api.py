@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_view, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -44,3 +44,13 @@ class ProtectedResourceMetadataApi(APIView):
     )
     def get(self, request: Request) -> Response:
         return Response(protected_resource_metadata(settings.CONNECT_BASE_URL + self.resource_path))
+
+
+@extend_schema_view(
+    get=extend_schema(operation_id="getMcpProtectedResourceMetadata", summary="Protected resource metadata for /mcp")
+)
+class McpProtectedResourceMetadataApi(ProtectedResourceMetadataApi):
+    """The same document for the MCP endpoint: MCP clients compare `resource` with the URL
+    they connect to (DESIGN.md "MCP and OAuth discovery")."""
+
+    resource_path = "/mcp"
