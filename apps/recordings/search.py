@@ -16,10 +16,13 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import reduce
+from operator import or_
 from datetime import datetime
 from typing import Any
 
 from django.db import connection
+from django.db.models import Q
 
 from apps.core.cursors import decode_cursor, encode_cursor
 from apps.core.errors import InvalidRequest
@@ -28,6 +31,7 @@ from apps.recordings.models import Segment, Session, Transcript
 from apps.tenancy.models import Workspace
 
 SNIPPET_MAX = 200
+SEQUENCE_BITS = 24  # the FTS5 rowid's low bits hold the sequence (migration 0002)
 ELLIPSIS = "…"
 
 # Letters and digits of any script; the same classes FTS5's unicode61 tokenizer keeps (L*, N*),
@@ -116,38 +120,43 @@ def _page_sql(
     after: tuple[float, datetime, str] | None,
     limit: int,
 ) -> tuple[str, list[Any]]:
-    """(transcript_id, best segment id, score) rows of one page; higher score is better.
+    """(transcript_id, best segment's sequence, score) rows of one page; higher is better.
 
-    Both variants find matching segments through the index, keep only the workspace's,
-    reduce them to one row per transcript (its best segment) and join transcripts and
-    sessions only for those rows, before ordering and limiting."""
+    Both variants find matching segments through the index, reduce them to one row per
+    transcript (its best segment), keep the workspace's transcripts and only then join
+    transcripts and sessions, order and limit."""
     if vendor == "sqlite":
-        # rank is bm25(), lower-is-better (the hidden column, since an auxiliary function cannot
-        # be called inside an aggregate); a bare column beside MIN() comes from the row holding the
-        # minimum (SQLite's documented min/max rule), which gives the best segment for free.
-        best = """
-            SELECT k.transcript_id AS transcript_id, k.segment_id AS segment_id,
-                   MIN(recordings_segment_fts.rank) AS bm25
-            FROM recordings_segment_fts
-            JOIN recordings_segment_search AS k ON k.id = recordings_segment_fts.rowid
-            WHERE recordings_segment_fts MATCH %s AND k.workspace_id = %s
-            GROUP BY k.transcript_id
+        # The FTS rowid is `transcript key << 24 | sequence` (migration 0002), so grouping needs
+        # no lookup per matching segment. `rank` is bm25(), lower is better (the hidden column:
+        # an auxiliary function cannot be called inside an aggregate). The bare column beside
+        # MIN() comes from the row holding the minimum (SQLite's documented min/max rule).
+        best = f"""
+            SELECT f.rowid >> {SEQUENCE_BITS} AS key, f.rowid & {(1 << SEQUENCE_BITS) - 1} AS sequence,
+                   MIN(f.rank) AS bm25
+            FROM recordings_segment_fts AS f
+            WHERE recordings_segment_fts MATCH %s
+            GROUP BY key
         """
-        score = "-best.bm25"
+        # CROSS JOIN fixes SQLite's join order: from the grouped matches, by primary key into
+        # keys, transcripts and sessions (on small or fresh statistics it may otherwise scan).
+        join = "CROSS JOIN recordings_segment_search AS k ON k.id = best.key AND k.workspace_id = %s"
+        join_kind = "CROSS JOIN"
+        transcript_id, score = "k.transcript_id", "-best.bm25"
         params: list[Any] = [fts5_match(terms), workspace_id]
     elif vendor == "postgresql":
+        # float8, not ts_rank's real: the cursor carries the score as a double, and a real
+        # printed and read back is not the same number as the real widened in SQL.
+        # Normalization 1 divides by 1 + log(length), so long segments do not win by size.
         best = """
             SELECT DISTINCT ON (seg.transcript_id)
-                   seg.transcript_id AS transcript_id, seg.id AS segment_id,
+                   seg.transcript_id, seg.sequence,
                    ts_rank(seg.search_vector, q.query, 1)::float8 AS rank
             FROM recordings_segment AS seg, plainto_tsquery('simple'::regconfig, %s) AS q(query)
             WHERE seg.search_vector @@ q.query AND seg.workspace_id = %s
             ORDER BY seg.transcript_id, rank DESC, seg.sequence
         """
-        # float8, not ts_rank's real: the cursor carries the score as a double, and a real
-        # printed and read back is not the same number as the real widened in SQL.
-        # Normalization 1 divides by 1 + log(length), so long segments do not win by size.
-        score = "best.rank"
+        join, join_kind = "", "JOIN"
+        transcript_id, score = "best.transcript_id", "best.rank"
         params = [" ".join(terms), workspace_id]
     else:
         raise NotImplementedError(f"transcript search has no full-text index for {vendor}")
@@ -162,10 +171,10 @@ def _page_sql(
         params += [after_score, connection.ops.adapt_datetimefield_value(after_created), after_id]
     sql = f"""
         WITH best AS ({best})
-        SELECT best.transcript_id, best.segment_id, {score} AS score
-        FROM best
-        JOIN recordings_transcript AS t ON t.id = best.transcript_id
-        JOIN recordings_session AS s ON s.id = t.session_id
+        SELECT {transcript_id}, best.sequence, {score} AS score
+        FROM best {join}
+        {join_kind} recordings_transcript AS t ON t.id = {transcript_id}
+        {join_kind} recordings_session AS s ON s.id = t.session_id
         {"WHERE " + " AND ".join(where) if where else ""}
         ORDER BY score DESC, s.created_at DESC, t.id DESC
         LIMIT %s
@@ -210,14 +219,21 @@ def search_transcripts(
     has_more = len(rows) > limit
     rows = rows[:limit]
 
+    if not rows:
+        return [], None
     transcripts = Transcript.objects.select_related("session").in_bulk([r[0] for r in rows])
-    texts = dict(Segment.objects.filter(id__in=[r[1] for r in rows]).values_list("id", "text"))
+    best_segments = reduce(or_, (Q(transcript_id=t, sequence=seq) for t, seq, _ in rows))
+    texts = {
+        (t, seq): text
+        for t, seq, text in Segment.objects.filter(best_segments).values_list("transcript_id", "sequence", "text")
+    }
     hits, last_score = [], 0.0
-    for transcript_id, segment_id, score in rows:
+    for transcript_id, sequence, score in rows:
         # A revision rewritten between the two queries is left out rather than failing the page.
-        if transcript_id in transcripts and segment_id in texts:
+        if transcript_id in transcripts and (transcript_id, sequence) in texts:
             transcript = transcripts[transcript_id]
-            hits.append(SearchHit(transcript, transcript.session, make_snippet(texts[segment_id], terms)))
+            snippet = make_snippet(texts[transcript_id, sequence], terms)
+            hits.append(SearchHit(transcript, transcript.session, snippet))
             last_score = score
     if not has_more or not hits:
         return hits, None

@@ -1,76 +1,88 @@
 """Full-text index over segment text, kept in step by the database itself.
 
-SQLite: an FTS5 table `recordings_segment_fts` (contentless: the text lives in
-recordings_segment only) whose rowid is the INTEGER PRIMARY KEY of a small key table
-`recordings_segment_search` (segment id → transcript, workspace). The key table exists because
-recordings_segment has a CharField primary key: its implicit rowid is not guaranteed stable
-(VACUUM may renumber it, a Django table remake does), so nothing may be keyed by it. Triggers
-on recordings_segment write both tables for every INSERT, UPDATE and DELETE, so bulk_create,
-cascade deletes and `flush` (DELETE FROM, which fires row triggers) keep the index exact.
+SQLite: a contentless FTS5 table `recordings_segment_fts` (the text lives in recordings_segment
+only). Its rowid is `transcript key << 24 | segment sequence`, where the transcript key is the
+INTEGER PRIMARY KEY of a small table `recordings_segment_search` (one row per transcript that
+has segments: transcript id, workspace id). So:
+- a match names its transcript without a lookup per matching segment, and search groups
+  matches by an integer computed from the rowid (the cost that dominates at 1M segments);
+- nothing is keyed by recordings_segment's implicit rowid, which is not stable (its primary
+  key is a CharField; VACUUM may renumber it and a Django table remake does);
+- keys are AUTOINCREMENT, never reused, so a stale entry can never name a new transcript.
+Triggers on recordings_segment write both tables for every INSERT, UPDATE and DELETE, so
+bulk_create, cascade deletes and `flush` (DELETE FROM, which fires row triggers) keep the index
+exact. Sequences must lie in 0..2^24-1 (the triggers refuse others).
 
 PostgreSQL: a generated, stored tsvector column with a GIN index. The column is unknown to
 the model, so Django never writes it and flush (TRUNCATE) needs nothing special.
 
 A later migration that makes Django remake recordings_segment on SQLite (AlterField and the
 like copy the table into a new one and drop the old) drops these triggers with it: it must
-run `install_sqlite` again after the remake (the key table stays valid: it is keyed by
-segment id).
+run `install_sqlite_triggers` again after the remake (the index stays valid: it is keyed by
+transcript id and sequence).
 """
 
 from django.db import migrations
 
+SEQUENCE_BITS = 24
+
 SQLITE_INSTALL = [
     """
     CREATE TABLE recordings_segment_search (
-        id INTEGER PRIMARY KEY,
-        segment_id varchar(40) NOT NULL UNIQUE,
-        transcript_id varchar(40) NOT NULL,
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        transcript_id varchar(40) NOT NULL UNIQUE,
         workspace_id varchar(40) NOT NULL
     )
     """,
-    # Contentless: the index stores no copy of the text; snippets read recordings_segment.
     """
     CREATE VIRTUAL TABLE recordings_segment_fts USING fts5(
         text, content='', tokenize='unicode61 remove_diacritics 2'
     )
     """,
     """
-    INSERT INTO recordings_segment_search (segment_id, transcript_id, workspace_id)
-    SELECT id, transcript_id, workspace_id FROM recordings_segment ORDER BY transcript_id, sequence
+    INSERT INTO recordings_segment_search (transcript_id, workspace_id)
+    SELECT transcript_id, MIN(workspace_id) FROM recordings_segment GROUP BY transcript_id
     """,
-    """
+    f"""
     INSERT INTO recordings_segment_fts (rowid, text)
-    SELECT k.id, s.text FROM recordings_segment_search AS k JOIN recordings_segment AS s ON s.id = k.segment_id
+    SELECT (k.id << {SEQUENCE_BITS}) | s.sequence, s.text
+    FROM recordings_segment AS s JOIN recordings_segment_search AS k ON k.transcript_id = s.transcript_id
     """,
 ]
 
-# A contentless FTS5 row is removed with the 'delete' command and exactly the text it was
-# indexed with; OLD.text is that text because these triggers are its only writers.
-SQLITE_TRIGGERS = [
-    """
-    CREATE TRIGGER recordings_segment_search_ai AFTER INSERT ON recordings_segment BEGIN
-        INSERT INTO recordings_segment_search (segment_id, transcript_id, workspace_id)
-        VALUES (NEW.id, NEW.transcript_id, NEW.workspace_id);
-        INSERT INTO recordings_segment_fts (rowid, text) VALUES (last_insert_rowid(), NEW.text);
-    END
-    """,
-    """
-    CREATE TRIGGER recordings_segment_search_ad AFTER DELETE ON recordings_segment BEGIN
-        INSERT INTO recordings_segment_fts (recordings_segment_fts, rowid, text)
-        SELECT 'delete', id, OLD.text FROM recordings_segment_search WHERE segment_id = OLD.id;
-        DELETE FROM recordings_segment_search WHERE segment_id = OLD.id;
-    END
-    """,
-    """
-    CREATE TRIGGER recordings_segment_search_au
-    AFTER UPDATE OF id, text, transcript_id, workspace_id ON recordings_segment BEGIN
-        INSERT INTO recordings_segment_fts (recordings_segment_fts, rowid, text)
-        SELECT 'delete', id, OLD.text FROM recordings_segment_search WHERE segment_id = OLD.id;
-        UPDATE recordings_segment_search
-        SET segment_id = NEW.id, transcript_id = NEW.transcript_id, workspace_id = NEW.workspace_id
-        WHERE segment_id = OLD.id;
+# Statement fragments the triggers share. A contentless FTS5 row is removed with the 'delete'
+# command and exactly the text it was indexed with; OLD.text is that text because these
+# triggers are its only writers.
+_INDEX_NEW = f"""
+        SELECT RAISE(ABORT, 'segment sequence outside the search index range')
+        WHERE NEW.sequence NOT BETWEEN 0 AND {(1 << SEQUENCE_BITS) - 1};
+        INSERT OR IGNORE INTO recordings_segment_search (transcript_id, workspace_id)
+        VALUES (NEW.transcript_id, NEW.workspace_id);
         INSERT INTO recordings_segment_fts (rowid, text)
-        SELECT id, NEW.text FROM recordings_segment_search WHERE segment_id = NEW.id;
+        SELECT (id << {SEQUENCE_BITS}) | NEW.sequence, NEW.text
+        FROM recordings_segment_search WHERE transcript_id = NEW.transcript_id;
+"""
+_UNINDEX_OLD = f"""
+        INSERT INTO recordings_segment_fts (recordings_segment_fts, rowid, text)
+        SELECT 'delete', (id << {SEQUENCE_BITS}) | OLD.sequence, OLD.text
+        FROM recordings_segment_search WHERE transcript_id = OLD.transcript_id;
+"""
+_FORGET_EMPTY_TRANSCRIPT = """
+        DELETE FROM recordings_segment_search WHERE transcript_id = OLD.transcript_id
+        AND NOT EXISTS (SELECT 1 FROM recordings_segment WHERE transcript_id = OLD.transcript_id);
+"""
+
+SQLITE_TRIGGERS = [
+    f"CREATE TRIGGER recordings_segment_search_ai AFTER INSERT ON recordings_segment BEGIN {_INDEX_NEW} END",
+    f"""
+    CREATE TRIGGER recordings_segment_search_ad AFTER DELETE ON recordings_segment BEGIN
+        {_UNINDEX_OLD} {_FORGET_EMPTY_TRANSCRIPT}
+    END
+    """,
+    f"""
+    CREATE TRIGGER recordings_segment_search_au
+    AFTER UPDATE OF text, sequence, transcript_id, workspace_id ON recordings_segment BEGIN
+        {_UNINDEX_OLD} {_INDEX_NEW} {_FORGET_EMPTY_TRANSCRIPT}
     END
     """,
 ]
@@ -103,7 +115,7 @@ def _run(schema_editor, statements: list[str]) -> None:
         schema_editor.execute(statement, params=None)
 
 
-def install_sqlite(schema_editor) -> None:
+def install_sqlite_triggers(schema_editor) -> None:
     """(Re)create the triggers; safe to call after a table remake."""
     _run(schema_editor, ["DROP TRIGGER IF EXISTS recordings_segment_search_" + s for s in ("ai", "ad", "au")])
     _run(schema_editor, SQLITE_TRIGGERS)
@@ -113,7 +125,7 @@ def forwards(apps, schema_editor) -> None:
     vendor = schema_editor.connection.vendor
     if vendor == "sqlite":
         _run(schema_editor, SQLITE_INSTALL)
-        install_sqlite(schema_editor)
+        install_sqlite_triggers(schema_editor)
     elif vendor == "postgresql":
         _run(schema_editor, POSTGRESQL_INSTALL)
     else:
