@@ -48,17 +48,7 @@ def flat_segment_repr(segment: Segment) -> dict[str, Any]:
 
 
 def revision_segment_repr(segment: Segment) -> dict[str, Any]:
-    return {
-        "id": segment.id,
-        "sequence": segment.sequence,
-        "sessionCommittedIndex": segment.session_committed_index,
-        "timestampStart": segment.timestamp_start,
-        "timestampEnd": segment.timestamp_end,
-        "speakerLabel": segment.speaker_label,
-        "text": segment.text,
-        "confidence": segment.confidence,
-        "createdAt": iso_ms(segment.created_at),
-    }
+    return {**flat_segment_repr(segment), "sessionCommittedIndex": segment.session_committed_index}
 
 
 def transcript_revision_repr(transcript: Transcript, segments: list[Segment]) -> dict[str, Any]:

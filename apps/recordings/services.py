@@ -80,6 +80,31 @@ def _transcript(session: Session, kind: str, now: datetime) -> Transcript:
     return transcript
 
 
+def _segment_rows(
+    transcript: Transcript,
+    segments: Iterable[SegmentInput],
+    *,
+    first_sequence: int,
+    first_commit_index: int,
+    now: datetime,
+) -> list[Segment]:
+    return [
+        Segment(
+            workspace_id=transcript.workspace_id,
+            transcript=transcript,
+            sequence=first_sequence + i,
+            session_committed_index=first_commit_index + i,
+            timestamp_start=s.timestamp_start,
+            timestamp_end=s.timestamp_end,
+            speaker_label=s.speaker_label,
+            text=s.text,
+            confidence=s.confidence,
+            created_at=now,
+        )
+        for i, s in enumerate(segments)
+    ]
+
+
 @transaction.atomic
 def append_committed_segments(
     *, session: Session, segments: Iterable[SegmentInput], at: datetime | None = None
@@ -90,21 +115,7 @@ def append_committed_segments(
     last = Segment.objects.filter(transcript=transcript).aggregate(seq=Max("sequence"), idx=Max("session_committed_index"))
     next_seq = 0 if last["seq"] is None else last["seq"] + 1
     next_idx = 0 if last["idx"] is None else last["idx"] + 1
-    rows = [
-        Segment(
-            workspace_id=session.workspace_id,
-            transcript=transcript,
-            sequence=next_seq + i,
-            session_committed_index=next_idx + i,
-            timestamp_start=s.timestamp_start,
-            timestamp_end=s.timestamp_end,
-            speaker_label=s.speaker_label,
-            text=s.text,
-            confidence=s.confidence,
-            created_at=now,
-        )
-        for i, s in enumerate(segments)
-    ]
+    rows = _segment_rows(transcript, segments, first_sequence=next_seq, first_commit_index=next_idx, now=now)
     Segment.objects.bulk_create(rows, batch_size=500)
     return rows
 
@@ -117,24 +128,8 @@ def write_final_transcript(
     now = at or timezone.now()
     Transcript.objects.filter(session=session, revision_kind=RevisionKind.FINAL).delete()
     transcript = _transcript(session, RevisionKind.FINAL, now)
-    Segment.objects.bulk_create(
-        [
-            Segment(
-                workspace_id=session.workspace_id,
-                transcript=transcript,
-                sequence=i,
-                session_committed_index=i,
-                timestamp_start=s.timestamp_start,
-                timestamp_end=s.timestamp_end,
-                speaker_label=s.speaker_label,
-                text=s.text,
-                confidence=s.confidence,
-                created_at=now,
-            )
-            for i, s in enumerate(segments)
-        ],
-        batch_size=500,
-    )
+    rows = _segment_rows(transcript, segments, first_sequence=0, first_commit_index=0, now=now)
+    Segment.objects.bulk_create(rows, batch_size=500)
     return transcript
 
 
