@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 
 from apps.core.cursors import encode_cursor
 from apps.recordings import services
@@ -395,6 +395,23 @@ def test_updated_segment_text_is_reindexed(api, acme, alice_key):
     Segment.objects.filter(transcript__session=session).update(text="new budget text")
     assert search(api, alice_key, query="old")["items"] == []
     assert hit_keys(search(api, alice_key, query="budget")) == [(session.id, "committed")]
+    assert index_size() == 1
+
+
+def test_resequenced_segment_keeps_its_place_in_the_index(api, acme, alice_key):
+    session = factories.session(acme, committed=["plain words", "budget words"])
+    Segment.objects.filter(transcript__session=session, sequence=1).update(sequence=7)
+    (item,) = search(api, alice_key, query="budget")["items"]
+    assert item["snippet"] == "budget words"
+    assert index_size() == 2
+
+
+def test_sequence_outside_the_index_range_is_refused_on_sqlite(acme):
+    if connection.vendor != "sqlite":
+        pytest.skip("only the SQLite index packs the sequence into its rowid")
+    session = factories.session(acme, committed=["budget"])
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Segment.objects.filter(transcript__session=session).update(sequence=1 << 24)
     assert index_size() == 1
 
 
