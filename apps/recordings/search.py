@@ -108,7 +108,7 @@ def _word_end_at_or_before(text: str, end: int, earliest: int) -> int:
 
 def _scope_digest(terms: list[str], revision_kind: str | None) -> str:
     """What a cursor is bound to besides the workspace: the query's terms and the filter."""
-    canonical = "\x1f".join([revision_kind or "", *sorted(_fold(t) for t in terms)])
+    canonical = "\x1f".join([revision_kind or "", *sorted(t.casefold() for t in terms)])
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
