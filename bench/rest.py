@@ -40,6 +40,8 @@ BENCH = ROOT / "bench"
 DATA = BENCH / "data"
 RESULTS = BENCH / "results"
 PYTHON = sys.executable
+# py-spy installs into the virtualenv, which need not be on PATH.
+PY_SPY = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(PYTHON).parent))
 PG_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 
 # Targets from the issue (2-core machine).
@@ -102,6 +104,8 @@ class Database:
     url: str
     sqlite_path: Path | None = None
     probe: dict = field(default_factory=dict)
+    label: str = ""  # sqlite | postgres | postgres-pool (same database, pooled connections)
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -112,17 +116,19 @@ class Database:
             PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
             LOG_LEVEL="WARNING",
         )
+        env.update(self.extra_env)
         return env
 
 
-def make_database(kind: str, quick: bool) -> Database:
+def make_database(label: str, quick: bool) -> Database:
     suffix = "_quick" if quick else ""
-    if kind == "sqlite":
+    if label == "sqlite":
         path = DATA / f"connect{suffix}.sqlite3"
-        return Database(kind, f"sqlite:///{path}", sqlite_path=path)
+        return Database("sqlite", f"sqlite:///{path}", sqlite_path=path, label=label)
     name = f"connect_bench{suffix}"
     ensure_postgres_database(name)
-    return Database(kind, f"postgres://postgres@127.0.0.1:5432/{name}")
+    extra = {"BENCH_DB_POOL": "1"} if label == "postgres-pool" else {}
+    return Database("postgres", f"postgres://postgres@127.0.0.1:5432/{name}", label=label, extra_env=extra)
 
 
 def ensure_postgres_database(name: str) -> None:
@@ -254,7 +260,7 @@ def connect_server(db: Database, workers: int) -> Server:
     command = [PYTHON, "manage.py", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", str(workers)]
     port = free_port()
     command = [c.replace("{port}", str(port)) for c in command]
-    return Server(f"connect-{db.kind}", command, db.env(), port, "/.well-known/oauth-protected-resource")
+    return Server(f"connect-{db.label}", command, db.env(), port, "/.well-known/oauth-protected-resource")
 
 
 def datasette_server(db: Database, workers: int) -> Server:
@@ -360,7 +366,7 @@ def profile_during(server: Server, seconds: float, out_dir: Path, label: str) ->
     for pid in server.child_pids():
         path = out_dir / f"profile-{label}-{pid}.txt"
         subprocess.Popen(
-            ["py-spy", "record", "--pid", str(pid), "--duration", str(int(seconds)), "--format", "raw",
+            [PY_SPY, "record", "--pid", str(pid), "--duration", str(int(seconds)), "--format", "raw",
              "--output", str(path), "--nonblocking"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
@@ -446,7 +452,7 @@ def bench_database(db: Database, args: argparse.Namespace, run_dir: Path) -> lis
     db.probe = probe(db, "--issue-key", "--checkpoint")
     key = db.probe.pop("api_key")
     log(
-        f"{db.kind}: {db.probe['sessions']} sessions, {db.probe['segments']} segments, "
+        f"{db.label}: {db.probe['sessions']} sessions, {db.probe['segments']} segments, "
         f"longest flat transcript {db.probe['max_transcript_segments']} segments, "
         f"FTS tables {[t['name'] for t in db.probe['fts_tables']] or '-'}"
     )
@@ -463,7 +469,7 @@ def bench_database(db: Database, args: argparse.Namespace, run_dir: Path) -> lis
     for server_name, eps in by_server.items():
         with servers[server_name] as server:
             for e in eps:
-                row = {"db": db.kind, "endpoint": e.name, "server": server_name, "paths": len(e.paths)}
+                row = {"db": db.label, "endpoint": e.name, "server": server_name, "paths": len(e.paths)}
                 problem = sanity_check(server.base, e)
                 if problem:
                     log(f"  {e.name}: SKIPPED, {problem}")
@@ -472,7 +478,7 @@ def bench_database(db: Database, args: argparse.Namespace, run_dir: Path) -> lis
                 wrk(server.base, e, args.warmup, args.connections, args.threads)
                 profiles = []
                 if args.profile and server_name == "connect":
-                    profiles = profile_during(server, args.duration, run_dir, f"{db.kind}-{slug(e.name)}")
+                    profiles = profile_during(server, args.duration, run_dir, f"{db.label}-{slug(e.name)}")
                 r = wrk(server.base, e, args.duration, args.connections, args.threads)
                 log(
                     f"  {e.name}: {r['rps']:.0f} req/s, p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
@@ -559,7 +565,8 @@ def machine() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--db", nargs="+", choices=["sqlite", "postgres", "postgres-pool", "both"], default=["both"],
+                        help="postgres-pool: the PostgreSQL database again, with psycopg's pool (bench/settings.py)")
     parser.add_argument("--duration", type=float, default=None, help="seconds per endpoint (default 15; 3 with --quick)")
     parser.add_argument("--warmup", type=float, default=None, help="seconds of discarded load first (default 3)")
     parser.add_argument("--connections", type=int, default=32)
@@ -583,7 +590,7 @@ def main() -> int:
     if shutil.which("wrk") is None:
         print("wrk is not installed: apt-get update && apt-get install -y wrk", file=sys.stderr)
         return 2
-    if args.profile and shutil.which("py-spy") is None:
+    if args.profile and PY_SPY is None:
         print("py-spy is not installed: pip install -r bench/requirements.txt", file=sys.stderr)
         return 2
     try:
@@ -599,12 +606,16 @@ def main() -> int:
     run_dir = RESULTS / f"rest-{started:%Y%m%dT%H%M%SZ}"
     run_dir.mkdir()
     Server.log_dir = run_dir
-    kinds = ["sqlite", "postgres"] if args.db == "both" else [args.db]
+    kinds = list(dict.fromkeys(k for d in args.db for k in (["sqlite", "postgres"] if d == "both" else [d])))
     dbs = [make_database(k, args.quick) for k in kinds]
 
     # Seed every database at once (the seeders are mostly single-threaded: two cores, two DBs).
-    seeding = {db.kind: (db, prepare(db, args)) for db in dbs}
-    for kind, (db, proc) in seeding.items():
+    seeding: dict[str, tuple[Database, subprocess.Popen | None]] = {}
+    for db in dbs:
+        if db.url not in seeding:  # postgres and postgres-pool share one database
+            seeding[db.url] = (db, prepare(db, args))
+    for db, proc in seeding.values():
+        kind = db.kind
         if proc is not None:
             t0 = time.monotonic()
             if proc.wait() != 0:
@@ -622,7 +633,7 @@ def main() -> int:
         "machine": machine(),
         "loadavg_after": os.getloadavg(),
         "data": ", ".join(
-            f"{db.kind} {db.probe['sessions']} sessions / {db.probe['segments']} segments" for db in dbs
+            f"{db.label} {db.probe['sessions']} sessions / {db.probe['segments']} segments" for db in dbs
         ),
         "args": vars(args),
     }

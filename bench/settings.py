@@ -7,3 +7,14 @@ like production; nothing else differs (same middleware, database options, daphne
 from connect.settings import *  # noqa: F401,F403
 
 ROOT_URLCONF = "bench.urls"
+
+import os  # noqa: E402
+
+# The `postgres-pool` variant of bench/rest.py: the same app with psycopg's connection pool
+# (Django ≥ 5.1) instead of CONN_MAX_AGE persistent connections. Under ASGI every request runs
+# its sync code in a thread of its own (Django's handler opens a ThreadSensitiveContext per
+# request), so a persistent connection is opened per request and left to the garbage
+# collector; the pool lends one per request and takes it back when Django closes it.
+if os.environ.get("BENCH_DB_POOL") == "1" and DATABASES["default"]["ENGINE"].endswith("postgresql"):  # noqa: F405
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {"min_size": 4, "max_size": 16, "timeout": 10}  # noqa: F405
