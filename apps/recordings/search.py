@@ -49,7 +49,7 @@ class SearchHit:
 def query_terms(query: str) -> list[str]:
     """The words of a user's query, deduplicated case-insensitively, in order. Everything else
     (quotes, operators, punctuation) is a separator, never syntax. Accents are left to the
-    index: FTS5 folds them, PostgreSQL's 'simple' configuration does not."""
+    index, which folds them on both databases (FTS5 remove_diacritics, PostgreSQL unaccent)."""
     terms: dict[str, str] = {}
     for word in _WORD.findall(unicodedata.normalize("NFC", query)):
         terms.setdefault(word.casefold(), word)
@@ -151,7 +151,7 @@ def _page_sql(
             SELECT DISTINCT ON (seg.transcript_id)
                    seg.transcript_id, seg.sequence,
                    ts_rank(seg.search_vector, q.query, 1)::float8 AS rank
-            FROM recordings_segment AS seg, plainto_tsquery('simple'::regconfig, %s) AS q(query)
+            FROM recordings_segment AS seg, plainto_tsquery('connect_search'::regconfig, %s) AS q(query)
             WHERE seg.search_vector @@ q.query AND seg.workspace_id = %s
             ORDER BY seg.transcript_id, rank DESC, seg.sequence
         """

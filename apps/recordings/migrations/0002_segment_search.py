@@ -96,10 +96,19 @@ SQLITE_UNINSTALL = [
 ]
 
 POSTGRESQL_INSTALL = [
-    # 'simple': no stemming and no stop words, so every word a user types can be found.
+    # `connect_search`: 'simple' (no stemming, no stop words, so every word a user types can
+    # be found) behind `unaccent`, so "cafe" finds "café" as it does with FTS5's
+    # remove_diacritics on SQLite. unaccent is a trusted extension: the database owner may
+    # create it without superuser rights.
+    "CREATE EXTENSION IF NOT EXISTS unaccent",
+    "CREATE TEXT SEARCH CONFIGURATION connect_search (COPY = simple)",
+    """
+    ALTER TEXT SEARCH CONFIGURATION connect_search
+    ALTER MAPPING FOR asciihword, asciiword, hword, hword_asciipart, hword_part, word WITH unaccent, simple
+    """,
     """
     ALTER TABLE recordings_segment ADD COLUMN search_vector tsvector
-    GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, text)) STORED
+    GENERATED ALWAYS AS (to_tsvector('connect_search'::regconfig, text)) STORED
     """,
     "CREATE INDEX recordings_segment_search_vector ON recordings_segment USING gin (search_vector)",
 ]
@@ -107,6 +116,7 @@ POSTGRESQL_INSTALL = [
 POSTGRESQL_UNINSTALL = [
     "DROP INDEX IF EXISTS recordings_segment_search_vector",
     "ALTER TABLE recordings_segment DROP COLUMN IF EXISTS search_vector",
+    "DROP TEXT SEARCH CONFIGURATION IF EXISTS connect_search",
 ]
 
 
