@@ -61,7 +61,7 @@ def create_session(
 
 @transaction.atomic
 def change_session_status(*, session: Session, status: str, at: datetime | None = None) -> Session:
-    session = Session.objects.select_for_update().get(pk=session.pk)
+    session = _lock(session)
     if status not in STATUS_TRANSITIONS.get(session.status, set()):
         raise InvalidTransition(f"{session.status} → {status} is not a session transition")
     now = at or timezone.now()
@@ -71,6 +71,12 @@ def change_session_status(*, session: Session, status: str, at: datetime | None 
     session.updated_at = now
     session.save(update_fields=["status", "ended_at", "updated_at"])
     return session
+
+
+def _lock(session: Session) -> Session:
+    """Serialise writers of one session's transcripts and boards: they read the last sequence
+    or version and write the next, which two concurrent writers would otherwise both take."""
+    return Session.objects.select_for_update().get(pk=session.pk)
 
 
 def _transcript(session: Session, kind: str, now: datetime) -> Transcript:
@@ -111,6 +117,7 @@ def append_committed_segments(
 ) -> list[Segment]:
     """Append realtime segments; sequence and the session's commit index continue from the last."""
     now = at or timezone.now()
+    _lock(session)
     transcript = _transcript(session, RevisionKind.COMMITTED, now)
     last = Segment.objects.filter(transcript=transcript).aggregate(seq=Max("sequence"), idx=Max("session_committed_index"))
     next_seq = 0 if last["seq"] is None else last["seq"] + 1
@@ -126,6 +133,7 @@ def write_final_transcript(
 ) -> Transcript:
     """Write (or rewrite) the post-recording revision as a whole."""
     now = at or timezone.now()
+    _lock(session)
     Transcript.objects.filter(session=session, revision_kind=RevisionKind.FINAL).delete()
     transcript = _transcript(session, RevisionKind.FINAL, now)
     rows = _segment_rows(transcript, segments, first_sequence=0, first_commit_index=0, now=now)
@@ -150,7 +158,8 @@ def publish_board(
 ) -> BoardContent:
     """Add the next version of a board and make it the current one."""
     now = at or timezone.now()
-    versions = BoardContent.objects.select_for_update().filter(session=session, board_id=board_id)
+    _lock(session)
+    versions = BoardContent.objects.filter(session=session, board_id=board_id)
     last = versions.aggregate(v=Max("version"))["v"] or 0
     versions.filter(is_current=True).update(is_current=False)
     return BoardContent.objects.create(
