@@ -81,6 +81,9 @@ class AccessToken(AbstractAccessToken):
     workspace = models.ForeignKey(
         Workspace, on_delete=models.CASCADE, null=True, blank=True, related_name="oauth_access_tokens"
     )
+    # SHA-256 of the authorization code the token descends from (rotations inherit it), so
+    # a code presented twice revokes every token minted from it (OAuth 2.1 §4.1.3).
+    code_checksum = models.CharField(max_length=64, blank=True, default="", db_index=True)
 
     class Meta(AbstractAccessToken.Meta):
         verbose_name = "OAuth access token"
@@ -90,6 +93,7 @@ class RefreshToken(AbstractRefreshToken):
     workspace = models.ForeignKey(
         Workspace, on_delete=models.CASCADE, null=True, blank=True, related_name="oauth_refresh_tokens"
     )
+    code_checksum = models.CharField(max_length=64, blank=True, default="", db_index=True)
 
     class Meta(AbstractRefreshToken.Meta):
         verbose_name = "OAuth refresh token"

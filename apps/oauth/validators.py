@@ -3,7 +3,10 @@ workspace chosen at consent is carried from the grant to every token minted from
 
 from __future__ import annotations
 
+import hashlib
+
 from django.db import router, transaction
+from django.utils import timezone
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
@@ -40,6 +43,9 @@ class ConnectOAuth2Validator(OAuth2Validator):
 
     def validate_code(self, client_id, code, client, request, *args, **kwargs) -> bool:
         if not super().validate_code(client_id, code, client, request, *args, **kwargs):
+            # DOT deletes a grant when its code is exchanged, so a spent code lands here: if
+            # tokens came from it, the code leaked: revoke them (OAuth 2.1 §4.1.3).
+            revoke_tokens_from_code(code)
             return False
         workspace_id = (
             Grant.objects.filter(code=code, application=client).values_list("workspace_id", flat=True).first()
@@ -59,24 +65,38 @@ class ConnectOAuth2Validator(OAuth2Validator):
         setattr(request, WORKSPACE_ATTR, workspace_id)
         return True
 
-    # DOT builds and saves the token rows itself; the workspace is stamped on right after,
-    # inside save_bearer_token's transaction, so no reader ever sees a token without it.
+    # DOT builds and saves the token rows itself; the workspace and the code they descend
+    # from are stamped on right after, inside save_bearer_token's transaction, so no reader
+    # ever sees a token without them.
 
     def _create_access_token(self, expires, request, token, source_refresh_token=None):
         access_token = super()._create_access_token(expires, request, token, source_refresh_token)
-        self._stamp_workspace(AccessToken, access_token, request)
+        origin = source_refresh_token.code_checksum if source_refresh_token else code_checksum(request.code)
+        self._stamp(AccessToken, access_token, request, origin)
         return access_token
 
     def _create_refresh_token(self, request, refresh_token_code, access_token, previous_refresh_token):
         refresh_token = super()._create_refresh_token(
             request, refresh_token_code, access_token, previous_refresh_token
         )
-        self._stamp_workspace(RefreshToken, refresh_token, request)
+        self._stamp(RefreshToken, refresh_token, request, access_token.code_checksum)
         return refresh_token
 
     @staticmethod
-    def _stamp_workspace(model, row, request) -> None:
+    def _stamp(model, row, request, origin: str) -> None:
         workspace_id = getattr(request, WORKSPACE_ATTR, None)
-        if workspace_id is not None:
-            model.objects.filter(pk=row.pk).update(workspace_id=workspace_id)
-            row.workspace_id = workspace_id
+        model.objects.filter(pk=row.pk).update(workspace_id=workspace_id, code_checksum=origin)
+        row.workspace_id, row.code_checksum = workspace_id, origin
+
+
+def code_checksum(code: str | None) -> str:
+    return hashlib.sha256(code.encode()).hexdigest() if code else ""
+
+
+def revoke_tokens_from_code(code: str | None) -> None:
+    checksum = code_checksum(code)
+    if not checksum:
+        return
+    with transaction.atomic(using=router.db_for_write(AccessToken)):
+        RefreshToken.objects.filter(code_checksum=checksum, revoked__isnull=True).update(revoked=timezone.now())
+        AccessToken.objects.filter(code_checksum=checksum).delete()

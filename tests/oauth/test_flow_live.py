@@ -161,6 +161,19 @@ def test_wrong_verifier_and_reused_code_fail_the_exchange(flow, acme):
     assert (again.status_code, again.json()["error"]) == (400, "invalid_grant")
 
 
+def test_reused_code_revokes_the_tokens_already_issued_from_it(flow, acme):
+    code, verifier = flow.code_for(workspace_id=acme.id)
+    issued = exchange(flow.http, flow.client_id, code, verifier).json()
+    rotated = refresh(flow.http, flow.client_id, issued["refresh_token"]).json()
+    assert flow.api("/api/v1/sessions", rotated["access_token"]).status_code == 200
+    unrelated = flow.tokens(workspace_id=acme.id)
+
+    assert exchange(flow.http, flow.client_id, code, verifier).json()["error"] == "invalid_grant"
+    assert flow.api("/api/v1/sessions", rotated["access_token"]).status_code == 401
+    assert refresh(flow.http, flow.client_id, rotated["refresh_token"]).json()["error"] == "invalid_grant"
+    assert flow.api("/api/v1/sessions", unrelated["access_token"]).status_code == 200
+
+
 def test_reusing_a_rotated_refresh_token_revokes_the_family(flow, acme):
     first = flow.tokens(workspace_id=acme.id)
     second = refresh(flow.http, flow.client_id, first["refresh_token"]).json()
