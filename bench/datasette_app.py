@@ -13,5 +13,6 @@ _db = os.environ["BENCH_DATASETTE_DB"]
 app = Datasette(
     immutables=[_db],
     metadata=json.loads(open(os.environ["BENCH_DATASETTE_METADATA"]).read()),
-    settings={"suggest_facets": False, "default_page_size": 100, "max_returned_rows": 1000},
+    settings={"suggest_facets": False, "default_page_size": 100, "max_returned_rows": 1000,
+              "sql_time_limit_ms": 30000},
 ).app()
