@@ -93,7 +93,12 @@ TEMPLATES = [
 # --- Database -------------------------------------------------------------------------------
 
 DATABASE_URL = env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'connect.sqlite3'}")
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=600)}
+# Under ASGI, Django runs each request's sync code in a thread of its own (a
+# ThreadSensitiveContext per request), so a persistent connection (CONN_MAX_AGE) would be
+# opened per request and left to the garbage collector: PostgreSQL runs out of clients under
+# load. Connections are closed at the end of each request instead; on PostgreSQL they come
+# from psycopg's pool, so closing one hands it back.
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     # The server processes, the task workers and management commands write at once: WAL lets
@@ -104,8 +109,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 30,
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
     }
-else:
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": envint("CONNECT_DB_POOL_MIN", 2),
+        "max_size": envint("CONNECT_DB_POOL_MAX", 10),  # per server process
+        "timeout": 10,
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

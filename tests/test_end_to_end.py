@@ -62,3 +62,31 @@ def test_live_server_publishes_metadata_and_openapi(live_server_daphne, transact
         openapi = http.get("/openapi.json").json()
         assert openapi["info"]["version"] == "1.0.0"
         assert http.get("/docs").status_code == 200
+
+
+def test_connections_are_pooled_not_leaked_per_request(live_server_daphne, workspace_with_data):
+    """Under ASGI each request runs in a thread of its own: a per-thread persistent connection
+    would stay open per concurrent request until PostgreSQL refuses new clients."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("server-side connection count")
+    headers = {"Authorization": f"Bearer {workspace_with_data['key']}"}
+
+    def connections() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+            return cursor.fetchone()[0]
+
+    before = connections()
+
+    def burst(_: int) -> list[int]:
+        with live_server_daphne.client(headers=headers) as http:
+            return [http.get("/api/v1/sessions").status_code for _ in range(10)]
+
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        statuses = [s for batch in pool.map(burst, range(32)) for s in batch]
+    assert set(statuses) == {200}
+    assert connections() - before <= 10  # the server process's pool (max_size), at most
