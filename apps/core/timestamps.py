@@ -7,8 +7,9 @@ def iso_ms(value: datetime | None) -> str | None:
     """ISO 8601 in UTC with milliseconds and `Z`, the one timestamp format on the wire."""
     if value is None:
         return None
-    value = value.astimezone(timezone.utc)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    if value.tzinfo is not timezone.utc:
+        value = value.astimezone(timezone.utc)
+    return value.isoformat(timespec="milliseconds")[:-6] + "Z"  # "+00:00" → "Z"
 
 
 def parse_iso(value: str) -> datetime:

@@ -1,0 +1,25 @@
+from datetime import datetime, timedelta, timezone
+
+from apps.core.timestamps import iso_ms, parse_iso
+
+
+def test_utc_with_milliseconds_and_z():
+    assert iso_ms(datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=timezone.utc)) == "2026-01-02T03:04:05.678Z"
+
+
+def test_whole_seconds_still_show_milliseconds():
+    assert iso_ms(datetime(2026, 1, 1, tzinfo=timezone.utc)) == "2026-01-01T00:00:00.000Z"
+
+
+def test_other_offsets_are_converted_to_utc():
+    plus_five = timezone(timedelta(hours=5))
+    assert iso_ms(datetime(2026, 1, 1, 5, 0, 0, 1000, tzinfo=plus_five)) == "2026-01-01T00:00:00.001Z"
+
+
+def test_none_is_none():
+    assert iso_ms(None) is None
+
+
+def test_round_trip():
+    value = datetime(2026, 6, 30, 23, 59, 59, 999000, tzinfo=timezone.utc)
+    assert parse_iso(iso_ms(value)) == value
