@@ -17,4 +17,8 @@ import os  # noqa: E402
 # collector; the pool lends one per request and takes it back when Django closes it.
 if os.environ.get("BENCH_DB_POOL") == "1" and DATABASES["default"]["ENGINE"].endswith("postgresql"):  # noqa: F405
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {"min_size": 4, "max_size": 16, "timeout": 10}  # noqa: F405
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {  # noqa: F405
+        "min_size": 4,
+        "max_size": 16,
+        "timeout": 10,
+    }
