@@ -6,7 +6,7 @@ import os
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "connect.settings")
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from django.core.asgi import get_asgi_application  # noqa: E402
+from apps.core.asgi import get_asgi_application  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 django_asgi = get_asgi_application()

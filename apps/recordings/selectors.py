@@ -3,12 +3,15 @@ indistinguishable from a missing one (`NotFound`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import Q, QuerySet
 
 from apps.core.cursors import decode_cursor, encode_cursor
 from apps.core.errors import InvalidRequest, NotFound
 from apps.core.timestamps import parse_iso
 from apps.recordings.models import BoardContent, RevisionKind, Segment, Session, Transcript
+from apps.recordings.representations import SESSION_FIELDS
 from apps.tenancy.models import Workspace
 
 
@@ -21,8 +24,9 @@ def get_session(*, workspace: Workspace, session_id: str) -> Session:
 
 def sessions_page(
     *, workspace: Workspace, limit: int, cursor: str | None = None
-) -> tuple[list[Session], str | None]:
-    """Newest first, keyset-paginated on (created_at, id)."""
+) -> tuple[list[Any], str | None]:
+    """Newest first, keyset-paginated on (created_at, id). Items are named rows of
+    SESSION_FIELDS (the hot listing skips model instances); session_repr takes them."""
     sessions = Session.objects.filter(workspace=workspace)
     if cursor:
         key = decode_cursor("sessions", workspace.id, cursor)
@@ -31,7 +35,7 @@ def sessions_page(
         except (IndexError, TypeError, ValueError):
             raise InvalidRequest() from None
         sessions = sessions.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=last_id))
-    page = list(sessions.order_by("-created_at", "-id")[: limit + 1])
+    page = list(sessions.order_by("-created_at", "-id").values_list(*SESSION_FIELDS, named=True)[: limit + 1])
     if len(page) <= limit:
         return page, None
     page = page[:limit]

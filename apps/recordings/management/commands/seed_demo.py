@@ -44,6 +44,15 @@ STATUS_WEIGHTS = {
 }
 
 
+def close_connections_before_fork() -> None:
+    """Forked children must share no database connection with the parent. On PostgreSQL a
+    closed connection only returns to the pool, so the pool is closed too."""
+    for connection in connections.all():
+        connection.close()
+        if getattr(connection, "pool", None) is not None:
+            connection.close_pool()
+
+
 class Command(BaseCommand):
     help = (
         "Create realistic demo data: a workspace (default 'demo') with the staff member "
@@ -90,8 +99,7 @@ class Command(BaseCommand):
         if jobs == 1:
             results = map(one, todo)
         else:
-            # Forked children must not share the parent's database connection.
-            connections.close_all()
+            close_connections_before_fork()
             pool = multiprocessing.get_context("fork").Pool(jobs)
             results = pool.imap_unordered(one, todo, chunksize=2)
         try:
