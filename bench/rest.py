@@ -268,11 +268,15 @@ class Server:
         return [int(p) for p in out.split()]
 
 
-def connect_server(db: Database, workers: int) -> Server:
+def connect_server(db: Database, workers: int, *, stock_handler: bool = False) -> Server:
+    """Production: `serve --workers N`. With `stock_handler`, the same with Django's own
+    ASGIHandler (a thread and a connection per request) instead of LaneASGIHandler."""
     command = [PYTHON, "manage.py", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", str(workers)]
     port = free_port()
     command = [c.replace("{port}", str(port)) for c in command]
-    return Server(f"connect-{db.label}", command, db.env(), port, "/.well-known/oauth-protected-resource")
+    env = {**db.env(), **({"BENCH_STOCK_HANDLER": "1"} if stock_handler else {})}
+    name = f"connect-{'stock-' if stock_handler else ''}{db.label}"
+    return Server(name, command, env, port, "/.well-known/oauth-protected-resource")
 
 
 def uvicorn_server(db: Database, workers: int) -> Server:
@@ -456,6 +460,12 @@ def endpoints_for(db: Database, key: str, args: argparse.Namespace) -> list[Endp
             for e in eps
             if e.server == "connect" and not e.name.startswith("bare Django list +")
         ]
+    if args.stock_handler:
+        eps += [
+            Endpoint(f"{e.name} [stock handler]", "connect-stock", e.paths, e.headers, e.check)
+            for e in eps
+            if e.server == "connect" and not e.name.startswith("bare Django list +")
+        ]
     if db.kind == "sqlite" and not args.no_datasette:
         ws = info["workspace"]["id"]
         table = f"/{db.sqlite_path.stem}/recordings_session.json?" + urllib.parse.urlencode(
@@ -529,6 +539,8 @@ def bench_database(db: Database, args: argparse.Namespace, run_dir: Path) -> lis
         servers["connect-uvicorn"] = uvicorn_server(db, args.workers)
     if args.gunicorn:
         servers["connect-gunicorn"] = gunicorn_server(db, args.workers)
+    if args.stock_handler:
+        servers["connect-stock"] = connect_server(db, args.workers, stock_handler=True)
     if db.kind == "sqlite" and not args.no_datasette:
         for workers in args.datasette_workers:
             servers[f"datasette-{workers}p"] = datasette_server(db, workers)
@@ -547,6 +559,7 @@ def bench_database(db: Database, args: argparse.Namespace, run_dir: Path) -> lis
                 results.append({"db": db.label, "endpoint": e.name, "server": e.server, "error": problem})
                 continue
             wrk(running[e.server].base, e, args.warmup, args.connections, args.threads)
+            drain(running)
             live.append(e)
         runs: dict[str, list[dict]] = {e.name: [] for e in live}
         for round_ in range(1, args.rounds + 1):
@@ -556,6 +569,7 @@ def bench_database(db: Database, args: argparse.Namespace, run_dir: Path) -> lis
                 if args.profile and e.server == "connect" and round_ == 1:
                     profiles = profile_during(server, args.duration, run_dir, f"{db.label}-{slug(e.name)}")
                 r = wrk(server.base, e, args.duration, args.connections, args.threads)
+                r["drained_s"] = round(drain(running), 2)
                 r["profiles"] = profiles
                 runs[e.name].append(r)
                 log(
@@ -570,10 +584,30 @@ def bench_database(db: Database, args: argparse.Namespace, run_dir: Path) -> lis
             if args.unloaded and (e.name.startswith(("transcript", "search", "sessions list"))):
                 # Service time without queueing: one connection, one request at a time.
                 one = wrk(running[e.server].base, e, args.unloaded, 1, 1)
+                drain(running)
                 row |= {"p50_c1_ms": one["p50_ms"], "p99_c1_ms": one["p99_ms"], "rps_c1": one["rps"]}
                 log(f"  {e.name}, 1 connection: p50 {one['p50_ms']:.1f} ms, p99 {one['p99_ms']:.1f} ms")
             results.append(row)
     return results
+
+
+def drain(servers: dict, limit_s: float = 120.0) -> float:
+    """Wait until every server answers a cheap request quickly twice in a row: a run of slow
+    requests (search) leaves a queue that the server keeps working through after wrk stops,
+    which would be charged to whatever endpoint is measured next. Returns the seconds waited."""
+    started = time.monotonic()
+    for server in servers.values():
+        fast = 0
+        while fast < 2 and time.monotonic() - started < limit_s:
+            t0 = time.monotonic()
+            try:
+                urllib.request.urlopen(server.base + server.ready_path, timeout=limit_s).read()
+            except (urllib.error.URLError, OSError):
+                pass
+            fast = fast + 1 if time.monotonic() - t0 < 0.05 else 0
+            if fast < 2:
+                time.sleep(0.2)
+    return time.monotonic() - started
 
 
 def aggregate(runs: list[dict]) -> dict:
@@ -720,6 +754,8 @@ def main() -> int:
     parser.add_argument("--no-datasette", action="store_true")
     parser.add_argument("--gunicorn", action="store_true",
                         help="also serve the Connect endpoints with gunicorn (WSGI, same workers, 4 threads each)")
+    parser.add_argument("--stock-handler", action="store_true",
+                        help="also serve Connect with Django's stock ASGIHandler (a thread per request)")
     parser.add_argument("--uvicorn", action="store_true",
                         help="also serve Connect with uvicorn (same app and workers) for the list endpoints")
     parser.add_argument("--only", nargs="+", help="endpoint name substrings to run (e.g. list search)")

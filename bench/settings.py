@@ -24,6 +24,6 @@ if os.environ.get("BENCH_DB_POOL") == "1" and DATABASES["default"]["ENGINE"].end
     }
 
 # The stock-handler variant: Django's own ASGIHandler instead of production's
-# SharedThreadASGIHandler, everything else equal (bench/asgi_stock.py).
+# LaneASGIHandler, everything else equal (bench/asgi_stock.py).
 if os.environ.get("BENCH_STOCK_HANDLER") == "1":
     ASGI_APPLICATION = "bench.asgi_stock.application"

@@ -190,6 +190,10 @@ CONNECT_WEBHOOK_RETRY_SCHEDULE = [
 CONNECT_SSE_HEARTBEAT_SECONDS = envint("CONNECT_SSE_HEARTBEAT_SECONDS", 15)
 CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE = envint("CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE", 10)
 
+# Threads per server process that run Django's sync code (apps/core/asgi.py): up to this many
+# requests per process proceed at once. Keep CONNECT_DB_POOL_MAX at least as large.
+CONNECT_SYNC_THREADS = envint("CONNECT_SYNC_THREADS", 4)
+
 # An API key's last-used timestamp is written at most this often, so reads stay reads.
 CONNECT_API_KEY_TOUCH_SECONDS = 60
 

@@ -14,3 +14,5 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
     # A file, not memory, so the live daphne that end-to-end tests start sees the same rows;
     # named per process so two test runs in one checkout never share it.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-connect-{os.getpid()}.sqlite3")}  # noqa: F405
+
+ROOT_URLCONF = "tests.urls"

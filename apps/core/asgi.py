@@ -1,30 +1,46 @@
-"""Django's ASGI handler, minus the per-request thread.
+"""Django's ASGI handler on a fixed set of long-lived threads ("lanes") per process.
 
-Django's ASGIHandler enters a `ThreadSensitiveContext` for every request, so the request's
-sync code (middleware, DRF views, the ORM) runs in a thread created for that request, with
-a database connection opened for it and dropped after. Measured under load (bench/README.md)
-that per-request thread and connection cost more than the view itself.
+Django's own ASGIHandler enters a `ThreadSensitiveContext` per request, so each request's
+sync code (middleware, DRF views, the ORM) runs in a thread started for that request, with a
+database connection opened for it. Measured under load (bench/README.md), that thread and
+connection cost more than a small view itself. Running all sync code on one shared thread per
+process removes the cost but serialises requests: one slow search stalls every fast request
+queued behind it in that process.
 
-Without the context, asgiref runs thread-sensitive sync code on one long-lived thread per
-process: connections persist and no thread is started per request. Sync work in one process
-is serialised (the GIL serialises most of it anyway); `serve --workers N` runs one process
-per core. Async consumers (event stream, MCP) are unaffected: they never enter this handler.
+Lanes sit between the two, like a WSGI server's thread pool: each request runs all of its
+sync code on one lane (Django requires one thread per request), the least busy one, so up to
+`CONNECT_SYNC_THREADS` requests per process proceed at once and no thread is started per request.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
+from asgiref.sync import ThreadSensitiveContext
 from django.core.handlers.asgi import ASGIHandler
 
 
-class SharedThreadASGIHandler(ASGIHandler):
+class LaneASGIHandler(ASGIHandler):
+    def __init__(self, lanes: int) -> None:
+        super().__init__()
+        self._lanes = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"django-lane-{i}") for i in range(lanes)]
+        self._busy = [0] * lanes  # requests on each lane; touched only on the event loop thread
+
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
-        await self.handle(scope, receive, send)
+        lane = min(range(len(self._lanes)), key=self._busy.__getitem__)
+        self._busy[lane] += 1
+        try:
+            async with ThreadSensitiveContext(executor=self._lanes[lane]):
+                await self.handle(scope, receive, send)
+        finally:
+            self._busy[lane] -= 1
 
 
-def get_asgi_application() -> SharedThreadASGIHandler:
+def get_asgi_application() -> LaneASGIHandler:
     import django
+    from django.conf import settings
 
     django.setup(set_prefix=False)
-    return SharedThreadASGIHandler()
+    return LaneASGIHandler(lanes=settings.CONNECT_SYNC_THREADS)

@@ -1,0 +1,38 @@
+"""How the live server runs Django's sync code (apps/core/asgi.py): on a few long-lived
+threads per process, never one new thread per request, and a slow request does not hold up
+a fast one."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from django.conf import settings
+
+pytestmark = [pytest.mark.e2e]
+
+
+def test_requests_reuse_a_few_long_lived_threads(live_server_daphne, transactional_db):
+    # Concurrent requests that hold their thread a moment: a thread per request would show
+    # as many live threads as requests in flight (idents of finished threads get reused).
+    def thread_of(_: int) -> int:
+        return live_server_daphne.client().get("/test/thread", params={"hold": 0.3}).json()["thread"]
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        threads = set(pool.map(thread_of, range(32)))
+    assert len(threads) <= settings.CONNECT_SYNC_THREADS
+
+
+def test_slow_requests_do_not_hold_up_a_fast_one(live_server_daphne, transactional_db):
+    slow_count = settings.CONNECT_SYNC_THREADS - 1  # leaves one lane free
+    with ThreadPoolExecutor(max_workers=slow_count) as pool:
+        slow = [pool.submit(live_server_daphne.client().get, "/test/sleep", params={"seconds": 4}) for _ in range(slow_count)]
+        time.sleep(0.5)  # the slow ones are running
+        started = time.monotonic()
+        fast = live_server_daphne.client().get("/.well-known/oauth-protected-resource")
+        waited = time.monotonic() - started
+        assert fast.status_code == 200
+        assert all(f.result().status_code == 200 for f in slow)
+    # On one shared thread the fast request would wait for the slow ones (about 4 s each).
+    assert waited < 2.0, f"a fast request waited {waited:.1f}s behind slow ones"
