@@ -14,20 +14,6 @@ from apps.recordings.models import BoardContent, Segment, Session, Transcript
 SESSION_FIELDS = ("id", "label", "memo", "status", "started_at", "ended_at", "created_at", "updated_at")
 
 
-def session_repr(session: Session) -> dict[str, Any]:
-    """A Session, or a named row of SESSION_FIELDS."""
-    return {
-        "id": session.id,
-        "label": session.label,
-        "memo": session.memo,
-        "status": session.status,
-        "startedAt": iso_ms(session.started_at),
-        "endedAt": iso_ms(session.ended_at),
-        "createdAt": iso_ms(session.created_at),
-        "updatedAt": iso_ms(session.updated_at),
-    }
-
-
 def session_summary_repr(session: Session) -> dict[str, Any]:
     """The session as a search hit names it (contract §2.4)."""
     return {
@@ -37,6 +23,15 @@ def session_summary_repr(session: Session) -> dict[str, Any]:
         "startedAt": iso_ms(session.started_at),
         "endedAt": iso_ms(session.ended_at),
         "createdAt": iso_ms(session.created_at),
+    }
+
+
+def session_repr(session: Session) -> dict[str, Any]:
+    """A Session, or a named row of SESSION_FIELDS: the summary plus memo and updatedAt."""
+    return {
+        **session_summary_repr(session),
+        "memo": session.memo,
+        "updatedAt": iso_ms(session.updated_at),
     }
 
 
