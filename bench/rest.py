@@ -591,23 +591,26 @@ def bench_database(db: Database, args: argparse.Namespace, run_dir: Path) -> lis
     return results
 
 
-def drain(servers: dict, limit_s: float = 120.0) -> float:
-    """Wait until every server answers a cheap request quickly six times in a row (the kernel
-    spreads them over the server's processes, and each must be idle): a run of slow
-    requests (search) leaves a queue that the server keeps working through after wrk stops,
-    which would be charged to whatever endpoint is measured next. Returns the seconds waited."""
+def _cpu_idle_fraction(window_s: float = 0.5) -> float:
+    def sample() -> tuple[int, int]:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return fields[3] + fields[4], sum(fields)  # idle + iowait, total
+
+    idle0, total0 = sample()
+    time.sleep(window_s)
+    idle1, total1 = sample()
+    return (idle1 - idle0) / max(1, total1 - total0)
+
+
+def drain(servers: dict, limit_s: float = 120.0, idle: float = 0.85) -> float:
+    """Wait until the machine is idle again: a run of slow requests (search) leaves work
+    behind after wrk stops (queued requests, and database queries that go on after the client
+    hung up), which would otherwise be charged to whatever endpoint is measured next. A probe
+    request cannot tell: it may find a free thread while the database is still busy."""
+    del servers  # every server shares the machine; idleness is what matters
     started = time.monotonic()
-    for server in servers.values():
-        fast = 0
-        while fast < 6 and time.monotonic() - started < limit_s:
-            t0 = time.monotonic()
-            try:
-                urllib.request.urlopen(server.base + server.ready_path, timeout=limit_s).read()
-            except (urllib.error.URLError, OSError):
-                pass
-            fast = fast + 1 if time.monotonic() - t0 < 0.05 else 0
-            if fast == 0:
-                time.sleep(0.2)
+    while time.monotonic() - started < limit_s and _cpu_idle_fraction() < idle:
+        pass
     return time.monotonic() - started
 
 
