@@ -27,12 +27,6 @@ class Api:
 
     client: Client
 
-    def request(self, method: str, path: str, key: str | None = None, **kwargs):
-        headers = kwargs.pop("headers", {})
-        if key is not None:
-            headers["Authorization"] = f"Bearer {key}"
-        return self.client.generic(method, path, headers=headers, **kwargs)
-
     def get(self, path: str, key: str | None = None, **params):
         headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
         return self.client.get(path, params, headers=headers)

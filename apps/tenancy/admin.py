@@ -105,8 +105,8 @@ class MembershipAdmin(admin.ModelAdmin):
 
     @admin.action(description="Activate selected members")
     def activate(self, request: HttpRequest, queryset: QuerySet[Membership]) -> None:
-        for membership in queryset.select_related("user", "workspace"):
-            services.add_member(workspace=membership.workspace, email=membership.user.email or membership.user.username)
+        for membership in queryset:
+            services.activate_member(membership=membership)
         self.message_user(request, f"Activated {len(queryset)} member(s).", messages.SUCCESS)
 
     @admin.action(description="Deactivate selected members (their keys and grants answer 403)")

@@ -43,6 +43,12 @@ def add_member(
         user.is_staff = user.is_superuser = True
         user.save(update_fields=["is_staff", "is_superuser"])
     membership, _ = Membership.objects.get_or_create(workspace=workspace, user=user)
+    return activate_member(membership=membership)
+
+
+@transaction.atomic
+def activate_member(*, membership: Membership) -> Membership:
+    """The member's API keys and OAuth grants work again."""
     if not membership.is_active:
         membership.is_active = True
         membership.deactivated_at = None
