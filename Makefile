@@ -36,11 +36,15 @@ seed: migrate
 	$(BIN)/python manage.py seed_demo --workspace $(DEMO)
 
 run: seed
+	$(BIN)/python manage.py collectstatic --no-input -v 0
 	@key=$$($(BIN)/python manage.py issue_api_key $(DEMO) --member demo@example.com \
 	    --scopes svc:sessions:read,svc:transcripts:read,svc:boards:read --name "make run" | tail -n 1); \
 	session=$$($(BIN)/python manage.py shell -v 0 -c "from apps.recordings.models import Session; print(Session.objects.filter(workspace__slug='$(DEMO)', status='completed').order_by('-created_at').values_list('id', flat=True).first())"); \
 	echo ""; \
-	echo "Connect is starting on http://$(HOST):$(PORT)  (admin: /admin, demo@example.com / demo-password; API docs: /docs)"; \
+	echo "Connect is starting on http://$(HOST):$(PORT)"; \
+	echo "  API docs:  http://$(HOST):$(PORT)/docs   (OpenAPI: /openapi.json; index of links: /)"; \
+	echo "  Admin:     http://$(HOST):$(PORT)/admin/   log in as demo@example.com / demo-password"; \
+	echo "  Health:    http://$(HOST):$(PORT)/healthz  and  /readyz"; \
 	echo "API key (shown once): $$key"; \
 	echo ""; \
 	echo "  curl -H 'Authorization: Bearer $$key' 'http://$(HOST):$(PORT)/api/v1/sessions?limit=5'"; \

@@ -11,6 +11,25 @@ from django.urls import re_path  # noqa: E402
 
 django_asgi = get_asgi_application()
 
+from django.conf import settings  # noqa: E402
+from django.urls import URLPattern  # noqa: E402
+from servestatic import ServeStaticASGI  # noqa: E402
+
+from apps.core.cors import CorsASGI  # noqa: E402
+from apps.core.static import is_hashed  # noqa: E402
 from connect.routing import http_routes  # noqa: E402
 
-application = ProtocolTypeRouter({"http": URLRouter([*http_routes, re_path(r"", django_asgi)])})
+# The Channels consumers are not Django views, so django-cors-headers never sees them: the
+# same policy and headers come from apps.core.cors's wrapper around each of them.
+channels_routes = [
+    URLPattern(route.pattern, CorsASGI(route.callback), route.default_args, route.name) for route in http_routes
+]
+
+# Static files (collected by `collectstatic`) are answered before routing; hashed names are
+# cached for a year, the rest for a minute; gzip copies are served to clients that accept them.
+application = ServeStaticASGI(
+    ProtocolTypeRouter({"http": URLRouter([*channels_routes, re_path(r"", django_asgi)])}),
+    root=settings.STATIC_ROOT,
+    prefix=settings.STATIC_URL,
+    immutable_file_test=is_hashed,
+)

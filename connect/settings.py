@@ -56,14 +56,24 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "oauth2_provider",
     "channels",
+    "django_q",
+    "corsheaders",
     "apps.core",
     "apps.tenancy",
     "apps.oauth",
     "apps.recordings",
+    "apps.webhooks",
+    "apps.events",
+    "apps.mcp",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # CORS first: it answers preflights on the Bearer-only paths (apps/core/cors.py).
+    "corsheaders.middleware.CorsMiddleware",
+    "apps.core.middleware.PlainOptionsHeadMiddleware",
+    "apps.core.timeouts.RequestDeadlineMiddleware",
+    "apps.core.ratelimit.RateLimitHeadersMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -139,12 +149,18 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "/static/"
-STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT = Path(env("STATIC_ROOT") or VAR_DIR / "static")
+# `collectstatic` writes hashed, compressed copies; ServeStatic serves them (connect/asgi.py).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "apps.core.static.HashedStaticStorage"},
+}
 
 # --- REST -----------------------------------------------------------------------------------
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["apps.tenancy.authentication.BearerAuthentication"],
+    # Bearer authentication, then the per-credential and per-workspace rate limit.
+    "DEFAULT_AUTHENTICATION_CLASSES": ["apps.core.ratelimit.RateLimitedBearerAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": [],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
@@ -187,12 +203,75 @@ CONNECT_WEBHOOKS_ALLOW_PRIVATE = envbool("CONNECT_WEBHOOKS_ALLOW_PRIVATE", False
 CONNECT_WEBHOOK_RETRY_SCHEDULE = [
     int(s) for s in env("CONNECT_WEBHOOK_RETRY_SCHEDULE", "60,300,1800,7200,28800,86400").split(",")
 ]
+# Webhooks (apps/webhooks): private halves of signing keys are sealed with this 32-byte key
+# (base64); unset, it is derived from SECRET_KEY — then rotating SECRET_KEY needs new signing keys.
+CONNECT_WEBHOOK_KEY_ENCRYPTION_KEY = env("CONNECT_WEBHOOK_KEY_ENCRYPTION_KEY")
+CONNECT_WEBHOOK_TIMEOUT_SECONDS = float(env("CONNECT_WEBHOOK_TIMEOUT_SECONDS", "10"))
+# An attempt's lease must outlast the request timeout; a queued delivery's lease outlasts a
+# busy queue. Expired leases are re-queued by the sweeper (every CONNECT_WEBHOOK_SWEEP_SECONDS).
+CONNECT_WEBHOOK_LEASE_SECONDS = envint("CONNECT_WEBHOOK_LEASE_SECONDS", 60)
+CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS = envint("CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS", 600)
+CONNECT_WEBHOOK_SWEEP_SECONDS = float(env("CONNECT_WEBHOOK_SWEEP_SECONDS", "5"))
+# Extra networks webhooks may never reach (comma-separated CIDRs), beside the built-in metadata list.
+CONNECT_WEBHOOK_DENY_NETWORKS = [n.strip() for n in env("CONNECT_WEBHOOK_DENY_NETWORKS").split(",") if n.strip()]
+
+# django-q2 runs webhook attempts. Embedded default: the ORM broker (no Redis); with REDIS_URL,
+# Redis. Deployments sharing one Redis need distinct CONNECT_Q_NAMEs.
+Q_CLUSTER = {
+    "name": env("CONNECT_Q_NAME", "connect"),
+    "workers": envint("CONNECT_Q_WORKERS", 2),
+    "timeout": 30,  # an attempt is bounded at 10 s; this only stops a stuck worker
+    "retry": 90,  # ORM broker: an unacknowledged task is handed out again after this
+    "max_attempts": 1,  # the Delivery row owns retries, not the broker
+    "ack_failures": True,
+    "save_limit": -1,  # successful tasks are not stored: Delivery and DeliveryAttempt are the record
+    "catch_up": False,
+    "poll": 0.1,
+    "label": "Tasks",
+    **({"redis": REDIS_URL} if REDIS_URL else {"orm": "default"}),
+}
+
 CONNECT_SSE_HEARTBEAT_SECONDS = envint("CONNECT_SSE_HEARTBEAT_SECONDS", 15)
 CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE = envint("CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE", 10)
+CONNECT_SSE_RESUME_SECONDS = envint("CONNECT_SSE_RESUME_SECONDS", 300)
+# Events one stream may have waiting for its client; a client that falls further behind is
+# disconnected (apps/events/hub.py), so a slow reader never grows memory or slows the others.
+CONNECT_SSE_QUEUE_EVENTS = envint("CONNECT_SSE_QUEUE_EVENTS", 1000)
+# Tests only: route /api/v1/events/_stats (open streams, queues, delivery tasks of the process).
+CONNECT_SSE_STATS = envbool("CONNECT_SSE_STATS", False)
+
+# Browser origins for CORS on Bearer-only paths and /mcp's Origin check (apps/core/origins.py):
+# comma-separated, or `*`; empty = this service's origin plus loopback origins on any port.
+CONNECT_ALLOWED_ORIGINS = env("CONNECT_ALLOWED_ORIGINS")
 
 # Threads per server process that run Django's sync code (apps/core/asgi.py): up to this many
 # requests per process proceed at once. Keep CONNECT_DB_POOL_MAX at least as large.
 CONNECT_SYNC_THREADS = envint("CONNECT_SYNC_THREADS", 4)
+
+# Rate limits (apps/core/ratelimit.py): requests per fixed window, per credential and per
+# workspace, counted in Redis when REDIS_URL is set, else in the database. 0 turns one off.
+# The defaults are far above what the benchmarks or an agent send.
+CONNECT_RATE_LIMIT_WINDOW_SECONDS = envint("CONNECT_RATE_LIMIT_WINDOW_SECONDS", 60)
+CONNECT_RATE_LIMIT_PER_CREDENTIAL = envint("CONNECT_RATE_LIMIT_PER_CREDENTIAL", 60_000)
+CONNECT_RATE_LIMIT_PER_WORKSPACE = envint("CONNECT_RATE_LIMIT_PER_WORKSPACE", 120_000)
+
+# Database time per request (apps/core/timeouts.py): PostgreSQL statement_timeout in the server
+# processes, an SQLite progress-handler deadline; past it the client gets 503 timeout.
+CONNECT_REQUEST_TIMEOUT_SECONDS = float(env("CONNECT_REQUEST_TIMEOUT_SECONDS", "10"))
+
+# CORS (django-cors-headers) on the Bearer-only paths, from the origin policy and the header
+# lists in apps/core/cors.py; the Channels routes get the same from its ASGI wrapper.
+from apps.core import cors as _cors  # noqa: E402
+
+CORS_URLS_REGEX = _cors.URLS_REGEX
+CORS_ALLOW_HEADERS = _cors.ALLOW_HEADERS
+CORS_EXPOSE_HEADERS = _cors.EXPOSE_HEADERS
+CORS_ALLOW_METHODS = _cors.ALLOW_METHODS
+CORS_PREFLIGHT_MAX_AGE = _cors.PREFLIGHT_MAX_AGE
+CORS_ALLOW_CREDENTIALS = False
+
+# The MCP endpoint (apps/mcp): the largest request body it reads; a larger one gets 413.
+CONNECT_MCP_MAX_BODY_BYTES = envint("CONNECT_MCP_MAX_BODY_BYTES", 1_000_000)
 
 # An API key's last-used timestamp is written at most this often, so reads stay reads.
 CONNECT_API_KEY_TOUCH_SECONDS = 60
@@ -204,6 +283,21 @@ from apps.oauth.conf import OAUTH2_PROVIDER, OAUTH2_PROVIDER_MODELS  # noqa: E40
 globals().update(OAUTH2_PROVIDER_MODELS)
 # The issuer is `{auth_url}/api/auth` (contract §5.3); DOT builds the RFC 8414 document from it.
 OAUTH2_PROVIDER = {**OAUTH2_PROVIDER, "OIDC_ISS_ENDPOINT": f"{CONNECT_AUTH_URL}/api/auth"}
+
+# --- Deployment over HTTPS -------------------------------------------------------------------
+# With an https base URL: cookies only over TLS, HSTS, and plain-http requests redirected —
+# except the health endpoints, which load balancers probe over plain http.
+# CONNECT_BEHIND_PROXY=1 trusts the proxy's X-Forwarded-Proto (only behind a proxy that sets it).
+if CONNECT_BASE_URL.startswith("https://"):
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = envbool("CONNECT_SSL_REDIRECT", True)
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+    SECURE_HSTS_SECONDS = envint("CONNECT_HSTS_SECONDS", 31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("CONNECT_HSTS_INCLUDE_SUBDOMAINS", False)
+    CSRF_TRUSTED_ORIGINS = [CONNECT_BASE_URL, CONNECT_AUTH_URL]
+if envbool("CONNECT_BEHIND_PROXY"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # --- Logging --------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import pytest
 from django.conf import settings
 
@@ -36,3 +37,22 @@ def test_slow_requests_do_not_hold_up_a_fast_one(live_server_daphne, transaction
         assert all(f.result().status_code == 200 for f in slow)
     # On one shared thread the fast request would wait for the slow ones (about 4 s each).
     assert waited < 2.0, f"a fast request waited {waited:.1f}s behind slow ones"
+
+
+def test_slow_statements_from_one_client_are_cut_off_before_they_stall_another(tmp_path, transactional_db):
+    """More slow requests than there are lanes: without a time limit each would hold its lane
+    for two minutes and a fast request queued behind them would wait as long. With
+    CONNECT_REQUEST_TIMEOUT_SECONDS=1 they end in 503 timeout and the fast request is served
+    (the client's own 10 s timeout is the bound this test puts on the wait)."""
+    from tests.servers import serve
+
+    lanes = settings.CONNECT_SYNC_THREADS
+    with serve(tmp_path, env={"CONNECT_REQUEST_TIMEOUT_SECONDS": "1"}) as server:
+        with httpx.Client(base_url=server.url, timeout=30) as slow_client, ThreadPoolExecutor(max_workers=lanes * 2) as pool:
+            slow = [pool.submit(slow_client.get, "/test/slow-query", params={"seconds": 120}) for _ in range(lanes * 2)]
+            time.sleep(0.3)  # the slow ones are running or queued on every lane
+            fast = httpx.get(f"{server.url}/.well-known/oauth-protected-resource", timeout=10)
+            assert fast.status_code == 200
+            results = [f.result() for f in slow]
+    assert [r.status_code for r in results] == [503] * (lanes * 2)
+    assert all(r.json() == {"error": "timeout"} for r in results)

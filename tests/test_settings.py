@@ -83,3 +83,18 @@ def test_concurrent_writers_neither_fail_nor_collide(transactional_db):
     assert BoardContent.objects.filter(session=session, is_current=True).count() == 1
     sequences = sorted(Segment.objects.filter(transcript__session=session).values_list("sequence", flat=True))
     assert sequences == list(range(60))
+
+
+def test_limits_and_timeout_come_from_the_environment():
+    code = (
+        "from django.conf import settings as s; "
+        "print(s.CONNECT_RATE_LIMIT_PER_CREDENTIAL, s.CONNECT_RATE_LIMIT_PER_WORKSPACE, "
+        "s.CONNECT_RATE_LIMIT_WINDOW_SECONDS, s.CONNECT_REQUEST_TIMEOUT_SECONDS)"
+    )
+    env = {"DEBUG": "1", "CONNECT_RATE_LIMIT_PER_CREDENTIAL": "5", "CONNECT_RATE_LIMIT_PER_WORKSPACE": "0",
+           "CONNECT_RATE_LIMIT_WINDOW_SECONDS": "10", "CONNECT_REQUEST_TIMEOUT_SECONDS": "2.5"}
+    result = run_manage("shell", "-v", "0", "-c", code, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["5", "0", "10", "2.5"]
+    defaults = run_manage("shell", "-v", "0", "-c", code, env={"DEBUG": "1"}).stdout.split()
+    assert defaults == ["60000", "120000", "60", "10.0"]

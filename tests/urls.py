@@ -1,18 +1,23 @@
-"""Production URLs plus two views that only tests serve (tests/settings.py): they show which
-thread ran a request and hold a thread for a while, to test how the server schedules work."""
+"""Production URLs plus views that only tests serve (tests/settings.py): they show which
+thread ran a request, hold a thread for a while, or run a slow database statement, to test how
+the server schedules work and bounds it."""
 
+import os
 import threading
 import time
 
+from django.db import connection
 from django.http import JsonResponse
 from django.urls import path
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from connect.urls import handler400, handler403, handler404, handler500, urlpatterns as production  # noqa: F401
 
 
 def thread_view(request):
     time.sleep(float(request.GET.get("hold", "0")))
-    return JsonResponse({"thread": threading.get_ident()})
+    return JsonResponse({"thread": threading.get_ident(), "process": os.getpid()})
 
 
 def sleep_view(request):
@@ -20,4 +25,35 @@ def sleep_view(request):
     return JsonResponse({"slept": True})
 
 
-urlpatterns = [path("test/thread", thread_view), path("test/sleep", sleep_view), *production]
+def slow_query(seconds: float) -> None:
+    """A statement that keeps the database busy for `seconds` (unless the deadline stops it)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT pg_sleep(%s)", [seconds])
+        else:  # about 3 million rows a second
+            cursor.execute(
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < %s) SELECT count(*) FROM c",
+                [int(seconds * 3_000_000)],
+            )
+
+
+def slow_query_view(request):
+    slow_query(float(request.GET.get("seconds", "30")))
+    return JsonResponse({"slept": True})
+
+
+class SlowQueryApi(APIView):
+    authentication_classes: list = []
+
+    def get(self, request):
+        slow_query(float(request.GET.get("seconds", "30")))
+        return Response({"slept": True})
+
+
+urlpatterns = [
+    path("test/thread", thread_view),
+    path("test/sleep", sleep_view),
+    path("test/slow-query", slow_query_view),
+    path("test/slow-query-api", SlowQueryApi.as_view()),
+    *production,
+]

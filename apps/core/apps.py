@@ -1,5 +1,24 @@
+import re
+
 from django.apps import AppConfig
 
 
 class CoreConfig(AppConfig):
     name = "apps.core"
+
+    def ready(self) -> None:
+        from corsheaders.signals import check_request_enabled
+
+        from apps.core import timeouts  # noqa: F401 - connects the SQLite deadline handler
+        from apps.core.cors import URLS_REGEX
+        from apps.core.origins import allowed_origin
+
+        bearer_only = re.compile(URLS_REGEX)
+
+        def cors_allowed(sender, request, **kwargs) -> bool:  # noqa: ARG001 - signal
+            # django-cors-headers asks this for origins it does not list itself (it lists none):
+            # the origin policy decides, and only on the Bearer-only paths.
+            origin = request.headers.get("origin")
+            return bool(origin and bearer_only.match(request.path_info) and allowed_origin(origin))
+
+        check_request_enabled.connect(cors_allowed, weak=False, dispatch_uid="connect-cors-policy")

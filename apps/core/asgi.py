@@ -43,4 +43,7 @@ def get_asgi_application() -> LaneASGIHandler:
     from django.conf import settings
 
     django.setup(set_prefix=False)
+    from apps.core.timeouts import apply_statement_timeout
+
+    apply_statement_timeout()  # server processes only: commands and workers keep no limit
     return LaneASGIHandler(lanes=settings.CONNECT_SYNC_THREADS)

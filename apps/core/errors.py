@@ -100,6 +100,10 @@ def as_api_error(exc: Exception) -> ApiError | None:
     for kind, error in _DRF_CODES.items():
         if isinstance(exc, kind):
             return error
+    from apps.core.timeouts import RequestTimeout, is_timeout
+
+    if is_timeout(exc):
+        return RequestTimeout()
     return None
 
 

@@ -22,18 +22,23 @@ def token_checksum(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def principal_for_access_token(token: str, *, audience: str) -> Principal:
-    """`audience` is the resource the request is addressed to: `{base_url}` for REST,
-    `{base_url}/mcp` for the MCP endpoint."""
+def principal_for_access_token(token: str, *, audience: str | tuple[str, ...]) -> Principal:
+    """`audience` is the resource the request is addressed to: `{base_url}` for REST; a tuple
+    when several are accepted — /mcp takes `{base_url}` (contract §5.3: the same credentials
+    as REST) and `{base_url}/mcp` (DESIGN.md "MCP and OAuth discovery")."""
+    audiences = (audience,) if isinstance(audience, str) else audience
     access_token = (
         AccessToken.objects.select_related("workspace").filter(token_checksum=token_checksum(token)).first()
+    )
+    served = (
+        next((a for a in audiences if token_serves(access_token.resource, a)), None) if access_token else None
     )
     if (
         access_token is None
         or access_token.is_expired()
         or access_token.workspace is None
         or access_token.user_id is None
-        or not token_serves(access_token.resource, audience)
+        or served is None
     ):
         raise Unauthorized()
     workspace = access_token.workspace
@@ -51,5 +56,5 @@ def principal_for_access_token(token: str, *, audience: str) -> Principal:
         kind="oauth",
         credential_id=str(access_token.pk),
         issuer=membership,
-        audience=normalise(audience),
+        audience=normalise(served),
     )

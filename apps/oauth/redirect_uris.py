@@ -54,3 +54,20 @@ def allowed_schemes(uris: list[str]) -> list[str]:
     schemes = {"https", "http"}
     schemes.update(urlsplit(u).scheme.lower() for u in uris if redirect_uri_problem(u) is None)
     return sorted(schemes)
+
+
+def redirect_target(uri: str) -> str:
+    """What the member is shown as the place the code goes: the redirect URI's host name (the
+    MCP security considerations: "MUST clearly display the redirect URI hostname"), or the
+    scheme of a native app's private-use URI, which has none."""
+    parts = urlsplit(uri)
+    if parts.hostname:
+        return parts.hostname
+    return f"{parts.scheme}: (an app on this device)" if parts.scheme else uri
+
+
+def loopback_only(uris: list[str]) -> bool:
+    """True when every registered redirect URI is a loopback address: any program on the
+    member's machine could be listening there, whatever name the client gives itself."""
+    hosts = [urlsplit(u).hostname for u in uris]
+    return bool(hosts) and all(host in LOOPBACK_HOSTS for host in hosts)

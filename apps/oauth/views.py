@@ -14,13 +14,17 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from oauth2_provider.exceptions import OAuthToolkitError
+from oauth2_provider.oauth2_backends import _add_iss_to_redirect
+from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import AuthorizationView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
+from apps.oauth import redirect_uris
 from apps.oauth.audience import audience_for_request
 from apps.oauth.forms import ConsentForm
 from apps.oauth.models import Application
+from apps.oauth.redirect_uris import redirect_target
 from apps.oauth.selectors import consentable_memberships
 from apps.oauth.validators import WORKSPACE_ATTR
 
@@ -103,7 +107,32 @@ class ConsentView(AuthorizationView):
         context["scope_descriptions"] = [
             settings.CONNECT_SCOPES.get(scope, scope) for scope in context.get("scopes", [])
         ]
+        context.update(self.client_trust(context.get("application"), form))
         return context
+
+    @staticmethod
+    def client_trust(application: Application | None, form) -> dict:
+        """What the member needs to judge the client (MCP authorization security
+        considerations): where the code will go, whether the name is only the client's own
+        claim, and whether only loopback redirect URIs stand behind it."""
+        if application is None or form is None:
+            return {}
+        redirect_uri = (form.data.get("redirect_uri") if form.is_bound else None) or form.initial.get("redirect_uri")
+        registered = application.redirect_uris.split()
+        return {
+            "redirect_host": redirect_target(redirect_uri or (registered[0] if registered else "")),
+            # Registered by an operator: the name is ours. Dynamically or by metadata document:
+            # anyone could have chosen it.
+            "client_unverified": application.registration_source != Application.RegistrationSource.MANUAL,
+            "registration_source": application.get_registration_source_display(),
+            "loopback_only": redirect_uris.loopback_only(registered),
+        }
+
+    def redirect(self, redirect_to: str, application) -> HttpResponse:
+        # RFC 9207: every authorization response names its issuer, errors included (DOT adds
+        # `iss` only to successful ones; adding it again is harmless, the helper keeps one).
+        issuer = oauth2_settings.oauth2_authorization_server_issuer(self.request)
+        return super().redirect(_add_iss_to_redirect(redirect_to, issuer), application)
 
     def form_valid(self, form: ConsentForm) -> HttpResponse:
         application = Application.objects.filter(client_id=form.cleaned_data["client_id"]).first()

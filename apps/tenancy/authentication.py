@@ -57,8 +57,9 @@ def principal_for_api_key(key: str) -> Principal:
     )
 
 
-def authenticate_bearer(header: str | None, *, audience: str | None = None) -> Principal:
-    """`audience` is the resource the request is addressed to; default the base URL."""
+def authenticate_bearer(header: str | None, *, audience: str | tuple[str, ...] | None = None) -> Principal:
+    """`audience` is the resource the request is addressed to (or the resources, when several
+    are accepted, as at /mcp); default the base URL."""
     credential = bearer_credential(header)
     if credential.startswith(API_KEY_PREFIX):
         return principal_for_api_key(credential)

@@ -3,6 +3,11 @@
 Daphne has no worker option, so this command binds the socket once and hands its file
 descriptor to each child (`daphne --fd`); the kernel spreads accepted connections across
 them, and both cores serve. A child that dies is restarted; SIGINT/SIGTERM stop all.
+
+Beside daphne it runs the task side (unless `--no-tasks`): the django-q2 cluster (`qcluster`;
+ORM broker by default, Redis when REDIS_URL is set) and the webhook sweeper, which re-queues
+due retries and expired leases every CONNECT_WEBHOOK_SWEEP_SECONDS. On other machines,
+`manage.py qcluster` runs workers alone.
 """
 
 from __future__ import annotations
@@ -26,8 +31,11 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
         parser.add_argument("--access-log", action="store_true", help="log every request to stdout")
+        parser.add_argument("--no-tasks", action="store_true", help="do not start the django-q2 cluster and sweeper")
 
-    def handle(self, *args, host: str, port: int, workers: int, access_log: bool, **options) -> None:
+    def handle(
+        self, *args, host: str, port: int, workers: int, access_log: bool, no_tasks: bool = False, **options
+    ) -> None:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -41,10 +49,17 @@ class Command(BaseCommand):
             command += ["--access-log", "-"]
         command.append(settings.ASGI_APPLICATION.replace(".application", ":application"))
 
-        def spawn() -> subprocess.Popen:
-            return subprocess.Popen(command, pass_fds=[fd])
+        commands = [command] * max(1, workers)
+        if not no_tasks:
+            django = [sys.executable, "-m", "django"]  # DJANGO_SETTINGS_MODULE is inherited
+            commands.append(django + ["qcluster"])
+            sweep_every = str(settings.CONNECT_WEBHOOK_SWEEP_SECONDS)
+            commands.append(django + ["sweep_webhook_deliveries", "--every", sweep_every])
 
-        children = [spawn() for _ in range(max(1, workers))]
+        def spawn(i: int) -> subprocess.Popen:
+            return subprocess.Popen(commands[i], pass_fds=[fd] if commands[i] is command else [])
+
+        children = [spawn(i) for i in range(len(commands))]
         stopping = False
 
         def stop(signum, frame) -> None:  # noqa: ARG001
@@ -53,15 +68,19 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
-        self.stdout.write(f"Serving on http://{host}:{port} with {len(children)} daphne process(es)", ending="\n")
+        self.stdout.write(
+            f"Serving on http://{host}:{port} with {max(1, workers)} daphne process(es)"
+            + ("" if no_tasks else " and the task cluster"),
+            ending="\n",
+        )
         self.stdout.flush()
         try:
             while not stopping:
                 for i, child in enumerate(children):
                     if child.poll() is not None and not stopping:
-                        self.stderr.write(f"daphne process {child.pid} exited ({child.returncode}); restarting")
+                        self.stderr.write(f"child process {child.pid} exited ({child.returncode}); restarting")
                         time.sleep(0.5)
-                        children[i] = spawn()
+                        children[i] = spawn(i)
                 time.sleep(0.2)
         finally:
             for child in children:

@@ -1,0 +1,89 @@
+"""Per-request time limit (`CONNECT_REQUEST_TIMEOUT_SECONDS`, default 10): a request's database
+work is cut off there and the client gets `503 {"error": "timeout"}`.
+
+- PostgreSQL: `statement_timeout` on the server processes' connections (set in the connection
+  options by `apply_statement_timeout`, which the ASGI entry point calls, so migrations, seeds
+  and task workers keep unlimited statements). The server cancels the statement.
+- SQLite: a progress handler on every connection checks the current request's deadline (set by
+  `RequestDeadlineMiddleware` on the thread running the request) and interrupts the statement
+  past it. Outside a request there is no deadline.
+
+What is bounded is the time spent in the database, where slow requests spend it (search, large
+transcripts). Pure Python work in a view cannot be interrupted from outside its thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from django.conf import settings
+from django.db.backends.signals import connection_created
+from django.db.utils import OperationalError
+
+from apps.core.errors import ApiError, error_response
+
+_request = threading.local()  # .deadline: time.monotonic() value, or None outside requests
+
+# How many SQLite virtual-machine instructions run between two deadline checks: about a
+# millisecond of work, so the check costs nothing measurable and overshoots by little.
+SQLITE_PROGRESS_STEPS = 10_000
+
+
+class RequestTimeout(ApiError):
+    status, code = 503, "timeout"
+
+
+def _past_deadline() -> int:
+    deadline = getattr(_request, "deadline", None)
+    return 1 if deadline is not None and time.monotonic() > deadline else 0
+
+
+def install_sqlite_deadline(sender, connection, **kwargs) -> None:  # noqa: ARG001 - signal
+    if connection.vendor == "sqlite":
+        connection.connection.set_progress_handler(_past_deadline, SQLITE_PROGRESS_STEPS)
+
+
+connection_created.connect(install_sqlite_deadline, dispatch_uid="connect-sqlite-deadline")
+
+
+def apply_statement_timeout() -> None:
+    """PostgreSQL `statement_timeout` for this process's connections; call before the first
+    connection is made (the connection pool reads the options when it opens)."""
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] != "django.db.backends.postgresql":
+        return
+    milliseconds = int(settings.CONNECT_REQUEST_TIMEOUT_SECONDS * 1000)
+    options = database.setdefault("OPTIONS", {})
+    existing = options.get("options", "")
+    options["options"] = f"{existing} -c statement_timeout={milliseconds}".strip()
+
+
+def is_timeout(exc: BaseException) -> bool:
+    """A statement the deadline cut off: SQLite's `interrupted`, PostgreSQL's query_canceled."""
+    if not isinstance(exc, OperationalError):
+        return False
+    cause = exc.__cause__
+    if getattr(cause, "sqlstate", None) == "57014":  # query_canceled (statement_timeout)
+        return True
+    return "interrupted" in str(exc)
+
+
+class RequestDeadlineMiddleware:
+    """Sets the request's deadline for the SQLite progress handler and turns a timed-out
+    statement outside DRF (DRF's views go through apps.core.errors) into the 503."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        _request.deadline = time.monotonic() + settings.CONNECT_REQUEST_TIMEOUT_SECONDS
+        try:
+            return self.get_response(request)
+        finally:
+            _request.deadline = None
+
+    def process_exception(self, request, exception):  # noqa: ARG002
+        if is_timeout(exception):
+            return error_response(RequestTimeout())
+        return None

@@ -1,0 +1,124 @@
+"""Rate limits per credential and per workspace (apps/core/ratelimit.py): the pure decision,
+the shared counters, and the REST answers."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.test import Client, override_settings
+
+from apps.core.ratelimit import RateDecision, check_rate_limit, check_rate_limit_sync, decide
+from apps.tenancy.authentication import authenticate_bearer
+from tests import factories
+
+
+def test_decide_reports_the_tighter_bucket():
+    decision = decide([(3, 10), (50, 52)], window=60, now=120.5)
+    assert decision == RateDecision(allowed=True, limit=52, remaining=2, reset_seconds=60)
+
+
+def test_decide_refuses_past_any_limit_and_says_when_to_retry():
+    decision = decide([(11, 10), (11, 1000)], window=60, now=170.0)
+    assert not decision.allowed and decision.remaining == 0 and decision.reset_seconds == 10
+    assert ("Retry-After", "10") in decision.headers()
+
+
+def test_limit_reached_exactly_is_still_allowed():
+    assert decide([(10, 10)], window=60, now=0).allowed
+
+
+def test_counts_are_per_window(db, alice_key, settings):
+    settings.CONNECT_RATE_LIMIT_PER_CREDENTIAL = 2
+    principal = authenticate_bearer(f"Bearer {alice_key}")
+    assert check_rate_limit_sync(principal, now=1000).allowed
+    assert check_rate_limit_sync(principal, now=1001).allowed
+    assert not check_rate_limit_sync(principal, now=1002).allowed
+    assert check_rate_limit_sync(principal, now=1020).allowed  # the next 60 s window
+
+
+def test_limits_off_means_no_decision(db, alice_key, settings):
+    settings.CONNECT_RATE_LIMIT_PER_CREDENTIAL = 0
+    settings.CONNECT_RATE_LIMIT_PER_WORKSPACE = 0
+    assert check_rate_limit_sync(authenticate_bearer(f"Bearer {alice_key}")) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_async_entry_point_counts_in_the_same_buckets(alice_key, settings):
+    settings.CONNECT_RATE_LIMIT_PER_CREDENTIAL = 3
+    principal = authenticate_bearer(f"Bearer {alice_key}")
+    check_rate_limit_sync(principal)
+    first = asyncio.run(check_rate_limit(principal))
+    assert first.remaining == 1
+
+
+def get(path: str, key: str):
+    return Client().get(path, headers={"Authorization": f"Bearer {key}"})
+
+
+def test_every_api_response_carries_the_headers(db, alice_key):
+    response = get("/api/v1/sessions", alice_key)
+    assert response.status_code == 200
+    assert int(response["RateLimit-Limit"]) > 0
+    assert 0 <= int(response["RateLimit-Remaining"]) < int(response["RateLimit-Limit"])
+    assert 1 <= int(response["RateLimit-Reset"]) <= 60
+    not_found = get("/api/v1/sessions/nope", alice_key)
+    assert not_found.status_code == 404 and "RateLimit-Remaining" in not_found
+
+
+@override_settings(CONNECT_RATE_LIMIT_PER_CREDENTIAL=3)
+def test_a_credential_past_its_limit_gets_429(db, alice, alice_key):
+    remaining = [int(get("/api/v1/sessions", alice_key)["RateLimit-Remaining"]) for _ in range(3)]
+    assert remaining == [2, 1, 0]
+    refused = get("/api/v1/sessions", alice_key)
+    assert refused.status_code == 429
+    assert refused.json() == {"error": "rate_limited"}
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    assert refused["RateLimit-Remaining"] == "0"
+    # Another credential of the same workspace is not limited by this one's spending.
+    other = factories.api_key(alice)
+    assert get("/api/v1/sessions", other).status_code == 200
+
+
+@override_settings(CONNECT_RATE_LIMIT_PER_WORKSPACE=4)
+def test_a_workspace_past_its_limit_refuses_all_its_credentials(db, alice, alice_key, bob_key):
+    second = factories.api_key(alice)
+    assert [get("/api/v1/sessions", key).status_code for key in (alice_key, second, alice_key, second)] == [200] * 4
+    assert get("/api/v1/sessions", second).status_code == 429
+    assert get("/api/v1/sessions", alice_key).status_code == 429
+    assert get("/api/v1/sessions", bob_key).status_code == 200  # another workspace
+
+
+@override_settings(CONNECT_RATE_LIMIT_PER_CREDENTIAL=1)
+def test_scope_refusals_count_and_unauthenticated_requests_do_not(db, alice):
+    narrow = factories.api_key(alice, ["svc:boards:read"])
+    assert get("/api/v1/sessions", narrow).status_code == 403
+    assert get("/api/v1/sessions", narrow).status_code == 429
+    unauthenticated = Client().get("/api/v1/sessions")
+    assert unauthenticated.status_code == 401 and "RateLimit-Limit" not in unauthenticated
+
+
+@override_settings(CONNECT_RATE_LIMIT_PER_CREDENTIAL=1)
+def test_health_and_public_documents_are_not_limited(db, alice_key):
+    for _ in range(3):
+        for path in ("/healthz", "/readyz", "/.well-known/oauth-protected-resource", "/openapi.json"):
+            response = get(path, alice_key)
+            assert response.status_code == 200, path
+            assert "RateLimit-Limit" not in response
+
+
+def test_openapi_documents_429_and_the_headers_on_every_bearer_operation(db):
+    doc = Client().get("/openapi.json").json()
+    operations = [
+        op
+        for item in doc["paths"].values()
+        for op in item.values()
+        if isinstance(op, dict) and any("bearerAuth" in s for s in op.get("security", []))
+    ]
+    assert len(operations) >= 7
+    for operation in operations:
+        assert "429" in operation["responses"], operation["operationId"]
+        assert "rate_limited" in operation["responses"]["429"]["description"]
+        for response in operation["responses"].values():
+            assert {"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} <= set(response["headers"])
+    assert "connection_limit" in doc["paths"]["/api/v1/sessions"]["get"]["responses"]["429"]["description"]
