@@ -1,0 +1,293 @@
+"""`GET /api/v1/events/stream` (contract §4.4, §6.1): a Channels HTTP consumer under daphne.
+
+Why the consumer is shaped like this (channels/generic/http.py, daphne/http_protocol.py):
+`AsyncHttpConsumer.http_request` awaits `handle()` and then stops the consumer, and messages
+are dispatched one at a time, so a stream loop inside `handle()` would never see
+`http.disconnect`. Here `http_request` only opens the stream — checks, headers, a first
+comment — and returns; a delivery task writes events and pings; `http.disconnect` (sent by
+daphne when the client goes, and also after we finish the response ourselves) cancels that
+task and frees the queue and the slot.
+
+Daphne buffers whatever the application sends without limit (Twisted's transport), so the
+delivery task registers itself as the request's Twisted push producer: when the socket's send
+buffer is full Twisted pauses it, events then wait in the stream's bounded queue, and a full
+queue disconnects that client alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from urllib.parse import parse_qs
+
+from channels.exceptions import StopConsumer
+from channels.generic.http import AsyncHttpConsumer
+from django.conf import settings
+
+from apps.core.errors import ApiError, InsufficientScope, InvalidRequest, MethodNotAllowed, www_authenticate
+from apps.events import filters, slots
+from apps.events.credentials import CredentialRef
+from apps.events.hub import Stream, get_hub, resume_frames
+from apps.tenancy.authentication import authenticate_bearer
+from apps.tenancy.principal import Principal
+
+import orjson
+
+logger = logging.getLogger("connect.events")
+
+STREAM_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+PING = b": ping\n\n"
+REPLAY_CHUNK = 200
+
+
+class InvalidFilters(ApiError):
+    status, code = 400, "invalid_filters"
+
+
+class FilterCostExceeded(ApiError):
+    status, code = 400, "filter_cost_exceeded"
+
+
+class ConnectionLimit(ApiError):
+    status, code = 429, "connection_limit"
+
+
+class _Producer:
+    """Twisted IPushProducer: Twisted calls pause/resume as the client's socket fills and
+    drains (on the reactor thread, which under daphne is the asyncio loop's thread)."""
+
+    def __init__(self, stream: Stream) -> None:
+        self.stream = stream
+        self.writable = True
+
+    def pauseProducing(self) -> None:  # noqa: N802 - Twisted's interface
+        self.writable = False
+
+    def resumeProducing(self) -> None:  # noqa: N802
+        self.writable = True
+        self.stream.wakeup.set()
+
+    def stopProducing(self) -> None:  # noqa: N802
+        self.writable = False
+        self.stream.close("client_gone")
+
+
+class EventStreamConsumer(AsyncHttpConsumer):
+    stream: Stream | None = None
+    slot_id: int | None = None
+    delivery: asyncio.Task | None = None
+    producer: _Producer | None = None
+    replay: list[tuple[str, bytes]] | None = None
+
+    async def http_request(self, message) -> None:
+        if "body" in message:
+            self.body.append(message["body"])
+        if message.get("more_body"):
+            return
+        streaming = False
+        try:
+            streaming = await self.open_stream()
+        except ApiError as error:
+            await self.send_error(error)
+        except Exception:  # noqa: BLE001 - never leak details; the body is the contract's 500
+            logger.exception("event stream failed to open")
+            await self.send_error(ApiError())
+        finally:
+            if not streaming:
+                await self.disconnect()
+                raise StopConsumer()
+
+    async def http_disconnect(self, message) -> None:  # noqa: ARG002
+        await self.disconnect()
+        raise StopConsumer()
+
+    async def send_error(self, error: ApiError) -> None:
+        headers = [(b"content-type", b"application/json")]
+        if error.status == 401:
+            headers.append((b"www-authenticate", www_authenticate().encode()))
+        await self.send_response(error.status, orjson.dumps(error.body()), headers=headers)
+
+    # --- opening ---------------------------------------------------------------------------
+    def _header(self, name: bytes) -> str | None:
+        for key, value in self.scope.get("headers", []):
+            if key.lower() == name:
+                return value.decode("latin-1")
+        return None
+
+    async def open_stream(self) -> bool:
+        if self.scope["method"] != "GET":
+            raise MethodNotAllowed()
+        hub = get_hub()
+        # Authentication first, exactly as REST: 401, then 404 workspace_not_found, then 403.
+        principal: Principal = await hub.run_db(authenticate_bearer, self._header(b"authorization"))
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        raw = query.get("filters")
+        if raw is not None and len(raw) != 1:
+            raise InvalidFilters()
+        try:
+            subscription = filters.subscription_for(raw[0] if raw else None, principal.scopes)
+        except filters.InvalidFilters:
+            raise InvalidFilters() from None
+        except filters.FilterCostExceeded as exceeded:
+            raise FilterCostExceeded(**exceeded.body_fields()) from None
+        except filters.MissingScope:
+            raise InsufficientScope() from None
+        last_event_id = self._header(b"last-event-id")
+        if last_event_id is not None and len(last_event_id) > 64:
+            raise InvalidRequest()
+
+        await hub.ensure_carrier()
+        workspace_id = principal.workspace.id
+        self.slot_id = await hub.run_db(
+            slots.acquire_slot,
+            workspace_id=workspace_id,
+            process=hub.process,
+            limit=settings.CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE,
+        )
+        if self.slot_id is None:
+            raise ConnectionLimit()
+
+        self.stream = Stream(
+            workspace_id=workspace_id,
+            subscription=subscription,
+            credential=CredentialRef(
+                kind=principal.kind,
+                credential_id=str(principal.credential_id),
+                membership_id=principal.issuer.pk,
+                workspace_id=workspace_id,
+            ),
+            queue_size=settings.CONNECT_SSE_QUEUE_EVENTS,
+        )
+        # Subscribe before reading what was missed: an event committed in between is then in
+        # the live queue too, and the delivery task drops the copy it already replayed.
+        hub.register(self.stream)
+        first = b": connected\n\n"
+        if last_event_id:
+            types = (
+                frozenset(e.type for e in subscription.entries) if subscription.entries else subscription.default_types
+            )
+            self.replay = await hub.run_db(
+                resume_frames,
+                workspace_id=workspace_id,
+                last_event_id=last_event_id.strip(),
+                subscription=subscription,
+                types=types,
+            )
+            if self.replay is None:
+                first = b": resume-unavailable\n\n"
+        await self.send_headers(status=200, headers=STREAM_HEADERS)
+        await self.send_body(first, more_body=True)
+        self._register_producer()
+        self.delivery = asyncio.ensure_future(self.deliver())
+        return True
+
+    def _daphne_request(self):
+        # Daphne passes `send` as functools.partial(server.handle_reply, protocol); the protocol
+        # is its twisted.web Request for this connection. Other servers: no flow control here.
+        send = self.base_send
+        args = getattr(send, "args", ())
+        request = args[0] if args else None
+        return request if hasattr(request, "registerProducer") and hasattr(request, "channel") else None
+
+    def _register_producer(self) -> None:
+        request = self._daphne_request()
+        if request is None or request.producer is not None:
+            return
+        self.producer = _Producer(self.stream)
+        try:
+            request.registerProducer(self.producer, True)
+        except Exception:  # noqa: BLE001 - flow control is a protection, not a requirement to stream
+            self.producer = None
+
+    def _abort(self) -> None:
+        request = self._daphne_request()
+        transport = getattr(getattr(request, "channel", None), "transport", None)
+        if transport is not None and hasattr(transport, "abortConnection"):
+            transport.abortConnection()
+
+    # --- streaming -------------------------------------------------------------------------
+    def _writable(self) -> bool:
+        return self.producer is None or self.producer.writable
+
+    async def deliver(self) -> None:
+        stream = self.stream
+        replayed: set[str] = set()
+        try:
+            for start in range(0, len(self.replay or ()), REPLAY_CHUNK):
+                chunk = self.replay[start : start + REPLAY_CHUNK]
+                while not self._writable() and stream.closed_reason is None:
+                    stream.wakeup.clear()
+                    await stream.wakeup.wait()
+                if stream.closed_reason is not None:
+                    break
+                replayed.update(event_id for event_id, _ in chunk)
+                await self.send_body(b"".join(frame for _, frame in chunk), more_body=True)
+            self.replay = None
+            while stream.closed_reason is None:
+                await stream.wakeup.wait()
+                stream.wakeup.clear()
+                if stream.closed_reason is not None or not self._writable():
+                    continue
+                parts = []
+                if stream.ping_due:
+                    stream.ping_due = False
+                    parts.append(PING)
+                while stream.queue:
+                    event_id, frame = stream.queue.popleft()
+                    if event_id not in replayed:
+                        parts.append(frame)
+                if parts:
+                    await self.send_body(b"".join(parts), more_body=True)
+            # Closed by the server: a client that fell behind is cut off at once (its unread
+            # bytes would sit in our buffers); otherwise the response ends normally.
+            if stream.closed_reason == "overflow":
+                self._abort()
+            elif stream.closed_reason != "client_gone":
+                await self.send_body(b"", more_body=False)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001
+            logger.exception("event stream delivery failed")
+            self._abort()
+
+    async def disconnect(self) -> None:
+        """Every way a stream ends comes here (client gone, our own close, errors): idempotent."""
+        hub = get_hub()
+        if self.stream is not None:
+            self.stream.close("client_gone")
+            self.stream = None
+        if self.delivery is not None and not self.delivery.done():
+            self.delivery.cancel()
+        self.delivery = None
+        if self.producer is not None:
+            request = self._daphne_request()
+            try:
+                if request is not None and request.producer is self.producer:
+                    request.unregisterProducer()
+            except Exception:  # noqa: BLE001
+                pass
+            self.producer = None
+        if self.slot_id is not None:
+            slot_id, self.slot_id = self.slot_id, None
+            try:
+                await hub.run_db(slots.release_slot, slot_id)
+            except Exception:  # noqa: BLE001 - the lease frees it within a minute anyway
+                logger.exception("could not release stream slot %s", slot_id)
+
+
+async def stream_stats(scope, receive, send) -> None:
+    """Test-only (routed when CONNECT_SSE_STATS is set): this process's open streams, queued
+    frames and live delivery tasks, so tests can see an abrupt disconnect free everything."""
+    from apps.events.hub import current_hub
+
+    hub = current_hub()
+    body = hub.stats() if hub is not None else {"streams": 0, "queued": 0}
+    body["deliveryTasks"] = sum(
+        1 for t in asyncio.all_tasks() if not t.done() and getattr(t.get_coro(), "__qualname__", "") == "EventStreamConsumer.deliver"
+    )
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": orjson.dumps(body)})

@@ -1,0 +1,139 @@
+"""Event filters (contract §2.7, §7, §8): validation, cost, scopes and matching.
+
+A pure module — no Django, no I/O — so the stream, webhook subscriptions and unit tests all
+use the same rules. The webhooks issue reuses `parse_entries` and `matches`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+SESSION_CREATED = "session.created"
+SESSION_STATUS_CHANGED = "session.status_changed"
+TRANSCRIPT_SEGMENT_CREATED = "transcript.segment.created"
+
+# Which scope lets a credential receive each event type (contract §4.4, §6.1).
+TYPE_SCOPES: dict[str, str] = {
+    SESSION_CREATED: "svc:sessions:read",
+    SESSION_STATUS_CHANGED: "svc:sessions:read",
+    TRANSCRIPT_SEGMENT_CREATED: "svc:transcripts:read",
+}
+# Types that need a sessionId in their filter entry.
+SESSION_BOUND_TYPES = frozenset({TRANSCRIPT_SEGMENT_CREATED})
+# What a stream without `filters` receives, each still subject to its scope.
+DEFAULT_TYPES = (SESSION_CREATED, SESSION_STATUS_CHANGED)
+
+MIN_ENTRIES, MAX_ENTRIES = 1, 20
+ENTRY_COST = 10
+# "The current budget" (contract §9.2): it can change, so clients read it from the error body.
+COST_BUDGET = 100
+
+
+class InvalidFilters(ValueError):
+    """`400 invalid_filters`: not JSON, or not the filter schema."""
+
+
+class FilterCostExceeded(ValueError):
+    """`400 filter_cost_exceeded`, with the body's extra fields."""
+
+    def __init__(self, cost: int, budget: int, entries: list[dict[str, Any]]) -> None:
+        super().__init__(f"filter cost {cost} exceeds budget {budget}")
+        self.cost, self.budget, self.entries = cost, budget, entries
+
+    def body_fields(self) -> dict[str, Any]:
+        return {"cost": self.cost, "budget": self.budget, "entries": self.entries}
+
+
+class MissingScope(ValueError):
+    """`403 insufficient_scope`: an entry subscribes to a type the credential may not receive."""
+
+
+@dataclass(frozen=True)
+class FilterEntry:
+    type: str
+    session_id: str | None = None
+
+    def matches(self, type: str, session_id: str) -> bool:
+        return self.type == type and (self.session_id is None or self.session_id == session_id)
+
+    def as_dict(self) -> dict[str, str]:
+        return {"type": self.type} if self.session_id is None else {"type": self.type, "sessionId": self.session_id}
+
+
+def parse_entries(value: Any) -> list[FilterEntry]:
+    """Validate an already-decoded JSON value against the filter-array schema."""
+    if not isinstance(value, list) or not MIN_ENTRIES <= len(value) <= MAX_ENTRIES:
+        raise InvalidFilters("filters must be an array of 1 to 20 entries")
+    entries = []
+    for item in value:
+        if not isinstance(item, dict) or not set(item) <= {"type", "sessionId"}:
+            raise InvalidFilters("an entry is an object with only type and sessionId")
+        type_ = item.get("type")
+        if not isinstance(type_, str) or type_ not in TYPE_SCOPES:
+            raise InvalidFilters("unknown event type")
+        session_id = item.get("sessionId")
+        if "sessionId" in item and (not isinstance(session_id, str) or not session_id):
+            raise InvalidFilters("sessionId must be a non-empty string")
+        if type_ in SESSION_BOUND_TYPES and session_id is None:
+            raise InvalidFilters(f"{type_} requires a sessionId")
+        entries.append(FilterEntry(type=type_, session_id=session_id))
+    return entries
+
+
+def parse_filters(raw: str) -> list[FilterEntry]:
+    """The `filters` query parameter, already URL-decoded, as entries."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise InvalidFilters("filters is not JSON") from None
+    return parse_entries(value)
+
+
+def entry_cost(entry: FilterEntry) -> int:  # noqa: ARG001 - flat today; the budget "can change"
+    return ENTRY_COST
+
+
+def check_cost(entries: Iterable[FilterEntry], budget: int = COST_BUDGET) -> int:
+    entries = list(entries)
+    costs = [entry_cost(e) for e in entries]
+    total = sum(costs)
+    if total > budget:
+        raise FilterCostExceeded(total, budget, [{**e.as_dict(), "cost": c} for e, c in zip(entries, costs)])
+    return total
+
+
+def check_scopes(entries: Iterable[FilterEntry], scopes: frozenset[str] | set[str]) -> None:
+    for entry in entries:
+        if TYPE_SCOPES[entry.type] not in scopes:
+            raise MissingScope(entry.type)
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """What one stream receives: explicit entries (OR-matched), or, without filters, the
+    default types its scopes allow (possibly none: the stream then carries only pings)."""
+
+    entries: tuple[FilterEntry, ...] = ()
+    default_types: frozenset[str] = frozenset()
+
+    def matches(self, type: str, session_id: str) -> bool:
+        if self.entries:
+            return matches(self.entries, type, session_id)
+        return type in self.default_types
+
+
+def matches(entries: Iterable[FilterEntry], type: str, session_id: str) -> bool:
+    return any(entry.matches(type, session_id) for entry in entries)
+
+
+def subscription_for(raw_filters: str | None, scopes: frozenset[str] | set[str]) -> Subscription:
+    """Everything a stream request's `filters` decides, in the order errors are reported:
+    invalid_filters, then filter_cost_exceeded, then insufficient_scope."""
+    if raw_filters is None:
+        return Subscription(default_types=frozenset(t for t in DEFAULT_TYPES if TYPE_SCOPES[t] in scopes))
+    entries = parse_filters(raw_filters)
+    check_cost(entries)
+    check_scopes(entries, scopes)
+    return Subscription(entries=tuple(entries))

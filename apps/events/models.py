@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+from django.db import models
+
+import os
+import threading
+import time
+
+from apps.tenancy.models import Workspace
+
+
+class EventType(models.TextChoices):
+    SESSION_CREATED = "session.created"
+    SESSION_STATUS_CHANGED = "session.status_changed"
+    TRANSCRIPT_SEGMENT_CREATED = "transcript.segment.created"
+
+
+_last_id_lock = threading.Lock()
+_last_ms = 0
+_last_random = 0
+
+
+def new_event_id() -> str:
+    """`evt_` + a ULID that is also strictly increasing within this process ("monotonic ULID"):
+    in the same millisecond the random part is incremented, so the events one transaction
+    records (a batch of segments) sort in the order they were recorded."""
+    global _last_ms, _last_random
+    with _last_id_lock:
+        now_ms = int(time.time() * 1000)
+        if now_ms <= _last_ms:
+            now_ms, _last_random = _last_ms, _last_random + 1
+            if _last_random >= 1 << 80:  # 2^80 ids in one millisecond: borrow the next one
+                now_ms, _last_random = now_ms + 1, int.from_bytes(os.urandom(10), "big") >> 1
+        else:
+            # Leave headroom below 2^80 so increments never carry into the time bits.
+            _last_random = int.from_bytes(os.urandom(10), "big") >> 1
+        _last_ms = now_ms
+        return "evt_" + _crockford((now_ms << 80) | _last_random)
+
+
+def _crockford(value: int) -> str:
+    # The 26-character layout of apps.core.ids.ulid, with the random part chosen by the caller.
+    chars = []
+    for _ in range(26):
+        chars.append(_CROCKFORD[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+
+
+class Event(models.Model):
+    """The transactional outbox: one row per change, written in the change's transaction, its
+    `data` fixed at that moment. The stream fans these out; webhook deliveries hang from them."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_event_id, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    type = models.CharField(max_length=40, choices=EventType.choices)
+    session_id = models.CharField(max_length=40)
+    occurred_at = models.DateTimeField()
+    data = models.JSONField()
+
+    class Meta:
+        indexes = [
+            # Resume: a workspace's events after a given id, in id order.
+            models.Index(fields=["workspace", "id"], name="event_ws_id"),
+            # Purge: by type past a cutoff.
+            models.Index(fields=["type", "occurred_at"], name="event_type_occurred"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.type}"
+
+
+class StreamSlot(models.Model):
+    """One open event stream. `number` is in [0, limit) and unique per workspace, so concurrent
+    connects on any process or instance can never hold more than `limit` slots: the database's
+    unique constraint arbitrates. A process renews its slots' leases; a killed process's slots
+    expire with the lease."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    number = models.PositiveIntegerField()
+    process = models.CharField(max_length=64)
+    lease_expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["workspace", "number"], name="streamslot_unique_number")]
+        indexes = [models.Index(fields=["process"], name="streamslot_process")]

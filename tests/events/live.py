@@ -1,0 +1,228 @@
+"""Helpers for the live event-stream tests: `manage.py serve` instances with small stream
+settings, SSE readers over httpx on their own threads, and raw sockets for clients that
+misbehave (stop reading, vanish)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from django.conf import settings
+
+from tests.conftest import ROOT, database_url_for_test_db, free_port
+
+STREAM = "/api/v1/events/stream"
+WAIT = 20  # seconds any single wait in these tests may take before it fails
+
+
+@dataclass
+class Server:
+    url: str
+    port: int
+    process: subprocess.Popen
+    log: Path
+    env: dict
+
+    def stats(self) -> dict:
+        return httpx.get(f"{self.url}/api/v1/events/_stats", timeout=5).json()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+
+
+def server_env(**overrides: str) -> dict:
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url_for_test_db(),
+        "CONNECT_BASE_URL": settings.CONNECT_BASE_URL,  # two instances, one service
+        "CONNECT_DEVELOPMENT": "1",
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "PYTHONUNBUFFERED": "1",
+        "CONNECT_SSE_HEARTBEAT_SECONDS": "1",
+        "CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE": "3",
+        "CONNECT_SSE_QUEUE_EVENTS": "40",
+        "CONNECT_SSE_STATS": "1",
+    }
+    env.update(overrides)
+    return env
+
+
+def start_server(log_dir: Path, *, port: int | None = None, **overrides: str) -> Server:
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = log_dir / f"serve-{port}-{time.monotonic_ns()}.log"
+    env = server_env(**overrides)
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(f"{url}/api/v1/events/_stats", timeout=1)
+            return Server(url=url, port=port, process=process, log=log, env=env)
+        except httpx.TransportError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"server did not start; see {log}") from None
+            time.sleep(0.2)
+
+
+def simulate(slug: str, *, sessions: int = 1, segments: int = 2, interval: float = 0.02) -> str:
+    """Run `simulate_activity` as its own process against the test database."""
+    result = subprocess.run(
+        [sys.executable, "manage.py", "simulate_activity", slug, "--sessions", str(sessions),
+         "--segments", str(segments), "--interval", str(interval)],
+        cwd=ROOT, env=server_env(), capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@dataclass
+class SseEvent:
+    id: str | None
+    event: str | None
+    data: str
+
+    @property
+    def json(self) -> dict:
+        return json.loads(self.data)
+
+
+@dataclass
+class Reader:
+    """An SSE client on its own thread: `events`, `comments`, `status`, `body` (on error)."""
+
+    url: str
+    key: str
+    params: dict = field(default_factory=dict)
+    last_event_id: str | None = None
+    status: int | None = None
+    headers: dict = field(default_factory=dict)
+    body: bytes = b""
+    events: list = field(default_factory=list)
+    comments: list = field(default_factory=list)
+    ended: bool = False
+    raw_frames: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._cond = threading.Condition()
+        self._client = httpx.Client(timeout=httpx.Timeout(10, read=30))
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        self.wait(lambda r: r.status is not None, what="response status")
+
+    def _run(self) -> None:
+        headers = {"Authorization": f"Bearer {self.key}"}
+        if self.last_event_id:
+            headers["Last-Event-ID"] = self.last_event_id
+        try:
+            with self._client.stream("GET", self.url + STREAM, params=self.params, headers=headers) as response:
+                with self._cond:
+                    self.status, self.headers = response.status_code, dict(response.headers)
+                    self._cond.notify_all()
+                if response.status_code != 200:
+                    self.body = response.read()
+                    return
+                frame: list[str] = []
+                for line in response.iter_lines():
+                    if line == "":
+                        self._frame(frame)
+                        frame = []
+                    else:
+                        frame.append(line)
+        except (httpx.HTTPError, RuntimeError, ValueError):
+            pass
+        finally:
+            with self._cond:
+                self.ended = True
+                if self.status is None:
+                    self.status = -1
+                self._cond.notify_all()
+
+    def _frame(self, lines: list[str]) -> None:
+        if not lines:
+            return
+        with self._cond:
+            self.raw_frames.append(lines)
+            if all(line.startswith(":") for line in lines):
+                self.comments.extend(line[1:].strip() for line in lines)
+            else:
+                fields = {}
+                for line in lines:
+                    name, _, value = line.partition(": ")
+                    fields[name] = value
+                self.events.append(SseEvent(fields.get("id"), fields.get("event"), fields.get("data", "")))
+            self._cond.notify_all()
+
+    def wait(self, predicate, *, what: str, timeout: float = WAIT) -> None:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not predicate(self):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"timed out waiting for {what}; events={[e.event for e in self.events]}")
+                self._cond.wait(remaining)
+
+    def wait_events(self, n: int, **kw) -> list[SseEvent]:
+        self.wait(lambda r: len(r.events) >= n, what=f"{n} events", **kw)
+        return list(self.events)
+
+    def types(self) -> list[str]:
+        return [e.event for e in self.events]
+
+    def close(self) -> None:
+        self._client.close()
+        self._thread.join(timeout=10)
+
+
+def raw_stream(port: int, key: str, *, rcvbuf: int | None = None, path: str = STREAM) -> socket.socket:
+    """A stream opened on a bare socket: returns once the headers arrived; nothing more is read."""
+    sock = socket.socket()
+    if rcvbuf:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n\r\n".encode())
+    sock.settimeout(10)
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = sock.recv(1)
+        assert chunk, "connection closed before headers"
+        received += chunk
+    assert received.startswith(b"HTTP/1.1 200"), received
+    return sock
+
+
+def abort(sock: socket.socket) -> None:
+    """Vanish without a goodbye: SO_LINGER 0 makes close() send a reset."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def wait_until(predicate, *, what: str, timeout: float = WAIT, every: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(every)
