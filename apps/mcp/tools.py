@@ -1,0 +1,439 @@
+"""The six tools of contract §4.5, in one registry: name, description written for a model,
+input and output schema, annotations, scope, and the function that runs it.
+
+Every tool calls the selectors and representation functions REST calls, so a session, a
+transcript segment or a board reads the same through either door. Tool-level failures are
+results with `isError: true` and `{"error": code}` as their text (DESIGN.md "MCP credential
+errors"): `insufficient_scope`, `not_found`, `invalid_request` (naming the argument).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from apps.core.cursors import decode_cursor, encode_cursor
+from apps.core.errors import InvalidRequest, NotFound
+from apps.core.params import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from apps.mcp.protocol import STRUCTURED_OUTPUT_VERSIONS
+from apps.recordings import search, selectors
+from apps.recordings.representations import (
+    board_repr,
+    flat_segment_repr,
+    search_hit_repr,
+    session_repr,
+)
+from apps.tenancy.principal import Principal
+
+# get_transcript answers in one result up to this many segments; a longer transcript comes in
+# pages of this size (hosts cap tool output at about 25k tokens; 200 segments stay well below).
+TRANSCRIPT_PAGE_SEGMENTS = 200
+TRANSCRIPT_MAX_LIMIT = 500
+SEARCH_QUERY_MAX = 500
+
+READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
+
+
+class ToolArgumentError(InvalidRequest):
+    def __init__(self, argument: str, detail: str) -> None:
+        super().__init__(argument=argument, detail=detail)
+
+
+# --- Schemas ----------------------------------------------------------------------------------
+
+TIMESTAMP = {"type": "string", "description": "ISO 8601, UTC, milliseconds, Z"}
+NULLABLE_TIMESTAMP = {"type": ["string", "null"], "description": "ISO 8601, UTC, milliseconds, Z"}
+SESSION_STATUS = {"type": "string", "enum": ["recording", "processing", "completed", "failed"]}
+REVISION_KIND = {"type": "string", "enum": ["committed", "final"]}
+NEXT_CURSOR = {"type": ["string", "null"], "description": "pass back as `cursor` for the next page; null on the last"}
+
+SESSION_SUMMARY = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "label": {"type": ["string", "null"]},
+        "status": SESSION_STATUS,
+        "startedAt": NULLABLE_TIMESTAMP,
+        "endedAt": NULLABLE_TIMESTAMP,
+        "createdAt": TIMESTAMP,
+    },
+    "required": ["id", "label", "status", "startedAt", "endedAt", "createdAt"],
+}
+SESSION = {
+    "type": "object",
+    "properties": {
+        **SESSION_SUMMARY["properties"],
+        "memo": {"type": ["string", "null"]},
+        "updatedAt": TIMESTAMP,
+    },
+    "required": [*SESSION_SUMMARY["required"], "memo", "updatedAt"],
+}
+SEARCH_HIT = {
+    "type": "object",
+    "properties": {
+        **SESSION_SUMMARY["properties"],
+        "transcriptId": {"type": "string"},
+        "revisionKind": REVISION_KIND,
+        "session": SESSION_SUMMARY,
+        "snippet": {"type": "string", "description": "plain text, at most 200 characters, around the first match"},
+    },
+    "required": [*SESSION_SUMMARY["required"], "transcriptId", "revisionKind", "session", "snippet"],
+}
+SEGMENT = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "sequence": {"type": "integer"},
+        "timestampStart": {"type": "integer", "description": "milliseconds from the session start"},
+        "timestampEnd": {"type": "integer", "description": "milliseconds from the session start"},
+        "speakerLabel": {"type": ["string", "null"]},
+        "text": {"type": "string"},
+        "confidence": {"type": ["number", "null"], "description": "0.0 to 1.0"},
+        "createdAt": TIMESTAMP,
+    },
+    "required": ["id", "sequence", "timestampStart", "timestampEnd", "speakerLabel", "text", "confidence",
+                 "createdAt"],
+}
+BOARD = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "boardId": {"type": "string", "description": "the board spec's id (use it as boardSpecId)"},
+        "version": {"type": "integer"},
+        "status": {"type": "string", "enum": ["generating", "ready", "failed"]},
+        "isCurrent": {"type": "boolean"},
+        "sourceRevisionKind": REVISION_KIND,
+        "createdAt": TIMESTAMP,
+        "payload": {"description": "free-form JSON; its shape depends on the board definition"},
+        "payloadHash": {"type": "string", "description": "sha256: + hex of the canonical JSON"},
+    },
+    "required": ["id", "boardId", "version", "status", "isCurrent", "sourceRevisionKind", "createdAt", "payload",
+                 "payloadHash"],
+}
+
+SESSION_ID_ARG = {
+    "type": "string", "minLength": 1, "description": "a session id, from list_sessions or search_transcripts",
+}
+
+
+def _input(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+def _output(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
+
+
+# --- Arguments --------------------------------------------------------------------------------
+
+
+def _string(arguments: dict[str, Any], name: str, *, required: bool, max_length: int | None = None) -> str | None:
+    value = arguments.get(name)
+    if value is None:
+        if required:
+            raise ToolArgumentError(name, "is required")
+        return None
+    if not isinstance(value, str) or not value:
+        raise ToolArgumentError(name, "must be a non-empty string")
+    if max_length is not None and len(value) > max_length:
+        raise ToolArgumentError(name, f"must be at most {max_length} characters")
+    return value
+
+
+def _integer(arguments: dict[str, Any], name: str, *, low: int, high: int) -> int | None:
+    value = arguments.get(name)
+    if value is None:
+        return None
+    # 10 and 10.0 are the same JSON number; anything else (true, "10", 10.5) is not an integer.
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ToolArgumentError(name, f"must be an integer from {low} to {high}")
+    return value
+
+
+def _only(arguments: dict[str, Any], allowed: set[str]) -> None:
+    for name in sorted(set(arguments) - allowed):
+        raise ToolArgumentError(name, "is not an argument of this tool")
+
+
+def _cursor_error() -> ToolArgumentError:
+    return ToolArgumentError("cursor", "is not a cursor this tool handed out (or it expired); start without it")
+
+
+# --- The tools --------------------------------------------------------------------------------
+
+
+def list_sessions(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
+    _only(arguments, {"limit", "cursor"})
+    limit = _integer(arguments, "limit", low=1, high=MAX_PAGE_SIZE) or DEFAULT_PAGE_SIZE
+    cursor = _string(arguments, "cursor", required=False)
+    try:
+        sessions, next_cursor = selectors.sessions_page(workspace=principal.workspace, limit=limit, cursor=cursor)
+    except InvalidRequest:
+        raise _cursor_error() from None
+    return {"items": [session_repr(s) for s in sessions], "nextCursor": next_cursor}
+
+
+def get_session(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
+    _only(arguments, {"sessionId"})
+    session_id = _string(arguments, "sessionId", required=True)
+    return {"session": session_repr(selectors.get_session(workspace=principal.workspace, session_id=session_id))}
+
+
+def search_transcripts(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
+    _only(arguments, {"query", "limit", "cursor"})
+    query = _string(arguments, "query", required=True, max_length=SEARCH_QUERY_MAX)
+    limit = _integer(arguments, "limit", low=1, high=MAX_PAGE_SIZE) or DEFAULT_PAGE_SIZE
+    cursor = _string(arguments, "cursor", required=False)
+    try:
+        hits, next_cursor = search.search_transcripts(
+            workspace=principal.workspace, query=query, limit=limit, cursor=cursor
+        )
+    except InvalidRequest:
+        raise _cursor_error() from None
+    return {"items": [search_hit_repr(h.transcript, h.session, h.snippet) for h in hits], "nextCursor": next_cursor}
+
+
+def get_transcript(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The flat transcript as REST returns it, plus `nextCursor`. Without `cursor` and `limit`
+    a transcript of up to TRANSCRIPT_PAGE_SEGMENTS segments comes whole; a longer one comes in
+    pages, and the result says so (`note`, `totalSegments`) rather than cutting silently."""
+    _only(arguments, {"sessionId", "cursor", "limit"})
+    session_id = _string(arguments, "sessionId", required=True)
+    limit = _integer(arguments, "limit", low=1, high=TRANSCRIPT_MAX_LIMIT)
+    cursor = _string(arguments, "cursor", required=False)
+    workspace = principal.workspace
+    start, cursor_transcript = 0, None
+    if cursor is not None:
+        try:
+            cursor_session, cursor_transcript, start = decode_cursor("mcp-transcript", workspace.id, cursor)
+        except (InvalidRequest, ValueError, TypeError):
+            raise _cursor_error() from None
+        if cursor_session != session_id or not isinstance(start, int) or start < 0:
+            raise _cursor_error()
+    segments = selectors.flat_transcript(workspace=workspace, session_id=session_id)
+    transcript_id = segments[0].transcript_id if segments else ""
+    if cursor is not None:
+        if cursor_transcript != transcript_id:
+            # The final revision replaced the committed one between pages: offsets no longer apply.
+            raise ToolArgumentError("cursor", "the transcript changed since this cursor was issued; start again")
+    page_size = limit or TRANSCRIPT_PAGE_SEGMENTS
+    if limit is None and cursor is None and len(segments) <= TRANSCRIPT_PAGE_SEGMENTS:
+        page_size = len(segments)
+    page = segments[start : start + page_size]
+    end = start + len(page)
+    result: dict[str, Any] = {"sessionId": session_id, "transcript": [flat_segment_repr(s) for s in page]}
+    result["totalSegments"] = len(segments)
+    if end < len(segments):
+        next_cursor = encode_cursor("mcp-transcript", workspace.id, [session_id, transcript_id, end])
+        result["nextCursor"] = next_cursor
+        result["note"] = (
+            f"Segments {start + 1}-{end} of {len(segments)}. This is not the whole transcript: call "
+            f"get_transcript again with sessionId {session_id!r} and cursor set to nextCursor for the rest."
+        )
+    else:
+        result["nextCursor"] = None
+    return result
+
+
+def list_boards(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
+    _only(arguments, {"sessionId"})
+    session_id = _string(arguments, "sessionId", required=True)
+    boards = selectors.session_boards(workspace=principal.workspace, session_id=session_id, with_payload=True)
+    return {"items": [board_repr(b) for b in boards]}
+
+
+def get_board(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
+    _only(arguments, {"sessionId", "boardSpecId"})
+    session_id = _string(arguments, "sessionId", required=True)
+    board_id = _string(arguments, "boardSpecId", required=True)
+    board = selectors.current_board(workspace=principal.workspace, session_id=session_id, board_id=board_id)
+    return {"board": board_repr(board)}
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    title: str
+    scope: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    run: Callable[[Principal, dict[str, Any]], dict[str, Any]]
+
+    def definition(self, version: str) -> dict[str, Any]:
+        definition: dict[str, Any] = {"name": self.name}
+        if version in STRUCTURED_OUTPUT_VERSIONS:
+            definition["title"] = self.title  # Tool.title arrived with structured output (2025-06-18)
+        definition["description"] = self.description
+        definition["inputSchema"] = self.input_schema
+        if version in STRUCTURED_OUTPUT_VERSIONS:
+            definition["outputSchema"] = self.output_schema
+        definition["annotations"] = {"title": self.title, **READ_ONLY}
+        return definition
+
+
+# In the order tools/list shows them (deterministic, tools.mdx "Capabilities").
+TOOLS: tuple[Tool, ...] = (
+    Tool(
+        name="list_sessions",
+        title="List sessions",
+        scope="svc:sessions:read",
+        description=(
+            "List the workspace's recorded sessions (meetings, calls), newest first. Each item has the session's id, "
+            "label, memo, status (recording, processing, completed, failed) and timestamps; no transcript text. "
+            "Use it to browse recent sessions or to find a session id for the other tools; to find sessions by "
+            "what was said, use search_transcripts instead. Returns up to `limit` items (1-100, default 20) and "
+            "`nextCursor`: when it is not null, call again with `cursor` set to it for the next (older) page."
+        ),
+        input_schema=_input(
+            {
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE,
+                          "description": f"page size, 1-{MAX_PAGE_SIZE}; default {DEFAULT_PAGE_SIZE}"},
+                "cursor": {"type": "string", "minLength": 1, "description": "nextCursor of the previous page"},
+            },
+            [],
+        ),
+        output_schema=_output({"items": {"type": "array", "items": SESSION}, "nextCursor": NEXT_CURSOR},
+                              ["items", "nextCursor"]),
+        run=list_sessions,
+    ),
+    Tool(
+        name="get_session",
+        title="Get a session",
+        scope="svc:sessions:read",
+        description=(
+            "Read one session's metadata by id: label, memo, status and its start, end, creation and update times. "
+            "It does not include what was said; use get_transcript for that and list_boards or get_board for the "
+            "AI-generated boards."
+        ),
+        input_schema=_input({"sessionId": SESSION_ID_ARG}, ["sessionId"]),
+        output_schema=_output({"session": SESSION}, ["session"]),
+        run=get_session,
+    ),
+    Tool(
+        name="search_transcripts",
+        title="Search transcripts",
+        scope="svc:transcripts:read",
+        description=(
+            "Full-text search over what was said in the workspace's sessions. Every word of `query` must occur in "
+            "one transcript segment; case and accents are ignored and punctuation is not syntax. Returns the "
+            "matching sessions, best match first, each with a snippet (at most 200 characters) around the match; "
+            "a session can appear once per transcript revision (revisionKind committed = live, final = after "
+            "recording). Up to `limit` hits (1-100, default 20); when `nextCursor` is not null, call again with "
+            "the same query and `cursor` set to it. Use get_transcript with a hit's id for the full text."
+        ),
+        input_schema=_input(
+            {
+                "query": {"type": "string", "minLength": 1, "maxLength": SEARCH_QUERY_MAX,
+                          "description": "words to find"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE,
+                          "description": f"hits per page, 1-{MAX_PAGE_SIZE}; default {DEFAULT_PAGE_SIZE}"},
+                "cursor": {"type": "string", "minLength": 1,
+                           "description": "nextCursor of the previous page of the same query"},
+            },
+            ["query"],
+        ),
+        output_schema=_output({"items": {"type": "array", "items": SEARCH_HIT}, "nextCursor": NEXT_CURSOR},
+                              ["items", "nextCursor"]),
+        run=search_transcripts,
+    ),
+    Tool(
+        name="get_transcript",
+        title="Get a transcript",
+        scope="svc:transcripts:read",
+        description=(
+            "The transcript of one session as a list of segments in spoken order (speaker label, text, start and "
+            "end in milliseconds from the session start, confidence). It is the final revision when the session "
+            "has one, else the live (committed) one; empty when nothing was transcribed. A transcript of up to "
+            f"{TRANSCRIPT_PAGE_SEGMENTS} segments comes whole. A longer one comes in pages of "
+            f"{TRANSCRIPT_PAGE_SEGMENTS} segments (or `limit`, 1-{TRANSCRIPT_MAX_LIMIT}): the result then has "
+            "`totalSegments`, a `note`, and `nextCursor`; call again with the same sessionId and `cursor` set to "
+            "nextCursor until nextCursor is null."
+        ),
+        input_schema=_input(
+            {
+                "sessionId": SESSION_ID_ARG,
+                "cursor": {"type": "string", "minLength": 1, "description": "nextCursor of the previous page"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": TRANSCRIPT_MAX_LIMIT,
+                          "description": "segments per page"},
+            },
+            ["sessionId"],
+        ),
+        output_schema=_output(
+            {
+                "sessionId": {"type": "string"},
+                "transcript": {"type": "array", "items": SEGMENT},
+                "totalSegments": {"type": "integer"},
+                "nextCursor": NEXT_CURSOR,
+                "note": {"type": "string", "description": "present when this is one page of a longer transcript"},
+            },
+            ["sessionId", "transcript", "totalSegments", "nextCursor"],
+        ),
+        run=get_transcript,
+    ),
+    Tool(
+        name="list_boards",
+        title="List a session's boards",
+        scope="svc:boards:read",
+        description=(
+            "Every AI-generated board content of one session (summaries, action items and the like), with its "
+            "full JSON payload: every version of every board, grouped by board (boardId), newest version first; "
+            "isCurrent marks the version in use. To read only the current version of one board, use get_board."
+        ),
+        input_schema=_input({"sessionId": SESSION_ID_ARG}, ["sessionId"]),
+        output_schema=_output({"items": {"type": "array", "items": BOARD}}, ["items"]),
+        run=list_boards,
+    ),
+    Tool(
+        name="get_board",
+        title="Get a board",
+        scope="svc:boards:read",
+        description=(
+            "The current content of one board of a session, with its full JSON payload and payloadHash. "
+            "boardSpecId is the board's boardId as list_boards shows it."
+        ),
+        input_schema=_input(
+            {"sessionId": SESSION_ID_ARG,
+             "boardSpecId": {"type": "string", "minLength": 1, "description": "the board's boardId"}},
+            ["sessionId", "boardSpecId"],
+        ),
+        output_schema=_output({"board": BOARD}, ["board"]),
+        run=get_board,
+    ),
+)
+TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
+
+
+def text_result(body: dict[str, Any], *, is_error: bool) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": orjson.dumps(body).decode()}], "isError": is_error}
+
+
+@dataclass(frozen=True)
+class WorkspaceTools:
+    """The registry as one principal sees it (apps.mcp.protocol.Tools)."""
+
+    principal: Principal
+
+    def definitions(self, version: str) -> list[dict[str, Any]]:
+        return [tool.definition(version) for tool in TOOLS]
+
+    def knows(self, name: str) -> bool:
+        return name in TOOLS_BY_NAME
+
+    def call(self, name: str, arguments: dict[str, Any], version: str) -> dict[str, Any]:
+        tool = TOOLS_BY_NAME[name]
+        if not self.principal.has_scope(tool.scope):
+            return text_result({"error": "insufficient_scope"}, is_error=True)
+        try:
+            body = tool.run(self.principal, arguments)
+        except (NotFound, InvalidRequest) as error:
+            return text_result(error.body(), is_error=True)
+        result = text_result(body, is_error=False)
+        if version in STRUCTURED_OUTPUT_VERSIONS:
+            result["structuredContent"] = body
+        return result

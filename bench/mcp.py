@@ -1,0 +1,270 @@
+"""MCP benchmark: `tools/call` of get_session and search_transcripts against Connect's /mcp
+(`manage.py serve --workers 2`, daphne) and, in the same run, the official SDK's own server
+(`MCPServer`, stateless HTTP, JSON responses, uvicorn with 2 processes; bench/mcp_sdk_server.py)
+exposing the same two tools over the same database through Django's ORM.
+
+    .venv/bin/python bench/mcp.py --database postgres --sessions 200
+    .venv/bin/python bench/mcp.py --database sqlite --quick
+
+Load comes from wrk (32 connections by default) posting JSON-RPC bodies that rotate through
+the seeded sessions and search words. Each series is the median of `--rounds` rounds, the two
+servers alternating round by round so machine noise falls on both. Then get_session's p50 at
+one connection (target ≤ 15 ms). Targets: Connect ≥ 1.5× the SDK server's calls/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.rest import LUA, ROOT, drain, free_port, log, lua_string  # noqa: E402
+
+MODERN = "2026-07-28"
+SEARCH_WORDS = ["budget", "hiring", "roadmap", "customer", "migration", "release", "pricing", "latency"]
+
+# bench/rest.py's wrk script, posting bodies instead of getting paths.
+POST_LUA = LUA.replace("local paths = {%(paths)s}", "local bodies = {%(bodies)s}").replace(
+    'return wrk.format("GET", paths[(counter %% #paths) + 1])',
+    'return wrk.format("POST", "/mcp", nil, bodies[(counter %% #bodies) + 1])',
+)
+
+
+@dataclass
+class Target:
+    name: str
+    base: str
+    process: subprocess.Popen
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def env_for(database_url: str, base_url: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(DATABASE_URL=database_url, CONNECT_DEVELOPMENT="1", DJANGO_SETTINGS_MODULE="connect.settings",
+               CONNECT_BASE_URL=base_url, LOG_LEVEL="WARNING", PYTHONPATH=str(ROOT))
+    return env
+
+
+def manage(database_url: str, *args: str) -> str:
+    out = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env_for(database_url, "http://x"),
+                         text=True, capture_output=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{out.stderr[-2000:]}")
+    return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+
+
+def prepare(args: argparse.Namespace) -> tuple[str, str]:
+    if args.database == "postgres":
+        url = f"postgres://postgres@127.0.0.1:5432/{args.postgres_db}"
+        subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-c", f"create database {args.postgres_db}"],
+                       capture_output=True)
+    else:
+        path = ROOT / "var" / "bench-mcp.sqlite3"
+        path.parent.mkdir(exist_ok=True)
+        url = f"sqlite:///{path}"
+    log(f"migrate and seed {args.sessions} sessions ({url})")
+    manage(url, "migrate", "-v0")
+    manage(url, "seed_demo", "--sessions", str(args.sessions))
+    manage(url, "add_member", "demo", "bench-mcp@connect.test")
+    key = manage(url, "issue_api_key", "demo", "--member", "bench-mcp@connect.test", "--scopes",
+                 "svc:sessions:read,svc:transcripts:read,svc:boards:read", "--name", "bench-mcp")
+    return url, key
+
+
+def wait_ready(target: Target) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            httpx.post(target.base + "/mcp", json={}, timeout=2)
+            return
+        except httpx.TransportError:
+            if target.process.poll() is not None:
+                raise RuntimeError(f"{target.name} exited")
+            time.sleep(0.3)
+    raise RuntimeError(f"{target.name} did not start")
+
+
+def start_connect(url: str, workers: int) -> Target:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--workers", str(workers)],
+                               cwd=ROOT, env=env_for(url, base), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    target = Target("connect", base, process)
+    wait_ready(target)
+    return target
+
+
+def start_sdk(url: str, workers: int) -> Target:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "bench.mcp_sdk_server:app", "--port", str(port), "--workers", str(workers),
+         "--log-level", "warning", "--no-access-log"],
+        cwd=ROOT, env=env_for(url, base), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    target = Target("sdk", base, process)
+    wait_ready(target)
+    return target
+
+
+def call_body(tool: str, arguments: dict, rid: int) -> str:
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                       "params": {"name": tool, "arguments": arguments, "_meta": meta}}, separators=(",", ":"))
+
+
+def headers_for(key: str, tool: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}", "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": MODERN,
+            "Mcp-Method": "tools/call", "Mcp-Name": tool}
+
+
+def workload(connect: Target, key: str) -> dict[str, list[str]]:
+    """Bodies for each tool: every seeded session id, and the search words."""
+    ids, cursor = [], None
+    for _ in range(50):
+        arguments = {"limit": 100, **({"cursor": cursor} if cursor else {})}
+        response = httpx.post(connect.base + "/mcp", content=call_body("list_sessions", arguments, 1),
+                              headers=headers_for(key, "list_sessions"), timeout=30).json()
+        page = response["result"]["structuredContent"]
+        ids += [item["id"] for item in page["items"]]
+        cursor = page["nextCursor"]
+        if not cursor:
+            break
+    return {
+        "get_session": [call_body("get_session", {"sessionId": sid}, i) for i, sid in enumerate(ids)],
+        "search_transcripts": [call_body("search_transcripts", {"query": w, "limit": 20}, i)
+                               for i, w in enumerate(SEARCH_WORDS)],
+    }
+
+
+def sanity(target: Target, key: str, tool: str, bodies: list[str]) -> None:
+    """Both servers must answer the same calls with real results, not errors."""
+    for body in bodies[:3]:
+        response = httpx.post(target.base + "/mcp", content=body, headers=headers_for(key, tool), timeout=30)
+        result = response.json().get("result", {})
+        if response.status_code != 200 or result.get("isError") is not False:
+            raise RuntimeError(f"{target.name} {tool}: {response.status_code} {response.text[:300]}")
+
+
+def wrk(target: Target, key: str, tool: str, bodies: list[str], duration: float, connections: int,
+        threads: int) -> dict:
+    script = POST_LUA % {
+        "bodies": ", ".join(lua_string(b) for b in bodies),
+        "headers": ", ".join(f"[{lua_string(k)}] = {lua_string(v)}" for k, v in headers_for(key, tool).items()),
+    }
+    path = ROOT / "var" / f"bench-mcp-{os.getpid()}.lua"
+    path.write_text(script)
+    try:
+        command = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(duration))}s", "--timeout", "10s",
+                   "--latency", "-s", str(path), target.base + "/mcp"]
+        out = subprocess.run(command, text=True, stdout=subprocess.PIPE, timeout=duration + 60).stdout
+    finally:
+        path.unlink(missing_ok=True)
+    line = next((ln for ln in out.splitlines() if ln.startswith("BENCHJSON ")), None)
+    if line is None:
+        raise RuntimeError(f"wrk printed no summary:\n{out}")
+    raw = json.loads(line.removeprefix("BENCHJSON "))
+    seconds = raw["duration_us"] / 1e6
+    errors = raw["errors"]
+    return {"rps": raw["requests"] / seconds, "p50_ms": raw["latency_us"]["p50"] / 1000,
+            "p99_ms": raw["latency_us"]["p99"] / 1000, "non_2xx": errors["status"],
+            "socket_errors": errors["connect"] + errors["read"] + errors["write"] + errors["timeout"]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database", choices=["postgres", "sqlite"], default="postgres")
+    parser.add_argument("--postgres-db", default="connect_mcp")
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--duration", type=float, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=float, default=2)
+    parser.add_argument("--quick", action="store_true", help="1 round of 3 s (a smoke run)")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.duration, args.warmup = 1, 3, 1
+
+    url, key = prepare(args)
+    connect = start_connect(url, args.workers)
+    sdk = start_sdk(url, args.workers)
+    results: dict = {"database": args.database, "sessions": args.sessions, "connections": args.connections,
+                     "workers": args.workers, "rounds": args.rounds, "duration_s": args.duration,
+                     "loadavg_before": os.getloadavg(), "series": {}}
+    try:
+        bodies = workload(connect, key)
+        log(f"{len(bodies['get_session'])} sessions, {len(bodies['search_transcripts'])} search words")
+        for tool, tool_bodies in bodies.items():
+            for target in (connect, sdk):
+                sanity(target, key, tool, tool_bodies)
+                wrk(target, key, tool, tool_bodies, args.warmup, args.connections, args.threads)
+            runs: dict[str, list[dict]] = {"connect": [], "sdk": []}
+            for round_no in range(args.rounds):
+                order = (connect, sdk) if round_no % 2 == 0 else (sdk, connect)
+                for target in order:
+                    drain({}, limit_s=15)
+                    run = wrk(target, key, tool, tool_bodies, args.duration, args.connections, args.threads)
+                    runs[target.name].append(run)
+                    log(f"{tool:18} {target.name:7} round {round_no + 1}: {run['rps']:7.1f} calls/s "
+                        f"p50 {run['p50_ms']:.1f} ms non-2xx {run['non_2xx']} socket errors {run['socket_errors']}")
+            series = {}
+            for name, name_runs in runs.items():
+                series[name] = {
+                    "rps_median": statistics.median(r["rps"] for r in name_runs),
+                    "p50_ms_median": statistics.median(r["p50_ms"] for r in name_runs),
+                    "p99_ms_median": statistics.median(r["p99_ms"] for r in name_runs),
+                    "errors": sum(r["non_2xx"] + r["socket_errors"] for r in name_runs),
+                    "runs": name_runs,
+                }
+            series["ratio"] = series["connect"]["rps_median"] / series["sdk"]["rps_median"]
+            results["series"][tool] = series
+        drain({}, limit_s=15)
+        one = [wrk(connect, key, "get_session", bodies["get_session"], args.duration, 1, 1) for _ in range(args.rounds)]
+        results["get_session_1_connection_p50_ms"] = statistics.median(r["p50_ms"] for r in one)
+        one_sdk = [wrk(sdk, key, "get_session", bodies["get_session"], args.duration, 1, 1)
+                   for _ in range(args.rounds)]
+        results["sdk_get_session_1_connection_p50_ms"] = statistics.median(r["p50_ms"] for r in one_sdk)
+    finally:
+        connect.stop()
+        sdk.stop()
+    results["loadavg_after"] = os.getloadavg()
+
+    out_dir = ROOT / "var" / "bench"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"mcp-{args.database}-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    out.write_text(json.dumps(results, indent=2))
+    print()
+    print(f"| tool ({args.database}, {args.connections} connections) | Connect calls/s | SDK server calls/s | ratio "
+          "| Connect p50 | SDK p50 |")
+    print("|---|---|---|---|---|---|")
+    for tool, series in results["series"].items():
+        c, s = series["connect"], series["sdk"]
+        print(f"| {tool} | {c['rps_median']:.0f} | {s['rps_median']:.0f} | {series['ratio']:.2f}× "
+              f"| {c['p50_ms_median']:.1f} ms | {s['p50_ms_median']:.1f} ms |")
+    print(f"\nget_session p50 at 1 connection: Connect {results['get_session_1_connection_p50_ms']:.1f} ms, "
+          f"SDK server {results['sdk_get_session_1_connection_p50_ms']:.1f} ms (target ≤ 15 ms)")
+    print(f"load average before/after: {results['loadavg_before'][0]:.1f}/{results['loadavg_after'][0]:.1f}; "
+          f"results: {out.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
