@@ -1,0 +1,107 @@
+"""Back office for webhooks: deliveries (dead letters first, with their attempts and a replay
+action through the API's service), endpoints and signing keys (public halves only).
+
+Deliveries can number in the hundreds of thousands: the list never counts them all (capped
+count), loads endpoint and workspace in the same query, and its filters list fixed choices or
+small tables — never `SELECT DISTINCT` over deliveries."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+
+from apps.core.errors import NotAllowed
+from apps.recordings.admin import CappedCountPaginator
+from apps.webhooks import services
+from apps.webhooks.filters import SUBSCRIBABLE_TYPES
+from apps.webhooks.models import Delivery, DeliveryAttempt, SigningKey, WebhookEndpoint
+from apps.webhooks.services import TEST_EVENT_TYPE
+
+
+class ReadOnly:
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class EventTypeFilter(admin.SimpleListFilter):
+    title = "event type"
+    parameter_name = "event_type"
+
+    def lookups(self, request, model_admin):
+        return [(t, t) for t in (*SUBSCRIBABLE_TYPES, TEST_EVENT_TYPE)]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(event_type=self.value()) if self.value() else queryset
+
+
+class AttemptInline(ReadOnly, admin.TabularInline):
+    model = DeliveryAttempt
+    fields = ["number", "started_at", "completed_at", "http_status", "duration_ms", "error"]
+    readonly_fields = fields
+    extra = 0
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(ReadOnly, admin.ModelAdmin):
+    list_display = ["id", "status", "event_type", "kind", "endpoint", "workspace", "attempt_count",
+                    "last_http_status", "stop_reason", "created_at"]
+    list_filter = [
+        "status", EventTypeFilter, "kind", "workspace", "endpoint", ("created_at", admin.DateFieldListFilter),
+    ]
+    list_select_related = ["endpoint", "workspace"]
+    search_fields = ["=id", "=event_id"]
+    paginator = CappedCountPaginator
+    show_full_result_count = False
+    exclude = ["body", "lease_token", "is_dead_letter"]
+    readonly_fields = ["id", "workspace", "endpoint", "event_id", "event_type", "kind", "status", "attempt_count",
+                       "last_http_status", "next_attempt_at", "terminal_at", "stop_reason", "lease_until",
+                       "replay_of", "created_at", "updated_at", "request_body"]
+    inlines = [AttemptInline]
+    actions = ["replay"]
+
+    # Dead letters first, then newest first: one index (delivery_dead_first) serves it.
+    ordering = ["-is_dead_letter", "-created_at", "-id"]
+
+    @admin.display(description="request body")
+    def request_body(self, obj: Delivery) -> str:
+        return obj.body
+
+    @admin.action(description="Replay selected deliveries (new delivery, same event)")
+    def replay(self, request, queryset):
+        replayed, refused = 0, 0
+        for delivery in queryset.select_related("endpoint"):
+            try:
+                services.replay_delivery(delivery=delivery)
+                replayed += 1
+            except NotAllowed:
+                refused += 1
+        self.message_user(request, f"{replayed} delivery(ies) replayed.", messages.SUCCESS)
+        if refused:
+            self.message_user(
+                request,
+                f"{refused} not replayed: not terminal, a test delivery, or the endpoint is deleted or inactive.",
+                messages.WARNING,
+            )
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(ReadOnly, admin.ModelAdmin):
+    list_display = ["id", "name", "url", "workspace", "active", "deleted_at", "created_at"]
+    list_filter = ["active", "workspace"]
+    list_select_related = ["workspace"]
+    search_fields = ["=id", "name", "url"]
+    show_full_result_count = False
+
+
+@admin.register(SigningKey)
+class SigningKeyAdmin(ReadOnly, admin.ModelAdmin):
+    list_display = ["kid", "status", "created_at", "retiring_at", "retired_at"]
+    list_filter = ["status"]
+    # Only public fields: the sealed private half is never shown, not even encrypted.
+    fields = ["kid", "status", "public_key", "created_at", "retiring_at", "retired_at"]
+    readonly_fields = fields

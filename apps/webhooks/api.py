@@ -1,0 +1,270 @@
+"""REST views for webhook endpoints and deliveries (contract §4.7, DESIGN.md §1). Views check
+scopes, validate the request's shape and call selectors/services; representations format."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.core.errors import InvalidRequest
+from apps.core.openapi import error_responses
+from apps.core.params import DEFAULT_PAGE_SIZE, CursorField, LimitField, validate_query
+from apps.tenancy.authentication import require_scope
+from apps.webhooks import selectors, services
+from apps.webhooks.filters import SESSION_STATUSES, SUBSCRIBABLE_TYPES
+from apps.webhooks.models import DeliveryKind, DeliveryStatus
+from apps.webhooks.representations import delivery_repr, delivery_with_attempts_repr, endpoint_repr
+
+WEBHOOKS_READ = "svc:webhooks:read"
+WEBHOOKS_WRITE = "svc:webhooks:write"
+SESSIONS_READ = "svc:sessions:read"  # session.* subscriptions need it too (contract §4.7)
+
+Timestamp = serializers.CharField
+
+
+def json_body(request: Request, *, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:
+    """The request's JSON object. A missing or other content type, malformed JSON, a
+    non-object, unknown or missing fields: `400 invalid_request`."""
+    content_type = (request.content_type or "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise InvalidRequest()
+    try:
+        body = json.loads(request.body or b"")
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidRequest() from None
+    if not isinstance(body, dict) or set(body) - allowed or required - set(body):
+        raise InvalidRequest()
+    return body
+
+
+def _scopes(request: Request, *scopes: str) -> None:
+    for scope in scopes:
+        require_scope(request.auth, scope)
+
+
+# --- Documented shapes ------------------------------------------------------------------------
+
+
+class FilterEntry(serializers.Serializer):
+    type = serializers.ChoiceField(choices=list(SUBSCRIBABLE_TYPES))
+    sessionId = serializers.CharField(required=False, min_length=1)
+    status = serializers.ListField(
+        child=serializers.ChoiceField(choices=list(SESSION_STATUSES)),
+        required=False,
+        help_text="Only on `session.status_changed` entries; unique values.",
+    )
+
+
+class EndpointIn(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    url = serializers.URLField(help_text="HTTPS; private, loopback, link-local and internal destinations are refused")
+    filters = FilterEntry(many=True, help_text="1 to 20 entries; AND within an entry, OR across entries")
+
+
+class EndpointPatchIn(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False)
+    url = serializers.URLField(required=False)
+    filters = FilterEntry(many=True, required=False)
+    active = serializers.BooleanField(required=False)
+
+
+class EndpointOut(serializers.Serializer):
+    id = serializers.CharField(help_text="`wh_` + id")
+    name = serializers.CharField()
+    url = serializers.CharField()
+    filters = FilterEntry(many=True)
+    active = serializers.BooleanField()
+    createdAt = Timestamp()
+    updatedAt = Timestamp()
+
+
+class DeliveryOut(serializers.Serializer):
+    id = serializers.CharField(help_text="`dlv_` + id")
+    eventId = serializers.CharField(help_text="`evt_` + id; constant across retries and replays")
+    eventType = serializers.CharField()
+    endpointId = serializers.CharField()
+    endpointName = serializers.CharField()
+    endpointUrl = serializers.CharField()
+    kind = serializers.ChoiceField(choices=DeliveryKind.values)
+    status = serializers.ChoiceField(choices=DeliveryStatus.values)
+    attemptCount = serializers.IntegerField()
+    lastHttpStatus = serializers.IntegerField(allow_null=True)
+    nextAttemptAt = Timestamp(allow_null=True)
+    terminalAt = Timestamp(allow_null=True)
+    stopReason = serializers.CharField(
+        allow_null=True,
+        help_text="`max_attempts`, `endpoint_deleted`, `endpoint_disabled` or `installation_unauthorized`",
+    )
+    createdAt = Timestamp()
+    updatedAt = Timestamp()
+
+
+class AttemptOut(serializers.Serializer):
+    attemptNumber = serializers.IntegerField()
+    startedAt = Timestamp()
+    completedAt = Timestamp()
+    httpStatus = serializers.IntegerField(allow_null=True)
+    durationMs = serializers.IntegerField()
+    error = serializers.CharField(
+        allow_null=True, help_text="`network_error`, `timeout`, `redirect`, `http_error` or `blocked_destination`"
+    )
+
+
+class DeliveryWithAttemptsOut(DeliveryOut):
+    attempts = AttemptOut(many=True)
+
+
+def page_of(item, name: str):
+    return inline_serializer(name, {"items": item(many=True), "nextCursor": serializers.CharField(allow_null=True)})
+
+
+# --- Endpoints --------------------------------------------------------------------------------
+
+
+class EndpointListApi(APIView):
+    class QueryIn(serializers.Serializer):
+        cursor = CursorField()
+        limit = LimitField()
+
+    @extend_schema(
+        operation_id="listWebhooks",
+        summary="List webhook endpoints, newest first",
+        parameters=[QueryIn],
+        responses={200: page_of(EndpointOut, "WebhookPage"), **error_responses(400)},
+    )
+    def get(self, request: Request) -> Response:
+        _scopes(request, WEBHOOKS_READ)
+        query = validate_query(self.QueryIn, request)
+        endpoints, next_cursor = selectors.endpoints_page(
+            workspace=request.auth.workspace, limit=query.get("limit", DEFAULT_PAGE_SIZE), cursor=query.get("cursor")
+        )
+        return Response({"items": [endpoint_repr(e) for e in endpoints], "nextCursor": next_cursor})
+
+    @extend_schema(
+        operation_id="createWebhook",
+        summary="Create an active webhook endpoint (needs svc:webhooks:write and svc:sessions:read)",
+        request=EndpointIn,
+        responses={201: EndpointOut, **error_responses(400)},
+    )
+    def post(self, request: Request) -> Response:
+        _scopes(request, WEBHOOKS_WRITE, SESSIONS_READ)
+        body = json_body(request, allowed={"name", "url", "filters"}, required={"name", "url", "filters"})
+        endpoint = services.create_endpoint(
+            principal=request.auth, name=body["name"], url=body["url"], filters=body["filters"]
+        )
+        return Response(endpoint_repr(endpoint), status=201)
+
+
+class EndpointDetailApi(APIView):
+    @extend_schema(operation_id="getWebhook", summary="Read a webhook endpoint",
+                   responses={200: EndpointOut, **error_responses()})
+    def get(self, request: Request, id: str) -> Response:
+        _scopes(request, WEBHOOKS_READ)
+        return Response(endpoint_repr(selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)))
+
+    @extend_schema(
+        operation_id="updateWebhook",
+        summary="Update any of name, url, filters, active; deactivating cancels pending deliveries",
+        request=EndpointPatchIn,
+        responses={200: EndpointOut, **error_responses(400)},
+    )
+    def patch(self, request: Request, id: str) -> Response:
+        _scopes(request, WEBHOOKS_WRITE)
+        endpoint = selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)
+        body = json_body(request, allowed={"name", "url", "filters", "active"})
+        if "filters" in body:
+            _scopes(request, SESSIONS_READ)
+        endpoint = services.update_endpoint(endpoint=endpoint, changes=body)
+        return Response(endpoint_repr(endpoint))
+
+    @extend_schema(
+        operation_id="deleteWebhook",
+        summary="Delete a webhook endpoint; its pending deliveries are cancelled",
+        responses={204: OpenApiResponse(description="deleted"), **error_responses()},
+    )
+    def delete(self, request: Request, id: str) -> Response:
+        _scopes(request, WEBHOOKS_WRITE)
+        endpoint = selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)
+        services.delete_endpoint(endpoint=endpoint)
+        return Response(status=204)
+
+
+class EndpointTestApi(APIView):
+    @extend_schema(
+        operation_id="testWebhook",
+        summary="Send one signed test delivery (kind `test`, event type `webhook.test`, one attempt)",
+        request=None,
+        responses={202: DeliveryOut, **error_responses()},
+    )
+    def post(self, request: Request, id: str) -> Response:
+        _scopes(request, WEBHOOKS_WRITE)
+        endpoint = selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)
+        delivery = services.send_test_delivery(endpoint=endpoint)
+        return Response(delivery_repr(delivery), status=202)
+
+
+# --- Deliveries -------------------------------------------------------------------------------
+
+
+class DeliveryListApi(APIView):
+    class QueryIn(serializers.Serializer):
+        endpointId = serializers.CharField(required=False, min_length=1)
+        status = serializers.ChoiceField(choices=DeliveryStatus.values, required=False)
+        eventType = serializers.CharField(required=False, min_length=1)
+        eventId = serializers.CharField(required=False, min_length=1)
+        kind = serializers.ChoiceField(choices=DeliveryKind.values, required=False)
+        cursor = CursorField()
+        limit = LimitField()
+
+    @extend_schema(
+        operation_id="listWebhookDeliveries",
+        summary="List deliveries, newest first",
+        parameters=[QueryIn],
+        responses={200: page_of(DeliveryOut, "WebhookDeliveryPage"), **error_responses(400)},
+    )
+    def get(self, request: Request) -> Response:
+        _scopes(request, WEBHOOKS_READ)
+        query = validate_query(self.QueryIn, request)
+        deliveries, next_cursor = selectors.deliveries_page(
+            workspace=request.auth.workspace,
+            limit=query.get("limit", DEFAULT_PAGE_SIZE),
+            cursor=query.get("cursor"),
+            endpoint_id=query.get("endpointId"),
+            status=query.get("status"),
+            event_type=query.get("eventType"),
+            event_id=query.get("eventId"),
+            kind=query.get("kind"),
+        )
+        return Response({"items": [delivery_repr(d) for d in deliveries], "nextCursor": next_cursor})
+
+
+class DeliveryDetailApi(APIView):
+    @extend_schema(
+        operation_id="getWebhookDelivery",
+        summary="Read a delivery with its attempts (404 after the 30-day retention window)",
+        responses={200: DeliveryWithAttemptsOut, **error_responses()},
+    )
+    def get(self, request: Request, id: str) -> Response:
+        _scopes(request, WEBHOOKS_READ)
+        delivery = selectors.get_delivery(workspace=request.auth.workspace, delivery_id=id)
+        return Response(delivery_with_attempts_repr(delivery, selectors.delivery_attempts(delivery=delivery)))
+
+
+class DeliveryReplayApi(APIView):
+    @extend_schema(
+        operation_id="replayWebhookDelivery",
+        summary="Queue a new delivery of the same event (new dlv_ id, same evt_ id, normal retry policy)",
+        request=None,
+        responses={202: DeliveryOut, **error_responses(409)},
+    )
+    def post(self, request: Request, id: str) -> Response:
+        _scopes(request, WEBHOOKS_WRITE)
+        delivery = selectors.get_delivery(workspace=request.auth.workspace, delivery_id=id)
+        replay = services.replay_delivery(delivery=delivery)
+        return Response(delivery_repr(replay), status=202)

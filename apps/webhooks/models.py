@@ -1,0 +1,184 @@
+"""Webhook endpoints, deliveries, attempts and signing keys.
+
+A Delivery row is the truth about a delivery: its status, attempt count, next attempt time
+and lease. django-q2 tasks only carry a delivery id and a lease token; losing a task loses
+nothing, because the sweeper re-queues any delivery that is due or whose lease expired.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from apps.core.ids import new_id
+from apps.tenancy.models import Membership, Workspace
+
+
+def new_endpoint_id() -> str:
+    return new_id("wh_")
+
+
+def new_delivery_id() -> str:
+    return new_id("dlv_")
+
+
+class WebhookEndpoint(models.Model):
+    """A customer's receiver. Deleting one through the API marks it deleted (its deliveries
+    keep their history until purged) and it answers 404 from then on."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_endpoint_id, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="webhook_endpoints")
+    name = models.CharField(max_length=200)
+    url = models.CharField(max_length=2048)
+    filters = models.JSONField()
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    # The installation: the credential that created the endpoint. Deliveries are cancelled
+    # (`installation_unauthorized`) once it is revoked, its member deactivated or its scopes gone.
+    created_by = models.ForeignKey(Membership, on_delete=models.CASCADE, related_name="+")
+    credential_kind = models.CharField(max_length=16)  # "api_key" | "oauth"
+    credential_id = models.CharField(max_length=64)  # ApiKey id, or the OAuth access token's pk
+    oauth_application_id = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["workspace", "created_at", "id"], name="webhook_ws_created")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.id})"
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending"
+    RETRYING = "retrying"
+    SUCCEEDED = "succeeded"
+    DEAD_LETTER = "dead_letter"
+    CANCELLED = "cancelled"
+
+
+ACTIVE_STATUSES = (DeliveryStatus.PENDING, DeliveryStatus.RETRYING)
+TERMINAL_STATUSES = (DeliveryStatus.SUCCEEDED, DeliveryStatus.DEAD_LETTER, DeliveryStatus.CANCELLED)
+
+
+class DeliveryKind(models.TextChoices):
+    EVENT = "event"
+    TEST = "test"
+
+
+class StopReason(models.TextChoices):
+    MAX_ATTEMPTS = "max_attempts"
+    ENDPOINT_DELETED = "endpoint_deleted"
+    ENDPOINT_DISABLED = "endpoint_disabled"
+    INSTALLATION_UNAUTHORIZED = "installation_unauthorized"
+
+
+class Delivery(models.Model):
+    """One event for one endpoint. The body is stored here, byte for byte as signed, so retries
+    and replays never depend on the outbox row (which is purged on its own schedule).
+
+    Invariant: an attempt runs only while its worker holds the lease (`lease_token` matches and
+    `lease_until` is in the future), and taking the lease is one atomic conditional write, so a
+    delivery is never attempted by two workers at once."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_delivery_id, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries")
+    event_id = models.CharField(max_length=40)
+    event_type = models.CharField(max_length=40)
+    kind = models.CharField(max_length=8, choices=DeliveryKind.choices, default=DeliveryKind.EVENT)
+    body = models.TextField()
+    status = models.CharField(max_length=12, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
+    attempt_count = models.PositiveIntegerField(default=0)
+    last_http_status = models.PositiveIntegerField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    terminal_at = models.DateTimeField(null=True, blank=True)
+    stop_reason = models.CharField(max_length=32, blank=True, default="")
+    lease_until = models.DateTimeField(null=True, blank=True)
+    lease_token = models.CharField(max_length=32, blank=True, default="")
+    # True exactly when status is dead_letter (set by the one write that makes a dead letter),
+    # so the back office can list dead letters first straight from an index.
+    is_dead_letter = models.BooleanField(default=False)
+    replay_of = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name_plural = "deliveries"
+        indexes = [
+            models.Index(fields=["workspace", "created_at", "id"], name="delivery_ws_created"),
+            # The sweeper: active deliveries by due time.
+            models.Index(fields=["status", "next_attempt_at"], name="delivery_due"),
+            # The purge: terminal deliveries by age.
+            models.Index(fields=["terminal_at"], name="delivery_terminal"),
+            models.Index(fields=["event_id"], name="delivery_event"),
+            models.Index(fields=["endpoint", "created_at"], name="delivery_endpoint_created"),
+            models.Index(fields=["status", "created_at"], name="delivery_status_created"),
+            # The admin's default order: dead letters first, newest first.
+            models.Index(fields=["is_dead_letter", "created_at", "id"], name="delivery_dead_first"),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+class AttemptError(models.TextChoices):
+    NETWORK_ERROR = "network_error"
+    TIMEOUT = "timeout"
+    REDIRECT = "redirect"
+    HTTP_ERROR = "http_error"
+    BLOCKED_DESTINATION = "blocked_destination"
+
+
+class DeliveryAttempt(models.Model):
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    completed_at = models.DateTimeField()
+    http_status = models.PositiveIntegerField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField()
+    error = models.CharField(max_length=32, blank=True, default="", choices=AttemptError.choices)
+
+    class Meta:
+        ordering = ["number"]
+        constraints = [models.UniqueConstraint(fields=["delivery", "number"], name="attempt_unique_number")]
+
+    def __str__(self) -> str:
+        return f"{self.delivery_id} #{self.number}"
+
+
+class SigningKeyStatus(models.TextChoices):
+    ACTIVE = "active"  # signs new requests; published
+    RETIRING = "retiring"  # published, no longer signs; kept ≥ 30 days
+    RETIRED = "retired"  # unpublished; its private half is erased
+
+
+class SigningKey(models.Model):
+    """An Ed25519 key pair. The private half is stored sealed (apps/webhooks/keys.py) and is
+    never shown: not by the admin, the API, the commands, nor `repr`."""
+
+    kid = models.CharField(primary_key=True, max_length=40)
+    public_key = models.CharField(max_length=64)  # base64url, no padding (the JWK's `x`)
+    sealed_private_key = models.BinaryField(editable=False)
+    status = models.CharField(max_length=10, choices=SigningKeyStatus.choices)
+    created_at = models.DateTimeField()
+    retiring_at = models.DateTimeField(null=True, blank=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            # At most one active key: concurrent "first need" creations cannot both win.
+            models.UniqueConstraint(
+                fields=["status"], condition=models.Q(status="active"), name="signing_key_one_active"
+            )
+        ]
+
+    def __repr__(self) -> str:
+        return f"<SigningKey {self.kid} {self.status}>"
+
+    def __str__(self) -> str:
+        return f"{self.kid} ({self.status})"

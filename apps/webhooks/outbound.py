@@ -1,0 +1,168 @@
+"""The HTTP client deliveries use: it dials only addresses that pass the SSRF rules.
+
+httpcore lets a connection pool take its own network backend (`ConnectionPool(network_backend=…)`,
+httpcore/_sync/connection_pool.py); `GuardedBackend.connect_tcp` resolves the host once, checks
+every address (apps/webhooks/ssrf.py) and connects to a checked one. The URL keeps the original
+host name, so TLS SNI and certificate checks (httpcore/_sync/connection.py passes
+`server_hostname=sni_hostname or host` to `start_tls`) and the `Host` header use the name, while
+the socket goes to the address that was checked — there is no second lookup to rebind.
+
+Every read and write is bounded by what is left of the attempt's total deadline (10 s), not
+only by a per-operation timeout, so a receiver that drips bytes cannot hold a worker longer.
+Redirects are never followed (httpcore does not follow them); a response body is read only when
+short (≤ 4 KiB, to keep the connection alive) and never stored.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import socket
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import httpcore
+
+from apps.webhooks import ssrf
+
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("webhook_deadline", default=None)
+
+
+def resolve(host: str, port: int) -> list[str]:
+    """All addresses of `host` (one lookup). Tests replace this to simulate DNS answers."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+def _remaining(timeout: float | None) -> float:
+    deadline = _deadline.get()
+    left = None if deadline is None else deadline - time.monotonic()
+    if left is not None and left <= 0:
+        raise httpcore.ReadTimeout("the attempt's total deadline passed")
+    if timeout is None:
+        return left if left is not None else 10.0
+    return min(timeout, left) if left is not None else timeout
+
+
+class BlockedDestination(httpcore.ConnectError):
+    """The host resolved to an address the SSRF rules refuse (checked at connect time)."""
+
+
+class DeadlineStream(httpcore.NetworkStream):
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _remaining(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _remaining(timeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, ssl_context, server_hostname=None, timeout=None) -> httpcore.NetworkStream:
+        return DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, _remaining(timeout)))
+
+    def get_extra_info(self, info: str):
+        return self._inner.get_extra_info(info)
+
+
+class GuardedBackend(httpcore.NetworkBackend):
+    def __init__(self, policy: ssrf.Policy, resolver: Callable[[str, int], Iterable[str]] | None = None) -> None:
+        self._policy = policy
+        self._resolver = resolver
+        self._inner = httpcore.SyncBackend()
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        name, literal = ssrf.parse_host(host)
+        try:
+            ssrf.check_host_name(name, self._policy)
+            if literal is not None:
+                addresses = [ssrf.check_address(literal, self._policy)]
+            else:
+                resolver = self._resolver or resolve
+                try:
+                    answers = resolver(name, port)
+                except OSError as exc:
+                    raise httpcore.ConnectError(f"cannot resolve {name}: {exc}") from exc
+                addresses = ssrf.check_resolved(name, answers, self._policy)
+        except ssrf.UnsafeDestination as exc:
+            raise BlockedDestination(str(exc)) from exc
+        last_error: Exception | None = None
+        for address in addresses:  # every one was checked; dial them in the resolver's order
+            try:
+                stream = self._inner.connect_tcp(
+                    str(address), port, timeout=_remaining(timeout), local_address=local_address,
+                    socket_options=socket_options,
+                )
+                return DeadlineStream(stream)
+            except httpcore.ConnectError as exc:
+                last_error = exc
+        raise last_error or httpcore.ConnectError(f"cannot connect to {name}")
+
+    def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        raise BlockedDestination("unix sockets are not webhook destinations")
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+MAX_DRAINED_BODY_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class Outcome:
+    http_status: int | None
+    error: str  # "" on success; else an AttemptError value
+    duration_ms: int
+
+
+class Sender:
+    """One per worker process: a connection pool whose connections were all dialled through
+    GuardedBackend, reused across deliveries to the same origin."""
+
+    def __init__(self, policy: ssrf.Policy, timeout: float = 10.0, resolver=None) -> None:
+        self.timeout = timeout
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=ssl.create_default_context(),
+            network_backend=GuardedBackend(policy, resolver),
+            max_connections=20,
+            max_keepalive_connections=20,
+            keepalive_expiry=30.0,
+        )
+
+    def post(self, url: str, headers: list[tuple[str, str]], body: bytes) -> Outcome:
+        started = time.monotonic()
+        token = _deadline.set(started + self.timeout)
+        timeouts = {"connect": self.timeout, "read": self.timeout, "write": self.timeout, "pool": self.timeout}
+        try:
+            with self._pool.stream(
+                "POST", url, headers=headers, content=body, extensions={"timeout": timeouts}
+            ) as response:
+                status = response.status
+                # A short body is drained so the connection can be reused; a longer one is
+                # never read (closing the response drops the connection). Nothing is stored.
+                drained = 0
+                for chunk in response.iter_stream():
+                    drained += len(chunk)
+                    if drained > MAX_DRAINED_BODY_BYTES:
+                        break
+            error = "" if 200 <= status < 300 else ("redirect" if 300 <= status < 400 else "http_error")
+            return Outcome(status, error, _ms_since(started))
+        except BlockedDestination:
+            return Outcome(None, "blocked_destination", _ms_since(started))
+        except httpcore.TimeoutException:
+            return Outcome(None, "timeout", _ms_since(started))
+        except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol, OSError, ssl.SSLError):
+            return Outcome(None, "network_error", _ms_since(started))
+        finally:
+            _deadline.reset(token)
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def _ms_since(started: float) -> int:
+    return max(0, int((time.monotonic() - started) * 1000))

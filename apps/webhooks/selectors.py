@@ -1,0 +1,100 @@
+"""Reads of webhook endpoints and deliveries. Every function takes `workspace=`: another
+workspace's endpoint or delivery is indistinguishable from a missing one (`NotFound`)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from apps.core.cursors import decode_cursor, encode_cursor
+from apps.core.errors import InvalidRequest, NotFound
+from apps.core.timestamps import parse_iso
+from apps.tenancy.models import Workspace
+from apps.webhooks.models import TERMINAL_STATUSES, Delivery, DeliveryAttempt, WebhookEndpoint
+
+RETENTION_DAYS = 30
+
+
+def live_endpoints(*, workspace: Workspace) -> QuerySet[WebhookEndpoint]:
+    return WebhookEndpoint.objects.filter(workspace=workspace, deleted_at__isnull=True)
+
+
+def get_endpoint(*, workspace: Workspace, endpoint_id: str) -> WebhookEndpoint:
+    try:
+        return live_endpoints(workspace=workspace).get(id=endpoint_id)
+    except WebhookEndpoint.DoesNotExist:
+        raise NotFound() from None
+
+
+def _keyset(queryset: QuerySet, listing: str, workspace: Workspace, cursor: str | None) -> QuerySet:
+    if not cursor:
+        return queryset
+    key = decode_cursor(listing, workspace.id, cursor)
+    try:
+        created_at, last_id = parse_iso(key[0]), str(key[1])
+    except (IndexError, TypeError, ValueError):
+        raise InvalidRequest() from None
+    return queryset.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=last_id))
+
+
+def _page(queryset: QuerySet, listing: str, workspace: Workspace, limit: int) -> tuple[list[Any], str | None]:
+    page = list(queryset.order_by("-created_at", "-id")[: limit + 1])
+    if len(page) <= limit:
+        return page, None
+    page = page[:limit]
+    last = page[-1]
+    return page, encode_cursor(listing, workspace.id, [last.created_at.isoformat(), last.id])
+
+
+def endpoints_page(*, workspace: Workspace, limit: int, cursor: str | None = None):
+    """Newest first, keyset-paginated on (created_at, id)."""
+    endpoints = _keyset(live_endpoints(workspace=workspace), "webhooks", workspace, cursor)
+    return _page(endpoints, "webhooks", workspace, limit)
+
+
+def retained_deliveries(*, workspace: Workspace) -> QuerySet[Delivery]:
+    """Deliveries inside the retention window: terminal ones older than 30 days are gone
+    (404) even before the purge job deletes them; pending and retrying never expire."""
+    cutoff = timezone.now() - timedelta(days=RETENTION_DAYS)
+    return Delivery.objects.filter(workspace=workspace).exclude(
+        status__in=TERMINAL_STATUSES, terminal_at__lt=cutoff
+    )
+
+
+def deliveries_page(
+    *,
+    workspace: Workspace,
+    limit: int,
+    cursor: str | None = None,
+    endpoint_id: str | None = None,
+    status: str | None = None,
+    event_type: str | None = None,
+    event_id: str | None = None,
+    kind: str | None = None,
+):
+    deliveries = retained_deliveries(workspace=workspace).select_related("endpoint")
+    for field, value in (
+        ("endpoint_id", endpoint_id),
+        ("status", status),
+        ("event_type", event_type),
+        ("event_id", event_id),
+        ("kind", kind),
+    ):
+        if value is not None:
+            deliveries = deliveries.filter(**{field: value})
+    deliveries = _keyset(deliveries, "webhook-deliveries", workspace, cursor)
+    return _page(deliveries, "webhook-deliveries", workspace, limit)
+
+
+def get_delivery(*, workspace: Workspace, delivery_id: str) -> Delivery:
+    try:
+        return retained_deliveries(workspace=workspace).select_related("endpoint").get(id=delivery_id)
+    except Delivery.DoesNotExist:
+        raise NotFound() from None
+
+
+def delivery_attempts(*, delivery: Delivery) -> list[DeliveryAttempt]:
+    return list(DeliveryAttempt.objects.filter(delivery=delivery).order_by("number"))

@@ -1,0 +1,266 @@
+"""Writes to webhooks: endpoints, deliveries (created, replayed, cancelled, purged).
+
+New deliveries are created `pending` under a queue lease and queued on django-q2 after commit;
+if that queueing is lost, the sweeper finds them when the lease expires (apps/webhooks/delivery.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any, Iterable
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from apps.core.errors import InvalidRequest, NotAllowed
+from apps.core.ids import new_id
+from apps.core.timestamps import iso_ms
+from apps.tenancy.principal import Principal
+from apps.webhooks import filters as webhook_filters
+from apps.webhooks import outbound, ssrf
+from apps.webhooks.models import (
+    ACTIVE_STATUSES,
+    Delivery,
+    DeliveryKind,
+    DeliveryStatus,
+    StopReason,
+    WebhookEndpoint,
+)
+from apps.webhooks.representations import request_body
+from apps.webhooks.selectors import RETENTION_DAYS
+
+TEST_EVENT_TYPE = "webhook.test"
+MAX_NAME_LENGTH = 200
+
+
+def policy() -> ssrf.Policy:
+    extra = tuple(getattr(settings, "CONNECT_WEBHOOK_DENY_NETWORKS", ()))
+    return ssrf.Policy(
+        allow_private=settings.CONNECT_WEBHOOKS_ALLOW_PRIVATE,
+        deny_networks=ssrf.DEFAULT_DENY_NETWORKS + extra,
+    )
+
+
+def check_destination(url: Any) -> str:
+    """`400 invalid_request` unless the URL and every address its host resolves to pass the
+    SSRF rules now. The connect-time check (outbound.GuardedBackend) repeats it for real."""
+    rules = policy()
+    try:
+        destination = ssrf.check_url(url, rules)
+        if destination.literal is None and not rules.allow_private:
+            try:
+                answers = outbound.resolve(destination.host, destination.port)
+            except OSError:
+                raise ssrf.UnsafeDestination(f"{destination.host} does not resolve") from None
+            ssrf.check_resolved(destination.host, answers, rules)
+    except ssrf.UnsafeDestination:
+        raise InvalidRequest() from None
+    return url
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LENGTH:
+        raise InvalidRequest()
+    return name
+
+
+def _check_filters(value: Any) -> list[dict[str, Any]]:
+    try:
+        return webhook_filters.validate_filters(value)
+    except webhook_filters.InvalidFilters:
+        raise InvalidRequest() from None
+
+
+@transaction.atomic
+def create_endpoint(*, principal: Principal, name: Any, url: Any, filters: Any) -> WebhookEndpoint:
+    now = timezone.now()
+    credential = {"credential_kind": principal.kind, "credential_id": str(principal.credential_id)}
+    if principal.kind == "oauth":
+        from apps.oauth.models import AccessToken
+
+        credential["oauth_application_id"] = (
+            AccessToken.objects.filter(pk=principal.credential_id).values_list("application_id", flat=True).first()
+        )
+    return WebhookEndpoint.objects.create(
+        workspace=principal.workspace,
+        name=_check_name(name),
+        filters=_check_filters(filters),
+        url=check_destination(url),
+        active=True,
+        created_at=now,
+        updated_at=now,
+        created_by=principal.issuer,
+        **credential,
+    )
+
+
+@transaction.atomic
+def update_endpoint(*, endpoint: WebhookEndpoint, changes: dict[str, Any]) -> WebhookEndpoint:
+    """PATCH: any of name, url, filters, active. Deactivating cancels the endpoint's pending
+    and retrying deliveries (`endpoint_disabled`)."""
+    endpoint = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+    if "name" in changes:
+        endpoint.name = _check_name(changes["name"])
+    if "url" in changes:
+        endpoint.url = check_destination(changes["url"])
+    if "filters" in changes:
+        endpoint.filters = _check_filters(changes["filters"])
+    if "active" in changes:
+        if not isinstance(changes["active"], bool):
+            raise InvalidRequest()
+        if endpoint.active and not changes["active"]:
+            cancel_active_deliveries(endpoint_ids=[endpoint.id], reason=StopReason.ENDPOINT_DISABLED)
+        endpoint.active = changes["active"]
+    endpoint.updated_at = timezone.now()
+    endpoint.save()
+    return endpoint
+
+
+@transaction.atomic
+def delete_endpoint(*, endpoint: WebhookEndpoint) -> None:
+    """The endpoint answers 404 from now on; its active deliveries are cancelled
+    (`endpoint_deleted`) and its history stays until the purge."""
+    now = timezone.now()
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(deleted_at=now, active=False, updated_at=now)
+    cancel_active_deliveries(endpoint_ids=[endpoint.id], reason=StopReason.ENDPOINT_DELETED)
+
+
+def cancel_active_deliveries(*, endpoint_ids: Iterable[str], reason: str) -> int:
+    """Pending and retrying deliveries become `cancelled`. An attempt in flight finishes, but
+    its result no longer changes a cancelled delivery (it writes only under its lease)."""
+    now = timezone.now()
+    return Delivery.objects.filter(endpoint_id__in=list(endpoint_ids), status__in=ACTIVE_STATUSES).update(
+        status=DeliveryStatus.CANCELLED,
+        stop_reason=reason,
+        terminal_at=now,
+        updated_at=now,
+        lease_until=None,
+        lease_token="",
+    )
+
+
+def _queue_lease() -> timedelta:
+    return timedelta(seconds=settings.CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS)
+
+
+def _new_delivery(*, endpoint: WebhookEndpoint, event_id: str, event_type: str, kind: str, body: str, now,
+                  replay_of: Delivery | None = None) -> Delivery:
+    return Delivery(
+        workspace_id=endpoint.workspace_id,
+        endpoint=endpoint,
+        event_id=event_id,
+        event_type=event_type,
+        kind=kind,
+        body=body,
+        status=DeliveryStatus.PENDING,
+        next_attempt_at=now,
+        lease_until=now + _queue_lease(),
+        lease_token=uuid.uuid4().hex,
+        replay_of=replay_of,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def _queue_after_commit(deliveries: list[Delivery]) -> None:
+    if not deliveries:
+        return
+    pairs = [(d.id, d.lease_token) for d in deliveries]
+
+    def queue() -> None:
+        from apps.webhooks import tasks
+
+        tasks.queue_attempts(pairs)
+
+    transaction.on_commit(queue)
+
+
+@transaction.atomic
+def create_event_deliveries(
+    *, workspace_id: Any, event_id: str, event_type: str, session_id: str, occurred_at, data: dict[str, Any]
+) -> list[Delivery]:
+    """One delivery per active endpoint of the workspace whose filters match, written in the
+    caller's transaction (the event's), the body fixed now."""
+    if event_type not in webhook_filters.SUBSCRIBABLE_TYPES:
+        return []
+    endpoints = WebhookEndpoint.objects.filter(workspace_id=workspace_id, active=True, deleted_at__isnull=True)
+    facts = {"type": event_type, "sessionId": session_id, "status": data.get("status")}
+    matching = [e for e in endpoints if webhook_filters.filters_match(e.filters, facts)]
+    if not matching:
+        return []
+    now = timezone.now()
+    body = request_body(event_id=event_id, event_type=event_type, occurred_at=iso_ms(occurred_at), data=data)
+    deliveries = [
+        _new_delivery(endpoint=e, event_id=event_id, event_type=event_type, kind=DeliveryKind.EVENT, body=body, now=now)
+        for e in matching
+    ]
+    Delivery.objects.bulk_create(deliveries)
+    _queue_after_commit(deliveries)
+    return deliveries
+
+
+@transaction.atomic
+def send_test_delivery(*, endpoint: WebhookEndpoint) -> Delivery:
+    """A signed `webhook.test` request: kind `test`, one attempt, terminal after it."""
+    now = timezone.now()
+    event_id = new_id("evt_")
+    body = request_body(
+        event_id=event_id,
+        event_type=TEST_EVENT_TYPE,
+        occurred_at=iso_ms(now),
+        data={"webhookId": endpoint.id, "message": "This is a test delivery from Connect."},
+    )
+    delivery = _new_delivery(
+        endpoint=endpoint, event_id=event_id, event_type=TEST_EVENT_TYPE, kind=DeliveryKind.TEST, body=body, now=now
+    )
+    delivery.save(force_insert=True)
+    _queue_after_commit([delivery])
+    return delivery
+
+
+@transaction.atomic
+def replay_delivery(*, delivery: Delivery) -> Delivery:
+    """A new delivery (new `dlv_` id) of the same event and body, with the normal retry
+    policy. `409 not_allowed` unless the original is terminal, an event delivery, and its
+    endpoint is live and active."""
+    endpoint = WebhookEndpoint.objects.get(pk=delivery.endpoint_id)
+    if (
+        not delivery.is_terminal
+        or delivery.kind != DeliveryKind.EVENT
+        or endpoint.deleted_at is not None
+        or not endpoint.active
+    ):
+        raise NotAllowed()
+    replay = _new_delivery(
+        endpoint=endpoint,
+        event_id=delivery.event_id,
+        event_type=delivery.event_type,
+        kind=DeliveryKind.EVENT,
+        body=delivery.body,
+        now=timezone.now(),
+        replay_of=delivery,
+    )
+    replay.save(force_insert=True)
+    _queue_after_commit([replay])
+    return replay
+
+
+def purge_terminal_deliveries(*, older_than_days: int = RETENTION_DAYS, batch_size: int = 1000) -> int:
+    """Delete terminal deliveries (and their attempts) past the retention window, in batches
+    so no transaction holds locks for long. Pending and retrying deliveries never expire."""
+    cutoff = timezone.now() - timedelta(days=older_than_days)
+    deleted = 0
+    while True:
+        ids = list(
+            Delivery.objects.filter(terminal_at__lt=cutoff)
+            .exclude(status__in=ACTIVE_STATUSES)
+            .values_list("id", flat=True)[:batch_size]
+        )
+        if not ids:
+            return deleted
+        with transaction.atomic():
+            Delivery.objects.filter(replay_of_id__in=ids).update(replay_of=None)
+            Delivery.objects.filter(id__in=ids).delete()
+        deleted += len(ids)

@@ -1,0 +1,56 @@
+"""django-q2 tasks. Each loads by id and calls the delivery code; the Delivery row, not the
+task, is the truth (apps/webhooks/delivery.py)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterable
+
+from django.db import close_old_connections
+from django_q.brokers import get_broker
+from django_q.tasks import async_task
+
+logger = logging.getLogger("connect.webhooks")
+
+ATTEMPT_TASK = "apps.webhooks.tasks.attempt_delivery"
+
+
+def queue_attempts(pairs: Iterable[tuple[str, str]]) -> None:
+    """Put (delivery id, lease token) pairs on the broker. A failure here is logged, not
+    raised: the deliveries are committed, and the sweeper queues them when their lease expires."""
+    pairs = list(pairs)
+    if not pairs:
+        return
+    broker = get_broker()  # one connection for the batch (async_task would open one per task)
+    for delivery_id, token in pairs:
+        try:
+            async_task(ATTEMPT_TASK, delivery_id, token, q_options={"save": False, "broker": broker})
+        except Exception:  # noqa: BLE001 - the broker may be down; the sweeper recovers
+            logger.exception("could not queue webhook delivery %s; the sweeper will", delivery_id)
+
+
+def attempt_delivery(delivery_id: str, token: str) -> str:
+    from apps.webhooks.delivery import deliver_once
+
+    close_old_connections()
+    return deliver_once(delivery_id, token)
+
+
+def sweep(limit: int = 500) -> int:
+    """Queue every due delivery without a live lease: retries whose time came, deliveries
+    whose queueing was lost, and attempts whose worker died."""
+    from apps.webhooks.delivery import claim_due
+
+    total = 0
+    while True:
+        pairs = claim_due(limit=limit)
+        queue_attempts(pairs)
+        total += len(pairs)
+        if len(pairs) < limit:
+            return total
+
+
+def purge() -> int:
+    from apps.webhooks.services import purge_terminal_deliveries
+
+    return purge_terminal_deliveries()

@@ -1,0 +1,270 @@
+"""Webhook delivery benchmark (issue 8).
+
+One endpoint on a local receiver, two django-q2 workers (`manage.py qcluster`) plus the sweeper,
+events recorded through the real services (`create_session` → `session.created` → Delivery →
+django-q2). Measured in the same run, on the same receiver: the ceiling, a plain loop of signed
+httpx POSTs. Per database (SQLite with the ORM broker; PostgreSQL with Redis):
+
+- burst: N events recorded with the workers stopped, then the workers started → deliveries/s
+  (first to last receipt: the delivery pipeline alone, not the producer), against the ceiling;
+- paced: N events at a sustained rate (default 100/s) → event-to-receipt p50/p99;
+- kill: a paced run with a worker SIGKILLed halfway through → lost must stay 0.
+
+Lost = events recorded but never received; duplicates = receipts beyond the first per event.
+
+    CONNECT_DEVELOPMENT=1 .venv/bin/python bench/webhooks.py --db sqlite postgres --events 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+DATABASES = {
+    "sqlite": (f"sqlite:///{ROOT / 'bench' / 'data' / 'webhooks.sqlite3'}", ""),
+    "postgres": ("postgres://postgres@127.0.0.1:5432/connect_webhooks_bench", "redis://127.0.0.1:6379/3"),
+}
+
+
+class Receiver:
+    """Records the arrival time of each event id (parsed from the body)."""
+
+    def __init__(self) -> None:
+        self.arrivals: dict[str, list[float]] = {}
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                now = time.monotonic()
+                event_id = json.loads(body).get("data", {}).get("sessionId") or json.loads(body)["id"]
+                with outer.lock:
+                    outer.arrivals.setdefault(event_id, []).append(now)
+                self.send_response(204)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.server.request_queue_size = 256
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.arrivals = {}
+
+
+def ceiling(receiver: Receiver, count: int) -> float:
+    """A plain loop of signed POSTs (httpx, one keep-alive connection): requests per second."""
+    import httpx
+    from nacl.utils import random as random_bytes
+
+    from apps.webhooks import signing
+
+    seed = random_bytes(32)
+    started = time.monotonic()
+    with httpx.Client() as client:
+        for i in range(count):
+            body = json.dumps({"id": f"evt_ceiling{i}", "type": "session.created", "occurredAt": "x",
+                               "data": {"sessionId": f"ceiling-{i}"}}).encode()
+            headers = {"Content-Type": "application/json",
+                       "Svc-Signature": signing.sign(seed, kid="k", timestamp=int(time.time()), body=body)}
+            client.post(receiver.url, content=body, headers=headers).raise_for_status()
+    return count / (time.monotonic() - started)
+
+
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def busiest_worker(cluster_pid: int, receiver_port: int) -> int | None:
+    """A cluster process holding a connection to the receiver: a worker mid-attempt."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[2].rsplit(":", 1)[1], 16) == receiver_port:
+                inodes.add(fields[9])
+    for pid in descendants(cluster_pid):
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:[") and target[8:-1] in inodes:
+                    return pid
+        except OSError:
+            continue
+    return None
+
+
+def run(db: str, args) -> dict:
+    database_url, redis_url = DATABASES[db]
+    env = {**os.environ, "DATABASE_URL": database_url, "CONNECT_DEVELOPMENT": "1",
+           "CONNECT_WEBHOOKS_ALLOW_PRIVATE": "1", "CONNECT_Q_WORKERS": "2", "CONNECT_Q_NAME": f"bench-{db}",
+           "CONNECT_WEBHOOK_SWEEP_SECONDS": "1", "DJANGO_SETTINGS_MODULE": "connect.settings"}
+    env.pop("REDIS_URL", None)
+    if redis_url:
+        env["REDIS_URL"] = redis_url
+    if db == "sqlite":
+        Path(database_url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        for suffix in ("", "-wal", "-shm"):
+            Path(database_url[len("sqlite:///"):] + suffix).unlink(missing_ok=True)
+    else:
+        subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-q", "-c",
+                        "drop database if exists connect_webhooks_bench"], check=True)
+        subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-q", "-c",
+                        "create database connect_webhooks_bench"], check=True)
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+    # This process records events through the services, with the same settings.
+    code = f"import sys; sys.argv = {[sys.argv[0], '--child', db] + args.passthrough!r}; run_child()"
+    result = subprocess.run([sys.executable, "-c", f"from bench.webhooks import run_child\n{code}"],
+                            cwd=ROOT, env=env, capture_output=True, text=True)
+    sys.stderr.write(result.stderr[-3000:])
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def run_child() -> None:
+    import django
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--child")
+    parser.add_argument("--events", type=int, default=10000)
+    parser.add_argument("--rate", type=float, default=100)
+    parser.add_argument("--ceiling-requests", type=int, default=3000)
+    args = parser.parse_args()
+    django.setup()
+    from django.db import connection
+
+    from apps.recordings import services as recordings
+    from apps.tenancy import services as tenancy
+    from apps.tenancy.authentication import authenticate_bearer
+    from apps.webhooks import keys
+    from apps.webhooks import services as webhooks
+    from apps.webhooks.models import Delivery
+
+    receiver = Receiver()
+    workspace = tenancy.create_workspace(slug="bench")
+    member = tenancy.add_member(workspace=workspace, email="bench@example.com")
+    key = tenancy.issue_api_key(membership=member, scopes=["svc:sessions:read", "svc:webhooks:write"]).key
+    webhooks.create_endpoint(principal=authenticate_bearer(f"Bearer {key}"), name="bench", url=receiver.url,
+                             filters=[{"type": "session.created"}])
+    keys.active_key()
+    port = receiver.server.server_address[1]
+    results: dict = {"db": connection.vendor, "events": args.events}
+    results["ceiling_per_s"] = round(ceiling(receiver, args.ceiling_requests), 1)
+
+    def start_workers():
+        return (
+            subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+            subprocess.Popen([sys.executable, "manage.py", "sweep_webhook_deliveries", "--every", "1"],
+                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        )
+
+    cluster = sweeper = None
+    try:
+        for mode in ("burst", "paced", "kill"):
+            receiver.reset()
+            produced: dict[str, float] = {}
+            interval = 0 if mode == "burst" else 1 / args.rate
+            killed = None
+            started = time.monotonic()
+            for i in range(args.events):
+                if interval:
+                    delay = started + i * interval - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+                session = recordings.create_session(workspace=workspace, label=f"{mode} {i}")
+                produced[session.id] = time.monotonic()
+                if mode == "kill" and i == args.events // 2:
+                    killed = busiest_worker(cluster.pid, port) or (descendants(cluster.pid) or [None])[-1]
+                    if killed:
+                        os.kill(killed, signal.SIGKILL)
+            produce_seconds = time.monotonic() - started
+            if cluster is None:  # burst: everything is queued; now let the workers at it
+                cluster, sweeper = start_workers()
+            # Drain: wait until every delivery is terminal (bounded), then count.
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                if not Delivery.objects.filter(status__in=["pending", "retrying"]).exists():
+                    break
+                time.sleep(0.5)
+            time.sleep(1)
+            with receiver.lock:
+                arrivals = {k: v for k, v in receiver.arrivals.items() if k in produced}
+            # Event-to-receipt is meaningful only while the workers run (paced, kill).
+            latencies = sorted(v[0] - produced[k] for k, v in arrivals.items()) if mode != "burst" else []
+            first = min(v[0] for v in arrivals.values()) if arrivals else started
+            last = max(v[0] for v in arrivals.values()) if arrivals else started
+            row = {
+                "produce_s": round(produce_seconds, 1),
+                "produced_per_s": round(len(produced) / produce_seconds, 1),
+                "deliveries_per_s": round((len(arrivals) - 1) / (last - first), 1) if len(arrivals) > 1 else 0,
+                "p50_ms": round(statistics.median(latencies) * 1000) if latencies else None,
+                "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1] * 1000) if latencies else None,
+                "lost": len(produced) - len(arrivals),
+                "duplicates": sum(len(v) - 1 for v in arrivals.values()),
+                "killed_pid": killed,
+            }
+            results[mode] = row
+            print(f"{connection.vendor} {mode}: {row}", file=sys.stderr, flush=True)
+    finally:
+        for process in (sweeper, cluster):
+            if process is not None:
+                process.terminate()
+        for process in (sweeper, cluster):
+            if process is None:
+                continue
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        receiver.server.shutdown()
+    results["ratio_to_ceiling"] = round(results["burst"]["deliveries_per_s"] / results["ceiling_per_s"], 2)
+    print(json.dumps(results))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--db", nargs="+", default=["sqlite", "postgres"], choices=list(DATABASES))
+    parser.add_argument("--events", type=int, default=10000)
+    parser.add_argument("--rate", type=float, default=100)
+    args = parser.parse_args()
+    args.passthrough = ["--events", str(args.events), "--rate", str(args.rate)]
+    rows = [run(db, args) for db in args.db]
+    print(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""Webhook test fixtures: a queue name of this process's own (so runs sharing one Redis never
+take each other's tasks), local receivers, and a live `serve` (daphne + django-q2 cluster +
+sweeper) with a compressed retry schedule."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from django_q.conf import Conf
+
+from tests import factories
+from tests.conftest import ROOT, LiveServer, database_url_for_test_db, free_port
+from tests.webhooks.receiver import JwksServer, Receiver
+
+QUEUE_NAME = f"connect-test-{os.getpid()}"
+Conf.PREFIX = Conf.CLUSTER_NAME = QUEUE_NAME
+
+LIVE_ENV = {
+    "CONNECT_Q_NAME": QUEUE_NAME,
+    "CONNECT_WEBHOOKS_ALLOW_PRIVATE": "1",
+    "CONNECT_WEBHOOK_RETRY_SCHEDULE": "0,0,0,0,0,0",
+    "CONNECT_WEBHOOK_TIMEOUT_SECONDS": "4",
+    "CONNECT_WEBHOOK_LEASE_SECONDS": "6",
+    "CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS": "4",
+    "CONNECT_WEBHOOK_SWEEP_SECONDS": "0.2",
+    "CONNECT_Q_WORKERS": "2",
+}
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_caches():
+    """Each test's database starts empty: forget keys and checks cached from an earlier one."""
+    from apps.webhooks import delivery, keys
+
+    keys._seeds.clear()
+    delivery._installation_checks.clear()
+    yield
+    keys._seeds.clear()
+    delivery._installation_checks.clear()
+
+
+@pytest.fixture
+def webhook_settings(settings):
+    """The test process's side of LIVE_ENV (it creates deliveries and their queue leases)."""
+    settings.CONNECT_WEBHOOKS_ALLOW_PRIVATE = True
+    settings.CONNECT_WEBHOOK_RETRY_SCHEDULE = [0, 0, 0, 0, 0, 0]
+    settings.CONNECT_WEBHOOK_TIMEOUT_SECONDS = 1.5
+    settings.CONNECT_WEBHOOK_LEASE_SECONDS = 3
+    settings.CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS = 4
+    from apps.webhooks import delivery
+
+    delivery._sender = None  # rebuilt with these settings
+    yield settings
+    delivery._sender = None
+
+
+@pytest.fixture
+def writer_key(alice) -> str:
+    return factories.api_key(alice, factories.ALL_SCOPES)
+
+
+@pytest.fixture
+def jwks_server(db):
+    server = JwksServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def receiver(jwks_server):
+    r = Receiver(jwks_server.url)
+    yield r
+    r.close()
+
+
+@pytest.fixture(scope="session")
+def webhook_server(django_db_setup, django_db_blocker, tmp_path_factory):
+    """`manage.py serve` with the task cluster, on this worker's test database."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        **LIVE_ENV,
+        "DATABASE_URL": database_url_for_test_db(),
+        "CONNECT_BASE_URL": url,
+        "CONNECT_DEVELOPMENT": "1",
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "PYTHONUNBUFFERED": "1",
+    }
+    log = open(tmp_path_factory.mktemp("webhook-server") / "server.log", "w")
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", "1"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(f"{url}/healthz", timeout=1)
+            break
+        except httpx.TransportError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"webhook server did not start; see {log.name}") from None
+            time.sleep(0.2)
+    yield LiveServer(url=url, process=process)
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=5)
+    log.close()
+
+
+def wait_until(predicate, timeout: float = 30, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not met in time")

@@ -1,0 +1,134 @@
+"""A real threaded HTTP receiver for tests. Every request's signature is verified with the
+code from docs/webhooks.md against the JWKS served over HTTP (the live server's, or a tiny
+one this module serves from the test database's keys)."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
+from typing import Callable
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "webhooks.md"
+
+
+def doc_receiver() -> ModuleType:
+    """The receiver block of docs/webhooks.md, executed as a module."""
+    code = re.search(r"```python receiver\n(.*?)```", DOC.read_text(), re.S).group(1)
+    module = ModuleType("doc_receiver")
+    exec(compile(code, str(DOC), "exec"), module.__dict__)  # noqa: S102 - our own documentation
+    return module
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    verified: bool
+    event: dict | None
+    peer_port: int = 0
+    at: float = field(default_factory=time.monotonic)
+
+
+class Receiver:
+    """`behaviour(request_number) -> int | "hang" | ("redirect", url)`; default 204."""
+
+    def __init__(self, jwks_url: str, behaviour: Callable[[int], object] | None = None) -> None:
+        self.doc = doc_receiver()
+        self.keyset = self.doc.KeySet(jwks_url)
+        self.behaviour = behaviour or (lambda n: 204)
+        self.requests: list[Received] = []
+        self.lock = threading.Lock()
+        self.release = threading.Event()  # set to free requests held by "hang"
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    event = receiver.doc.verify(receiver.keyset, self.headers.get("Svc-Signature"), body)
+                    verified = True
+                except receiver.doc.InvalidRequest:
+                    event, verified = None, False
+                with receiver.lock:
+                    receiver.requests.append(
+                        Received(self.path, dict(self.headers), body, verified, event, self.client_address[1])
+                    )
+                    number = len(receiver.requests)
+                action = receiver.behaviour(number)
+                if action == "hang":
+                    receiver.release.wait(30)
+                    action = 204
+                if isinstance(action, tuple):
+                    self.send_response(302)
+                    self.send_header("Location", action[1])
+                else:
+                    self.send_response(int(action))
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def wait_for(self, count: int, timeout: float = 30) -> list[Received]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if len(self.requests) >= count:
+                    return list(self.requests)
+            time.sleep(0.05)
+        raise AssertionError(f"expected {count} requests, got {len(self.requests)}")
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class JwksServer:
+    """Serves the test database's published keys over HTTP, like /.well-known/webhook-signing-keys.json
+    (read in the test's thread: `refresh()` after a rotation)."""
+
+    def __init__(self) -> None:
+        self.refresh()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = json.dumps(outer.document).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def refresh(self) -> None:
+        from apps.webhooks import keys
+
+        self.document = keys.jwks()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

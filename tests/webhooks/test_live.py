@@ -1,0 +1,178 @@
+"""End to end on a live `serve` (daphne + django-q2 cluster + sweeper; the ORM broker on
+SQLite, Redis when REDIS_URL is set): events recorded by the services reach a real receiver
+that verifies every signature against the JWKS fetched over HTTP from the live server."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from apps.recordings import services as recordings
+from apps.webhooks import keys
+from apps.webhooks.models import Delivery
+from tests import factories
+from tests.webhooks.conftest import wait_until
+from tests.webhooks.receiver import Receiver
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def live_receiver(webhook_server, webhook_settings):
+    receiver = Receiver(f"{webhook_server.url}/.well-known/webhook-signing-keys.json")
+    receiver.doc.MIN_REFRESH_SECONDS = 0  # refetch at once on an unknown kid (rotation test)
+    yield receiver
+    receiver.close()
+
+
+def subscribe(webhook_server, membership, url, filters=None) -> str:
+    key = factories.api_key(membership, factories.ALL_SCOPES)
+    with webhook_server.client(headers={"Authorization": f"Bearer {key}"}) as client:
+        response = client.post("/api/v1/webhooks", json={
+            "name": "live", "url": url, "filters": filters or [{"type": "session.created"}]})
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+def settled(**filters):
+    return lambda: not Delivery.objects.filter(status__in=["pending", "retrying"], **filters).exists()
+
+
+def test_recorded_events_are_delivered_signed_and_verified(webhook_server, live_receiver, alice):
+    endpoint_id = subscribe(webhook_server, alice, live_receiver.url, [
+        {"type": "session.status_changed", "status": ["completed"]}, {"type": "session.created"}])
+    session = factories.session(alice.workspace, completed=True)  # created, then recording → completed
+    requests = live_receiver.wait_for(2)
+    assert all(r.verified for r in requests)
+    by_type = {r.event["type"]: r for r in requests}
+    assert by_type["session.created"].event["data"]["sessionId"] == session.id
+    changed = by_type["session.status_changed"].event["data"]
+    assert (changed["status"], changed["previousStatus"]) == ("completed", "recording")
+    assert set(by_type["session.created"].event) == {"id", "type", "occurredAt", "data"}
+    wait_until(settled(endpoint_id=endpoint_id))
+    assert set(Delivery.objects.filter(endpoint_id=endpoint_id).values_list("status", flat=True)) == {"succeeded"}
+
+
+def test_500s_until_dead_letter_after_exactly_seven_attempts_then_replay(webhook_server, live_receiver, alice):
+    live_receiver.behaviour = lambda n: 500 if n <= 7 else 204
+    endpoint_id = subscribe(webhook_server, alice, live_receiver.url)
+    factories.session(alice.workspace)
+    wait_until(lambda: Delivery.objects.filter(endpoint_id=endpoint_id, status="dead_letter").first())
+    delivery = Delivery.objects.get(endpoint_id=endpoint_id)
+    assert (delivery.attempt_count, delivery.stop_reason) == (7, "max_attempts")
+    assert len(live_receiver.requests) == 7 and all(r.verified for r in live_receiver.requests)
+    assert len({r.headers["Svc-Delivery-Id"] for r in live_receiver.requests}) == 1
+
+    key = factories.api_key(alice, factories.ALL_SCOPES)
+    with webhook_server.client(headers={"Authorization": f"Bearer {key}"}) as client:
+        replay = client.post(f"/api/v1/webhook-deliveries/{delivery.id}/replay")
+        assert replay.status_code == 202
+        [eighth] = live_receiver.wait_for(8)[7:]
+        assert eighth.headers["Svc-Event-Id"] == delivery.event_id
+        assert eighth.headers["Svc-Delivery-Id"] == replay.json()["id"] != delivery.id
+        wait_until(lambda: client.get(f"/api/v1/webhook-deliveries/{replay.json()['id']}").json()["status"]
+                   == "succeeded")
+        test = client.post(f"/api/v1/webhooks/{endpoint_id}/test")
+        assert test.status_code == 202
+        wait_until(lambda: client.get(f"/api/v1/webhook-deliveries/{test.json()['id']}").json()["attemptCount"] == 1)
+    assert live_receiver.wait_for(9)[8].event["type"] == "webhook.test"
+
+
+def test_key_rotation_mid_stream_old_kid_still_verifies(webhook_server, live_receiver, alice):
+    subscribe(webhook_server, alice, live_receiver.url)
+    factories.session(alice.workspace)
+    [before] = live_receiver.wait_for(1)
+    old_kid = keys.active_key().kid
+    assert f"kid={old_kid}" in before.headers["Svc-Signature"]
+    new_kid = keys.rotate().kid
+    factories.session(alice.workspace)
+    after = live_receiver.wait_for(2)[1]
+    assert after.verified and f"kid={new_kid}" in after.headers["Svc-Signature"]
+    # The receiver refetched the key set on the unknown kid; the retiring key is still in it.
+    doc = live_receiver.doc
+    assert doc.verify(live_receiver.keyset, before.headers["Svc-Signature"], before.body)["id"] == before.event["id"]
+    assert set(live_receiver.keyset.keys) >= {old_kid, new_kid}
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _pid_owning_local_port(pids: list[int], port: int) -> int:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:[") and target[8:-1] in inodes:
+                    return pid
+        except OSError:
+            continue
+    raise AssertionError(f"no process owns local port {port}")
+
+
+def test_a_worker_killed_mid_attempt_loses_nothing(webhook_server, live_receiver, alice):
+    live_receiver.behaviour = lambda n: "hang" if n == 1 else 204
+    endpoint_id = subscribe(webhook_server, alice, live_receiver.url)
+    factories.session(alice.workspace)
+    [first] = live_receiver.wait_for(1)
+    worker_port = first.peer_port
+    worker = _pid_owning_local_port(_descendants(webhook_server.process.pid), worker_port)
+    os.kill(worker, signal.SIGKILL)
+    live_receiver.release.set()
+    wait_until(lambda: Delivery.objects.filter(endpoint_id=endpoint_id, status="succeeded").exists())
+    delivery = Delivery.objects.get(endpoint_id=endpoint_id)
+    assert delivery.attempt_count == 1  # the killed attempt never completed; the retry did, once
+    assert [a.http_status for a in delivery.attempts.all()] == [204]
+    requests = live_receiver.requests
+    assert len(requests) == 2 and {r.headers["Svc-Delivery-Id"] for r in requests} == {delivery.id}
+    assert all(r.verified for r in requests)
+
+
+def test_the_documented_receiver_verifies_and_deduplicates_live_deliveries(webhook_server, webhook_settings, alice):
+    """docs/webhooks.md's receiver, run as written (its own HTTP server, JWKS fetched over HTTP)."""
+    from tests.conftest import free_port
+    from tests.webhooks.receiver import doc_receiver
+
+    doc = doc_receiver()
+    events = []
+    port = free_port()
+    server = doc.serve(host="127.0.0.1", port=port, on_event=events.append,
+                       jwks_url=f"{webhook_server.url}/.well-known/webhook-signing-keys.json")
+    try:
+        endpoint_id = subscribe(webhook_server, alice, f"http://127.0.0.1:{port}/connect")
+        session = factories.session(alice.workspace)
+        wait_until(lambda: Delivery.objects.filter(endpoint_id=endpoint_id, status="succeeded").exists())
+        [event] = events
+        assert event["type"] == "session.created" and event["data"]["sessionId"] == session.id
+        delivery = Delivery.objects.get(endpoint_id=endpoint_id)
+        assert delivery.last_http_status == 204
+        key = factories.api_key(alice, factories.ALL_SCOPES)
+        with webhook_server.client(headers={"Authorization": f"Bearer {key}"}) as client:
+            replay = client.post(f"/api/v1/webhook-deliveries/{delivery.id}/replay").json()
+        wait_until(lambda: Delivery.objects.filter(id=replay["id"], status="succeeded").exists())
+        assert len(events) == 1  # the replay was acknowledged and deduplicated on the event id
+    finally:
+        server.shutdown()
+        server.server_close()
