@@ -1,124 +1,158 @@
-"""Tune transcript search on a large scratch database (not a test, not the full benchmark).
+"""In-process search measurements for bench/search.py (run with DATABASE_URL set).
 
-    DATABASE_URL=sqlite:////tmp/searchbench.sqlite3 python bench/search_probe.py load
-    DATABASE_URL=sqlite:////tmp/searchbench.sqlite3 python bench/search_probe.py probe
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/searchbench python bench/search_probe.py load
+    python -m bench.search_probe info --workspace bench --queries '["release", "zeppelin"]'
+    python -m bench.search_probe time --workspace bench --queries '["release"]' --runs 30
+    python -m bench.search_probe append --segments 5000 --appends 200
 
-`load` migrates and fills the database with SESSIONS sessions, each with a committed and a
-final revision of SEGMENTS/2 segments (1,000,000 segments by default), through bulk ORM inserts
-so the database's own index maintenance (triggers, generated column) does the indexing.
-Marker words occur in a known share of segments, so queries hit 0.1 % to 5 % of them.
-`probe` times search_transcripts() in process and prints p50/p95 per query, plus the plan.
+`info`: the workspace's id and segment count, a fresh API key, and for each query the number of
+the workspace's segments it matches (the frequency the benchmark prints).
+`time`: search_transcripts() in process, per query p50/p99/max in ms (no HTTP).
+`append`: a session with N committed segments (bulk-written), then `appends` single-segment
+appends through services.append_committed_segments (the realtime path, with its event and
+index maintenance), p50/p90/max in ms; the probe workspace is deleted afterwards.
+Each prints one JSON object on its last stdout line.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
-import random
 import statistics
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "connect.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
 os.environ.setdefault("CONNECT_DEVELOPMENT", "1")
 
 import django  # noqa: E402
 
 django.setup()
 
-from django.core.management import call_command  # noqa: E402
-from django.db import connection, transaction  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.utils import timezone  # noqa: E402
 
-from apps.core.ids import new_id  # noqa: E402
-from apps.recordings.models import RevisionKind, Segment, Session, Transcript  # noqa: E402
-from apps.recordings.search import _page_sql, query_terms, search_transcripts  # noqa: E402
+from apps.recordings import services  # noqa: E402
+from apps.recordings.models import Segment  # noqa: E402
+from apps.recordings.search import query_terms, search_transcripts  # noqa: E402
+from apps.tenancy import services as tenancy  # noqa: E402
 from apps.tenancy.models import Workspace  # noqa: E402
 
-SESSIONS = int(os.environ.get("PROBE_SESSIONS", 2000))
-SEGMENTS = int(os.environ.get("PROBE_SEGMENTS", 500))  # per session, split over the two revisions
-MARKERS = {"kubernetes": 0.001, "invoice": 0.005, "roadmap": 0.01, "budget": 0.02, "customer": 0.05}
-QUERIES = ["kubernetes", "invoice", "roadmap", "budget", "budget roadmap", "customer budget", "customer"]
-COMMON = "the a and to of in is it that we you for on this with be are so just".split()
-START = datetime(2025, 1, 1, tzinfo=timezone.utc)
+READ_SCOPES = ["svc:sessions:read", "svc:transcripts:read", "svc:boards:read"]
 
 
-def sentence(rng: random.Random, vocabulary: list[str], weights: list[float]) -> str:
-    words = rng.choices(vocabulary, cum_weights=weights, k=rng.randint(8, 25))
-    for marker, share in MARKERS.items():
-        if rng.random() < share:
-            words.insert(rng.randrange(len(words) + 1), marker)
-    return " ".join(words).capitalize() + "."
-
-
-def load() -> None:
-    call_command("migrate", verbosity=0)
-    rng = random.Random(42)
-    vocabulary = COMMON + [f"w{i}" for i in range(5000)]
-    cumulative, total = [], 0.0
-    for rank in range(1, len(vocabulary) + 1):  # Zipf
-        total += 1 / rank
-        cumulative.append(total)
-    workspace, _ = Workspace.objects.get_or_create(slug="probe", defaults={"name": "Probe"})
-    other, _ = Workspace.objects.get_or_create(slug="probe-other", defaults={"name": "Other"})
-    started = time.monotonic()
-    for i in range(SESSIONS):
-        ws = other if i % 50 == 49 else workspace  # a neighbour tenant with 2 % of the rows
-        at = START + timedelta(minutes=30 * i)
-        with transaction.atomic():
-            session = Session.objects.create(
-                workspace=ws, label=f"Probe {i}", status="completed", started_at=at, ended_at=at,
-                created_at=at, updated_at=at,
-            )
-            rows = []
-            for kind in (RevisionKind.COMMITTED, RevisionKind.FINAL):
-                transcript = Transcript.objects.create(workspace=ws, session=session, revision_kind=kind, created_at=at)
-                for n in range(SEGMENTS // 2):
-                    rows.append(Segment(
-                        id=new_id(), workspace=ws, transcript=transcript, sequence=n, session_committed_index=n,
-                        timestamp_start=n * 3000, timestamp_end=n * 3000 + 2500, speaker_label=f"Speaker {n % 3}",
-                        text=sentence(rng, vocabulary, cumulative), confidence=0.9, created_at=at,
-                    ))
-            Segment.objects.bulk_create(rows, batch_size=1000)
-        if i % 100 == 99:
-            print(f"{i + 1} sessions, {time.monotonic() - started:.0f} s", flush=True)
+def matching_segments(workspace: Workspace, query: str) -> int:
+    """How many of the workspace's segments contain every word of `query` (through the index)."""
+    terms = query_terms(query)
+    if not terms:
+        return 0
     with connection.cursor() as db:
-        db.execute("ANALYZE")
-    print(f"loaded {Segment.objects.count()} segments in {time.monotonic() - started:.0f} s")
+        if connection.vendor == "sqlite":
+            from apps.recordings.search import WORKSPACE_SHIFT, fts5_match
+
+            db.execute("SELECT id FROM recordings_search_workspace WHERE workspace_id = %s", [workspace.id])
+            row = db.fetchone()
+            if row is None:
+                return 0
+            db.execute(
+                "SELECT count(*) FROM recordings_segment_fts WHERE recordings_segment_fts MATCH %s"
+                " AND rowid >= %s AND rowid < %s",
+                [fts5_match(terms), row[0] << WORKSPACE_SHIFT, (row[0] + 1) << WORKSPACE_SHIFT],
+            )
+        else:
+            db.execute(
+                "SELECT count(*) FROM recordings_segment WHERE search_vector @@ connect_search_query(%s, %s)",
+                [workspace.id, " ".join(terms)],
+            )
+        return db.fetchone()[0]
 
 
-def probe(runs: int = 30) -> None:
-    workspace = Workspace.objects.get(slug="probe")
-    print(f"{connection.vendor}: {Segment.objects.count()} segments, {Transcript.objects.count()} transcripts")
-    for query in QUERIES:
+def info(args) -> dict:
+    workspace = Workspace.objects.get(slug=args.workspace)
+    membership = tenancy.add_member(workspace=workspace, email="bench-search@example.invalid")
+    key = tenancy.issue_api_key(membership=membership, scopes=READ_SCOPES, name="bench-search").key
+    queries = json.loads(args.queries)
+    return {
+        "workspace": workspace.id,
+        "segments": Segment.objects.filter(workspace=workspace).count(),
+        "api_key": key,
+        "matches": {q: matching_segments(workspace, q) for q in queries},
+    }
+
+
+def time_queries(args) -> dict:
+    workspace = Workspace.objects.get(slug=args.workspace)
+    out = {}
+    for query in json.loads(args.queries):
         timings = []
-        for _ in range(runs + 3):
+        for _ in range(args.runs + 2):
             started = time.perf_counter()
-            hits, cursor = search_transcripts(workspace=workspace, query=query, limit=20)
+            search_transcripts(workspace=workspace, query=query, limit=20)
             timings.append((time.perf_counter() - started) * 1000)
-        timings = sorted(timings[3:])
-        second = []
-        for _ in range(5):
+        timings = sorted(timings[2:])
+        out[query] = {
+            "p50_ms": statistics.median(timings),
+            "p99_ms": timings[min(len(timings) - 1, int(len(timings) * 0.99))],
+            "max_ms": timings[-1],
+        }
+    return out
+
+
+def append(args) -> dict:
+    workspace, _ = Workspace.objects.get_or_create(slug="append-probe", defaults={"name": "Append probe"})
+    try:
+        start = timezone.now() - timedelta(hours=5)
+        session = services.create_session(workspace=workspace, label="Long recording", at=start)
+        backlog = [
+            services.SegmentInput(timestamp_start=i * 3000, timestamp_end=i * 3000 + 2500,
+                                  text=f"backlog segment {i} about the release and the roadmap", speaker_label="A")
+            for i in range(args.segments)
+        ]  # fmt: skip
+        for i in range(0, len(backlog), 1000):  # the hours already recorded
+            services.append_committed_segments(session=session, segments=backlog[i : i + 1000])
+        timings = []
+        for n in range(args.appends):
+            segment = services.SegmentInput(
+                timestamp_start=(args.segments + n) * 3000, timestamp_end=(args.segments + n) * 3000 + 2500,
+                text=f"live segment {n}: we should ship the release on Friday after the review", speaker_label="B",
+            )  # fmt: skip
             started = time.perf_counter()
-            search_transcripts(workspace=workspace, query=query, limit=20, cursor=cursor)
-            second.append((time.perf_counter() - started) * 1000)
-        print(
-            f"{query!r:22} hits={len(hits):2} p50={statistics.median(timings):7.1f} ms "
-            f"p95={timings[int(len(timings) * 0.95) - 1]:7.1f} ms  page2 p50={statistics.median(second):7.1f} ms",
-            flush=True,
-        )
-    if "--plan" in sys.argv:
-        sql, params = _page_sql(connection.vendor, query_terms("budget"), workspace.id, None, None, 21)
-        with connection.cursor() as db:
-            if connection.vendor == "sqlite":
-                db.execute("EXPLAIN QUERY PLAN " + sql, params)
-                print("\n".join(str(r[-1]) for r in db.fetchall()))
-            else:
-                db.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)
-                print("\n".join(r[0] for r in db.fetchall()))
+            services.append_committed_segments(session=session, segments=[segment])
+            timings.append((time.perf_counter() - started) * 1000)
+        hits, _ = search_transcripts(workspace=workspace, query=f"live segment {args.appends - 1}", limit=5)
+        timings.sort()
+        return {
+            "segments_before": args.segments,
+            "appends": args.appends,
+            "p50_ms": statistics.median(timings),
+            "p90_ms": timings[int(len(timings) * 0.9)],
+            "max_ms": timings[-1],
+            "last_append_found": bool(hits),
+        }
+    finally:
+        workspace.delete()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("info")
+    p.add_argument("--workspace", required=True)
+    p.add_argument("--queries", default="[]")
+    p = sub.add_parser("time")
+    p.add_argument("--workspace", required=True)
+    p.add_argument("--queries", required=True)
+    p.add_argument("--runs", type=int, default=30)
+    p = sub.add_parser("append")
+    p.add_argument("--segments", type=int, default=5000)
+    p.add_argument("--appends", type=int, default=200)
+    args = parser.parse_args()
+    result = {"info": info, "time": time_queries, "append": append}[args.command](args)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":
-    {"load": load, "probe": probe}[sys.argv[1]]()
+    main()

@@ -68,10 +68,12 @@ def flat_transcript(*, workspace: Workspace, session_id: str) -> list[Segment]:
     return list(ordered_segments(transcript)) if transcript else []
 
 
-def session_boards(*, workspace: Workspace, session_id: str) -> list[BoardContent]:
-    """Every version, grouped by board, newest version first."""
+def session_boards(*, workspace: Workspace, session_id: str, with_payload: bool = False) -> list[BoardContent]:
+    """Every version, grouped by board, newest version first. The REST list shows summaries,
+    so the payload is left in the database unless asked for (MCP's list_boards shows it)."""
     session = get_session(workspace=workspace, session_id=session_id)
-    return list(BoardContent.objects.filter(session=session).defer("payload").order_by("board_id", "-version"))
+    boards = BoardContent.objects.filter(session=session).order_by("board_id", "-version")
+    return list(boards if with_payload else boards.defer("payload"))
 
 
 def current_board(*, workspace: Workspace, session_id: str, board_id: str) -> BoardContent:

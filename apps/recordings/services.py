@@ -13,7 +13,11 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from apps.core.timestamps import iso_ms
+from apps.events.models import EventType
+from apps.events.services import record_event
 from apps.recordings.models import BoardContent, BoardStatus, RevisionKind, Segment, Session, SessionStatus, Transcript
+from apps.recordings.representations import flat_segment_repr, session_repr
 from apps.tenancy.models import Workspace
 
 # DESIGN.md §1: recording→processing→completed, recording→completed, recording/processing→failed.
@@ -48,7 +52,7 @@ def create_session(
     at: datetime | None = None,
 ) -> Session:
     now = at or timezone.now()
-    return Session.objects.create(
+    session = Session.objects.create(
         workspace=workspace,
         label=label,
         memo=memo,
@@ -57,6 +61,15 @@ def create_session(
         created_at=now,
         updated_at=now,
     )
+    occurred_at = iso_ms(now)
+    record_event(
+        workspace_id=session.workspace_id,
+        type=EventType.SESSION_CREATED,
+        session_id=session.id,
+        occurred_at=now,
+        data={"sessionId": session.id, "occurredAt": occurred_at, "session": session_repr(session)},
+    )
+    return session
 
 
 @transaction.atomic
@@ -67,9 +80,23 @@ def change_session_status(*, session: Session, status: str, at: datetime | None 
     now = at or timezone.now()
     if session.status == SessionStatus.RECORDING:
         session.ended_at = now
+    previous_status = session.status
     session.status = status
     session.updated_at = now
     session.save(update_fields=["status", "ended_at", "updated_at"])
+    record_event(
+        workspace_id=session.workspace_id,
+        type=EventType.SESSION_STATUS_CHANGED,
+        session_id=session.id,
+        occurred_at=now,
+        data={
+            "sessionId": session.id,
+            "status": session.status,
+            "previousStatus": previous_status,
+            "occurredAt": iso_ms(now),
+            "session": session_repr(session),
+        },
+    )
     return session
 
 
@@ -124,6 +151,15 @@ def append_committed_segments(
     next_idx = 0 if last["idx"] is None else last["idx"] + 1
     rows = _segment_rows(transcript, segments, first_sequence=next_seq, first_commit_index=next_idx, now=now)
     Segment.objects.bulk_create(rows, batch_size=500)
+    occurred_at = iso_ms(now)
+    for row in rows:
+        record_event(
+            workspace_id=session.workspace_id,
+            type=EventType.TRANSCRIPT_SEGMENT_CREATED,
+            session_id=session.id,
+            occurred_at=now,
+            data={"sessionId": session.id, "occurredAt": occurred_at, **flat_segment_repr(row)},
+        )
     return rows
 
 
@@ -174,3 +210,127 @@ def publish_board(
         payload_hash=payload_hash(payload),
         created_at=now,
     )
+
+
+# --- Backfill -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportedBoard:
+    board_id: str
+    payload: Any
+    source_revision_kind: str
+    status: str
+    created_at: datetime
+
+
+@dataclass
+class ImportedSession:
+    """A whole historic session as it ended up: the result of its lifetime of service calls.
+    `committed` holds the realtime segments in commit order, in chunks with their commit time;
+    `boards` every version of every board in publication order (the last of a board is current)."""
+
+    label: str | None
+    memo: str | None
+    status: str
+    started_at: datetime | None
+    ended_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    committed: list[tuple[datetime, list[SegmentInput]]]
+    final: list[SegmentInput] | None = None
+    final_at: datetime | None = None
+    boards: list[ImportedBoard] | None = None
+
+
+_SESSION_COLUMNS = (
+    "id", "workspace_id", "label", "memo", "status", "started_at", "ended_at", "created_at", "updated_at",
+)  # fmt: skip
+_TRANSCRIPT_COLUMNS = ("id", "workspace_id", "session_id", "revision_kind", "created_at")
+_SEGMENT_COLUMNS = (
+    "id", "workspace_id", "transcript_id", "sequence", "session_committed_index", "timestamp_start",
+    "timestamp_end", "speaker_label", "text", "confidence", "created_at",
+)  # fmt: skip
+_BOARD_COLUMNS = (
+    "id", "workspace_id", "session_id", "board_id", "version", "status", "is_current", "source_revision_kind",
+    "payload", "payload_hash", "created_at",
+)  # fmt: skip
+
+
+@transaction.atomic
+def import_sessions(*, workspace: Workspace, sessions: list[ImportedSession]) -> list[str]:
+    """Backfill historic sessions (seed data, imports) in one transaction; returns their ids.
+
+    A bulk path beside the realtime services: rows are built in Python and written with
+    `executemany` (SQLite) or `COPY` (PostgreSQL, for segments), not one ORM round per change.
+    It is a backfill, so it records **no events**: nothing happened live, and subscribers must
+    not receive a replay of history. The database keeps the search index in step as for any
+    write (triggers on SQLite, the generated column on PostgreSQL)."""
+    from django.db import connection
+
+    from apps.core.ids import new_id
+
+    datetime_value = connection.ops.adapt_datetimefield_value
+    ws = workspace.pk
+    session_rows, transcript_rows, segment_rows, board_rows, ids = [], [], [], [], []
+    # Oldest first, so revisions are indexed in the order they were created (search walks the
+    # newest revisions first).
+    for s in sorted(sessions, key=lambda s: s.created_at):
+        session_id = new_id()
+        ids.append(session_id)
+        session_rows.append((
+            session_id, ws, s.label, s.memo, s.status, datetime_value(s.started_at), datetime_value(s.ended_at),
+            datetime_value(s.created_at), datetime_value(s.updated_at),
+        ))  # fmt: skip
+        revisions = []
+        if s.committed:
+            revisions.append((RevisionKind.COMMITTED, s.committed[0][0], s.committed))
+        if s.final is not None:
+            revisions.append((RevisionKind.FINAL, s.final_at, [(s.final_at, s.final)]))
+        for kind, created_at, chunks in revisions:
+            transcript_id = new_id()
+            transcript_rows.append((transcript_id, ws, session_id, kind, datetime_value(created_at)))
+            sequence = 0
+            for at, segments in chunks:
+                at_value = datetime_value(at)
+                for segment in segments:
+                    segment_rows.append((
+                        new_id(), ws, transcript_id, sequence, sequence, segment.timestamp_start,
+                        segment.timestamp_end, segment.speaker_label, segment.text, segment.confidence, at_value,
+                    ))  # fmt: skip
+                    sequence += 1
+        last_version: dict[str, int] = {}
+        for board in s.boards or []:
+            last_version[board.board_id] = last_version.get(board.board_id, 0) + 1
+        versions: dict[str, int] = {}
+        for board in s.boards or []:
+            version = versions[board.board_id] = versions.get(board.board_id, 0) + 1
+            board_rows.append((
+                new_id(), ws, session_id, board.board_id, version, board.status,
+                version == last_version[board.board_id], board.source_revision_kind, json.dumps(board.payload),
+                payload_hash(board.payload), datetime_value(board.created_at),
+            ))  # fmt: skip
+
+    with connection.cursor() as cursor:
+        for table, columns, rows in (
+            (Session._meta.db_table, _SESSION_COLUMNS, session_rows),
+            (Transcript._meta.db_table, _TRANSCRIPT_COLUMNS, transcript_rows),
+            (BoardContent._meta.db_table, _BOARD_COLUMNS, board_rows),
+        ):
+            if rows:
+                placeholders = ", ".join(["%s"] * len(columns))
+                cursor.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders})", rows)
+        if segment_rows and connection.vendor == "postgresql":
+            copy_sql = f"COPY {Segment._meta.db_table} ({', '.join(_SEGMENT_COLUMNS)}) FROM STDIN"
+            with cursor.cursor.copy(copy_sql) as copy:
+                for row in segment_rows:
+                    copy.write_row(row)
+        elif segment_rows:
+            # The sqlite3 module directly: Django's wrapper would rewrite the SQL and check
+            # every parameter tuple of a million-row executemany.
+            placeholders = ", ".join(["?"] * len(_SEGMENT_COLUMNS))
+            cursor.cursor.executemany(
+                f"INSERT INTO {Segment._meta.db_table} ({', '.join(_SEGMENT_COLUMNS)}) VALUES ({placeholders})",
+                segment_rows,
+            )
+    return ids

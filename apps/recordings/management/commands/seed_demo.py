@@ -4,8 +4,10 @@ Idempotent: session number i of a workspace is always generated from the seed an
 only creates the sessions numbered from the workspace's current session count up to N. Running
 it twice changes nothing; running it with a larger N adds the missing sessions.
 
-Everything is written through the recordings services (the one write path, where realtime events
-will be recorded), one transaction per session; segments go in with the services' bulk inserts.
+Each session is planned as it would end up after its life through the recordings services
+(created, segments appended in chunks, status changes, board versions, final revision), and
+written with the services' bulk import (`import_sessions`), BATCH sessions per transaction. The
+bulk import is a backfill: historic demo data records no realtime events.
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connections, transaction
+from django.db import connections
 from django.utils import timezone
 
 from apps.recordings import services as recordings
 from apps.recordings.management import demo_content
 from apps.recordings.models import BoardStatus, RevisionKind, Session, SessionStatus
-from apps.recordings.services import SegmentInput
+from apps.recordings.services import ImportedBoard, ImportedSession, SegmentInput
 from apps.tenancy import services as tenancy
 from apps.tenancy.models import Workspace
 
@@ -34,6 +36,7 @@ DEFAULT_SEED = 20260101
 # Committed segments arrive in realtime; appending them in a few chunks gives them
 # realistic, increasing created_at values without a query per segment.
 COMMITTED_CHUNKS = 5
+BATCH = 25  # sessions per transaction of the bulk import
 PROGRESS_THRESHOLD = 100  # show a progress bar when creating at least this many sessions
 
 STATUS_WEIGHTS = {
@@ -95,15 +98,18 @@ class Command(BaseCommand):
         show_progress = not no_progress and len(todo) >= PROGRESS_THRESHOLD
         now = timezone.now()
         totals = {"segments": 0, "boards": 0}
-        one = partial(seed_session_by_id, ws.pk, seed=seed, segment_count=segments, now=now)
+        one = partial(seed_batch_by_id, ws.pk, seed=seed, segment_count=segments, now=now)
+        batches = [list(todo[i : i + BATCH]) for i in range(0, len(todo), BATCH)]
         if jobs == 1:
-            results = map(one, todo)
+            results = map(one, batches)
         else:
             close_connections_before_fork()
             pool = multiprocessing.get_context("fork").Pool(jobs)
-            results = pool.imap_unordered(one, todo, chunksize=2)
+            results = pool.imap_unordered(one, batches)
+        done = 0
         try:
-            for done, counts in enumerate(results, start=1):
+            for counts in results:
+                done += counts["sessions"]
                 totals["segments"] += counts["segments"]
                 totals["boards"] += counts["boards"]
                 if show_progress:
@@ -171,13 +177,27 @@ def _inputs(specs) -> list[SegmentInput]:
     ]
 
 
-def seed_session_by_id(workspace_id: str, index: int, **kwargs) -> dict[str, int]:
-    return seed_session(Workspace.objects.get(pk=workspace_id), index=index, **kwargs)
+def seed_batch_by_id(workspace_id: str, indexes: list[int], **kwargs) -> dict[str, int]:
+    return seed_batch(Workspace.objects.get(pk=workspace_id), indexes=indexes, **kwargs)
 
 
-@transaction.atomic
-def seed_session(ws: Workspace, *, index: int, seed: int, segment_count: int, now: datetime) -> dict[str, int]:
-    """Create demo session number `index` of `ws`, its transcripts and boards, in one transaction."""
+def seed_batch(ws: Workspace, *, indexes: list[int], seed: int, segment_count: int, now: datetime) -> dict[str, int]:
+    """Create demo sessions number `indexes` of `ws` with the bulk import, in one transaction."""
+    counts = {"sessions": len(indexes), "segments": 0, "boards": 0}
+    sessions = []
+    for index in indexes:
+        session = plan_session(ws, index=index, seed=seed, segment_count=segment_count, now=now)
+        counts["segments"] += sum(len(part) for _, part in session.committed) + len(session.final or [])
+        counts["boards"] += len(session.boards or [])
+        sessions.append(session)
+    recordings.import_sessions(workspace=ws, sessions=sessions)
+    return counts
+
+
+def plan_session(ws: Workspace, *, index: int, seed: int, segment_count: int, now: datetime) -> ImportedSession:
+    """Demo session number `index` of `ws` as it ends up after its life through the services:
+    created recording, committed segments appended in chunks, status changes, board versions,
+    a final revision for completed sessions."""
     rng = random.Random(f"{seed}:{ws.slug}:{index}")
     status = pick_status(rng)
     m = demo_content.meeting(rng, segment_count)
@@ -185,48 +205,49 @@ def seed_session(ws: Workspace, *, index: int, seed: int, segment_count: int, no
     created_at = pick_created_at(rng, status, duration, now)
     ended_at = created_at + duration
 
-    session = recordings.create_session(workspace=ws, label=m.label, memo=m.memo, at=created_at)
+    session = ImportedSession(
+        label=m.label, memo=m.memo, status=SessionStatus.RECORDING, started_at=created_at, ended_at=None,
+        created_at=created_at, updated_at=created_at, committed=[], boards=[],
+    )  # fmt: skip
     chunk = -(-len(m.segments) // COMMITTED_CHUNKS)
     for start in range(0, len(m.segments), chunk):
         part = m.segments[start : start + chunk]
-        recordings.append_committed_segments(
-            session=session, segments=_inputs(part), at=created_at + timedelta(milliseconds=part[-1].end_ms)
-        )
-    counts = {"segments": len(m.segments), "boards": 0}
+        session.committed.append((created_at + timedelta(milliseconds=part[-1].end_ms), _inputs(part)))
     if status == SessionStatus.RECORDING:
-        return counts
+        return session
+
+    def change_status(to: str, at: datetime) -> None:
+        if session.status == SessionStatus.RECORDING:
+            session.ended_at = at
+        session.status, session.updated_at = to, at
 
     def board(board_id: str, source: str, at: datetime, board_status: str = BoardStatus.READY) -> datetime:
         at = min(at, now)  # a recent session's later versions must not be dated in the future
         payload = {} if board_status != BoardStatus.READY else demo_content.board_payload(rng, board_id, m, at.date())
-        recordings.publish_board(
-            session=session, board_id=board_id, payload=payload, source_revision_kind=source, status=board_status, at=at
-        )
-        counts["boards"] += 1
+        session.boards.append(ImportedBoard(board_id, payload, source, board_status, at))
         return at + timedelta(seconds=rng.randint(20, 600))
 
     if status == SessionStatus.FAILED:
         # Some recordings fail while recording, others while being processed.
         if rng.random() < 0.5:
-            recordings.change_session_status(session=session, status=SessionStatus.PROCESSING, at=ended_at)
+            change_status(SessionStatus.PROCESSING, ended_at)
             ended_at += timedelta(minutes=rng.randint(1, 10))
-        recordings.change_session_status(session=session, status=SessionStatus.FAILED, at=ended_at)
-        return counts
+        change_status(SessionStatus.FAILED, ended_at)
+        return session
 
     # The rest is post-processing: a first summary is generated from the committed revision.
     if status == SessionStatus.PROCESSING or rng.random() < 0.8:
-        recordings.change_session_status(session=session, status=SessionStatus.PROCESSING, at=ended_at)
+        change_status(SessionStatus.PROCESSING, ended_at)
     at = ended_at + timedelta(seconds=rng.randint(5, 60))
     if status == SessionStatus.PROCESSING:
         board("summary", RevisionKind.COMMITTED, at, BoardStatus.GENERATING)
-        return counts
+        return session
 
     at = board("summary", RevisionKind.COMMITTED, at)
     final = demo_content.final_revision(rng, m.segments)
     at += timedelta(minutes=rng.randint(2, 15))
-    recordings.change_session_status(session=session, status=SessionStatus.COMPLETED, at=at)
-    recordings.write_final_transcript(session=session, segments=_inputs(final), at=at)
-    counts["segments"] += len(final)
+    change_status(SessionStatus.COMPLETED, at)
+    session.final, session.final_at = _inputs(final), at
     at = board("summary", RevisionKind.FINAL, at + timedelta(seconds=30))
     if rng.random() < 0.3:  # someone asked for a regenerated summary later
         at = board("summary", RevisionKind.FINAL, at + timedelta(hours=rng.randint(1, 30)))
@@ -236,4 +257,4 @@ def seed_session(ws: Workspace, *, index: int, seed: int, segment_count: int, no
             # An occasional failed generation, retried by the next version.
             failed = v < versions - 1 and rng.random() < 0.25
             at = board(board_id, RevisionKind.FINAL, at, BoardStatus.FAILED if failed else BoardStatus.READY)
-    return counts
+    return session

@@ -1,0 +1,340 @@
+"""Search at scale (issue 9): the index keyed by workspace, the bounded candidate set, query
+shapes that must stay bounded, freshness after commit. Small data; timings belong in bench/."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from django.db import connection, connections
+
+from apps.recordings import search, services
+from apps.recordings.models import Transcript
+from apps.recordings.search import _page_sql, _walk_sql, query_terms, segment_score, search_transcripts
+from tests import factories
+
+SEARCH = "/api/v1/transcripts/search"
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
+
+
+def at(minutes: int) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def search_api(api, key, **params):
+    response = api.get(SEARCH, key, **params)
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def hit_sessions(body) -> list[str]:
+    return [item["session"]["id"] for item in body["items"]]
+
+
+def walk(api, key, **params) -> list[str]:
+    """Every transcript id of a query, page by page."""
+    seen, cursor = [], None
+    for _ in range(100):
+        body = search_api(api, key, **params, **({"cursor": cursor} if cursor else {}))
+        seen += [item["transcriptId"] for item in body["items"]]
+        cursor = body["nextCursor"]
+        if cursor is None:
+            return seen
+    raise AssertionError("more pages than hits")
+
+
+# --- Scoring -----------------------------------------------------------------------------
+
+
+def test_segment_score_rewards_frequency_and_short_segments():
+    keys = ["budget"]
+    assert segment_score("budget budget", keys) > segment_score("budget", keys) > 0
+    assert segment_score("budget", keys) > segment_score("the budget among many other words of a long turn", keys)
+    assert segment_score("no match here", keys) == 0
+    # Folded like the index: case and accents do not matter.
+    assert segment_score("BÜDGET", keys) == segment_score("budget", keys)
+    both = segment_score("alpha beta", ["alpha", "beta"])
+    assert both > segment_score("alpha gamma", ["alpha", "beta"])
+
+
+# --- The candidate set -------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_candidate_set(monkeypatch):
+    monkeypatch.setattr(search, "CANDIDATE_REVISIONS", 5)
+    monkeypatch.setattr(search, "CANDIDATE_SEGMENTS", 2)
+
+
+def test_more_matching_revisions_than_candidates_ranks_the_newest(api, acme, alice_key, small_candidate_set):
+    # The strongest match is an old revision outside the candidate set: it is not ranked.
+    factories.session(acme, committed=["budget budget budget"], at=at(-1))
+    sessions = [factories.session(acme, committed=["budget review"], at=at(i)) for i in range(8)]
+    ids = walk(api, alice_key, query="budget", limit=2)
+    newest = {t.id for s in sessions[-5:] for t in Transcript.objects.filter(session=s)}
+    assert set(ids) == newest and len(ids) == 5
+
+
+def test_a_new_strong_match_enters_the_candidates_first(api, acme, alice_key, small_candidate_set):
+    for i in range(8):
+        factories.session(acme, committed=["budget review"], at=at(i))
+    strong = factories.session(acme, committed=["budget budget budget"], at=at(20))
+    body = search_api(api, alice_key, query="budget", limit=1)
+    assert hit_sessions(body) == [strong.id]
+
+
+def test_the_best_of_a_revisions_candidate_segments_is_its_snippet(api, acme, alice_key, small_candidate_set):
+    factories.session(acme, committed=["a long turn that mentions the budget once among many words", "budget budget"])
+    (item,) = search_api(api, alice_key, query="budget")["items"]
+    assert item["snippet"] == "budget budget"
+
+
+def test_revision_kind_filter_walks_past_the_other_kind(api, acme, alice_key, small_candidate_set):
+    finals = []
+    for i in range(6):
+        s = factories.session(acme, committed=["budget draft"], final=["budget final"], at=at(i))
+        finals.append(Transcript.objects.get(session=s, revision_kind="final").id)
+    # Committed revisions are interleaved with final ones in the index; the filter still fills
+    # the candidate set with final revisions only.
+    ids = walk(api, alice_key, query="budget", revisionKind="final", limit=2)
+    assert set(ids) <= set(finals) and len(ids) == 5
+
+
+def test_a_revision_with_many_matches_gives_one_hit(api, acme, alice_key, small_candidate_set):
+    session = factories.session(acme, committed=[f"budget {i}" for i in range(50)], at=at(1))
+    other = factories.session(acme, committed=["budget"], at=at(0))
+    assert sorted(hit_sessions(search_api(api, alice_key, query="budget"))) == sorted([session.id, other.id])
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+@pytest.mark.parametrize("limit", [1, 4, 100])
+def test_postgresql_walk_and_direct_plans_agree(api, acme, alice_key, monkeypatch, limit):
+    for i in range(12):
+        texts = ["budget review"] * (i % 3 + 1) + ["other words", f"budget {i} " * (i % 2 + 1)]
+        factories.session(acme, committed=texts, final=["budget"] if i % 4 == 0 else None, at=at(i))
+    results = {}
+    for walk_first in (False, True):
+        monkeypatch.setattr(search, "_walk_is_cheaper", lambda terms, ws, w=walk_first: w)
+        results[walk_first] = (
+            walk(api, alice_key, query="budget", limit=limit),
+            walk(api, alice_key, query="budget", revisionKind="committed", limit=limit),
+        )
+    assert results[False] == results[True]
+    assert len(results[False][0]) == 15
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_postgresql_walk_is_chosen_for_common_words_only(acme, monkeypatch):
+    monkeypatch.setattr(search, "POSTGRES_COMMON_MATCHES", 10)
+    session = factories.session(acme)
+    texts = [f"budget routine words {i}" for i in range(3000)] + ["rare words"]
+    services.append_committed_segments(session=session, segments=factories.segments(texts))
+    with connection.cursor() as db:
+        db.execute("ANALYZE recordings_segment")
+    assert search._walk_is_cheaper(["budget"], acme.id)
+    assert not search._walk_is_cheaper(["rare"], acme.id)
+
+
+# --- Query shapes that must stay bounded -------------------------------------------------
+
+
+@pytest.fixture
+def meeting(acme):
+    return factories.session(
+        acme,
+        committed=[
+            "the budget review for the quarter",
+            "the the the and the",
+            "supercalifragilisticexpialidocious budget",
+            "Zürich café meeting about the budget",
+        ],
+    )
+
+
+def test_many_words_all_required(api, meeting, alice_key):
+    query = "the budget review for the quarter " + " ".join(f"word{i}" for i in range(60))
+    assert search_api(api, alice_key, query=query)["items"] == []
+    assert hit_sessions(search_api(api, alice_key, query="the budget review for quarter")) == [meeting.id]
+
+
+def test_very_common_words(api, meeting, alice_key):
+    body = search_api(api, alice_key, query="the")
+    assert hit_sessions(body) == [meeting.id]
+    assert body["items"][0]["snippet"] == "the the the and the"
+
+
+def test_long_words(api, meeting, alice_key):
+    assert hit_sessions(search_api(api, alice_key, query="supercalifragilisticexpialidocious")) == [meeting.id]
+    assert search_api(api, alice_key, query="x" * 500)["items"] == []
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "budget " * 71 + "the",  # 500 characters, one word repeated
+        " ".join(["zürich café"] * 41) + " budget",  # 500 characters, accents, few distinct words
+        "a " * 250,  # 250 one-letter words
+        ("budget-" * 72)[:500],  # 500 characters of one word glued by punctuation, cut mid-word
+    ],
+)
+def test_500_character_queries(api, meeting, alice_key, query):
+    assert len(query) <= 500
+    body = search_api(api, alice_key, query=query)
+    terms = {t.casefold() for t in query_terms(query)}
+    if terms <= {"budget", "the"} or terms == {"budget", "zürich", "café"}:
+        assert hit_sessions(body) == [meeting.id]
+    else:
+        assert body["items"] == []
+
+
+def test_query_over_500_characters_is_invalid(api, alice_key):
+    response = api.get(SEARCH, alice_key, query="b" * 501)
+    assert response.status_code == 400 and response.json() == {"error": "invalid_request"}
+
+
+# --- Tenancy: the index is keyed by workspace --------------------------------------------
+
+
+def test_a_busy_workspace_never_crowds_out_another(api, acme, globex, alice_key, bob_key, small_candidate_set):
+    ours = factories.session(acme, committed=["budget review"], at=at(0))
+    for i in range(10):  # newer and stronger matches of another tenant
+        factories.session(globex, committed=["budget budget budget"], at=at(i + 1))
+    assert hit_sessions(search_api(api, alice_key, query="budget")) == [ours.id]
+    assert len(walk(api, bob_key, query="budget")) == 5
+    assert ours.id not in hit_sessions(search_api(api, bob_key, query="budget review"))
+
+
+def test_the_same_words_in_two_workspaces_stay_apart(acme, globex):
+    ours = factories.session(acme, committed=["Quarterly café budget"])
+    theirs = factories.session(globex, committed=["quarterly CAFE budget"])
+    for ws, expected in ((acme, ours), (globex, theirs)):
+        hits, _ = search_transcripts(workspace=ws, query="cafe budget", limit=10)
+        assert [h.session.id for h in hits] == [expected.id]
+
+
+@pytest.mark.skipif("connection.vendor != 'sqlite'")
+def test_sqlite_index_rows_lie_in_their_workspace_range(acme, globex):
+    factories.session(acme, committed=["budget one", "budget two"], final=["budget"])
+    factories.session(globex, committed=["budget three"])
+    with connection.cursor() as db:
+        db.execute("SELECT workspace_id, id FROM recordings_search_workspace")
+        keys = dict(db.fetchall())
+        db.execute("SELECT rowid FROM recordings_segment_fts WHERE recordings_segment_fts MATCH 'budget'")
+        rowids = [r[0] for r in db.fetchall()]
+    ranges = {ws: range(keys[ws] << 44, (keys[ws] + 1) << 44) for ws in (acme.id, globex.id)}
+    assert sum(rowid in ranges[acme.id] for rowid in rowids) == 3
+    assert sum(rowid in ranges[globex.id] for rowid in rowids) == 1
+
+
+@pytest.mark.skipif("connection.vendor != 'sqlite'")
+def test_sqlite_newer_revisions_get_lower_keys_and_keys_are_not_reused(acme):
+    first = factories.session(acme, committed=["budget"], final=["budget"], at=at(0))
+    second = factories.session(acme, committed=["budget"], at=at(1))
+    with connection.cursor() as db:
+        db.execute("SELECT transcript_id, id FROM recordings_segment_search")
+        before = dict(db.fetchall())
+    committed_1, final_1 = (Transcript.objects.get(session=first, revision_kind=k).id for k in ("committed", "final"))
+    committed_2 = Transcript.objects.get(session=second, revision_kind="committed").id
+    assert before[committed_1] > before[final_1] > before[committed_2]
+    services.write_final_transcript(session=first, segments=factories.segments(["budget again"]))
+    with connection.cursor() as db:
+        db.execute("SELECT transcript_id, id FROM recordings_segment_search")
+        after = dict(db.fetchall())
+    final_2 = Transcript.objects.get(session=first, revision_kind="final").id
+    assert final_1 not in after and after[final_2] < min(before.values())
+
+
+def test_query_plan_is_keyed_by_workspace(acme, globex):
+    """The candidate query reads the workspace's part of the index only: SQLite seeks the
+    workspace's rowid range; PostgreSQL looks up lexemes prefixed with the workspace id."""
+    session = factories.session(acme)
+    texts = [f"routine words number {i}" for i in range(3000)] + ["budget review"] * 3
+    services.append_committed_segments(session=session, segments=factories.segments(texts))
+    factories.session(globex, committed=["budget review"])
+    sql, params = _page_sql(connection.vendor, ["budget", "review"], acme.id, None, None, 4)
+    with connection.cursor() as db:
+        if connection.vendor == "sqlite":
+            db.execute("EXPLAIN QUERY PLAN " + sql, params)
+            plan = "\n".join(str(row[-1]) for row in db.fetchall())
+            # FTS5's plan names the constraints it consumed: the MATCH (M) and both rowid bounds
+            # (> and <), i.e. a seek into the workspace's range, not a filter after the scan.
+            fts_line = next(line for line in plan.splitlines() if line.startswith("SCAN f VIRTUAL TABLE INDEX"))
+            assert ":M" in fts_line and fts_line.endswith("><"), plan
+            assert "SCAN k" not in plan and "recordings_segment " not in plan, plan
+            db.execute(sql, params)
+            rows = db.fetchall()
+            assert {r[1] for r in rows} == {Transcript.objects.get(session=session).id}
+        else:
+            db.execute("ANALYZE")
+            db.execute("SET LOCAL enable_seqscan = off")  # a few thousand rows: see the test above
+            db.execute("EXPLAIN " + sql, params)
+            plan = "\n".join(row[0] for row in db.fetchall())
+            assert "Bitmap Index Scan on recordings_segment_search_vector" in plan, plan
+            assert f"'{acme.id}:budget'" in plan and f"'{acme.id}:review'" in plan, plan
+            assert "Seq Scan on recordings_segment " not in plan, plan
+            # The walk for common words, as search runs it (enable_sort off): revisions newest
+            # first by their index, each probed in (transcript_id, sequence) order.
+            db.execute("SET LOCAL enable_sort = off")
+            walk_sql, walk_params = _walk_sql(["budget"], acme.id, None, None, 100)
+            db.execute("EXPLAIN " + walk_sql, walk_params)
+            walk_plan = "\n".join(row[0] for row in db.fetchall())
+            assert "recordings_transcript_ws_newest" in walk_plan, walk_plan
+            assert "segment_unique_sequence" in walk_plan, walk_plan
+
+
+# --- Freshness ---------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_committed_segment_is_found_by_the_next_search_from_another_connection():
+    ws = factories.workspace("initech")
+    session = factories.session(ws, committed=["opening words"])
+    found = []
+
+    def search_elsewhere() -> None:
+        try:
+            hits, _ = search_transcripts(workspace=ws, query="zeppelin", limit=10)
+            found.append([h.session.id for h in hits])
+        finally:
+            connections.close_all()
+
+    services.append_committed_segments(session=session, segments=factories.segments(["a zeppelin overhead"]))
+    thread = threading.Thread(target=search_elsewhere)
+    thread.start()
+    thread.join(30)
+    assert found == [[session.id]]
+    # And appending does not disturb what is already indexed.
+    hits, _ = search_transcripts(workspace=ws, query="opening", limit=10)
+    assert [h.session.id for h in hits] == [session.id]
+
+
+@pytest.fixture
+def common_words_window(monkeypatch):
+    """Every word counts as common (COMMON_SHARE 0) and the window is 3 revisions."""
+    monkeypatch.setattr(search, "COMMON_SHARE", 0.0)
+    monkeypatch.setattr(search, "COMMON_QUERY_REVISIONS", 3)
+    monkeypatch.setattr(search, "SAMPLE_REVISIONS", 2)
+    if connection.vendor == "postgresql":  # the planner's statistics decide there; tested above
+        monkeypatch.setattr(search, "_all_words_common", lambda terms, ws: len(terms) > 1)
+
+
+def test_several_common_words_search_the_newest_revisions_only(api, acme, alice_key, common_words_window):
+    old = factories.session(acme, committed=["alpha beta together", "alpha", "beta"], at=at(0))
+    for i in range(1, 6):
+        factories.session(acme, committed=["alpha alone", "beta alone"], at=at(i))
+    newest = factories.session(acme, committed=["alpha beta again"], at=at(9))
+    assert hit_sessions(search_api(api, alice_key, query="alpha beta")) == [newest.id]
+    # One word is never windowed: the walk seeks it through the whole workspace.
+    assert old.id in hit_sessions(search_api(api, alice_key, query="alpha", limit=100))
+
+
+@pytest.mark.skipif("connection.vendor != 'sqlite'")
+def test_sqlite_workspace_keys_are_spent_once_per_workspace(acme, globex):
+    factories.session(acme, committed=[f"budget {i}" for i in range(40)], final=["budget"] * 10)
+    factories.session(acme, committed=["more budget"] * 5)
+    factories.session(globex, committed=["budget"])
+    with connection.cursor() as db:
+        db.execute("SELECT workspace_id, id FROM recordings_search_workspace")
+        keys = dict(db.fetchall())
+    assert keys[globex.id] == keys[acme.id] + 1
