@@ -180,7 +180,6 @@ def test_invalid_filters(servers, acme, alice_key, raw):
 def test_filter_cost_exceeded_reports_cost_budget_and_entries(servers, acme, alice_key):
     a, _ = servers
     entries = [{"type": "transcript.segment.created", "sessionId": f"s{i}"} for i in range(10)]
-    assert _get(a, alice_key, filters=json.dumps(entries)).status_code == 200 or True  # 10 entries fit (closed below)
     entries.append({"type": "session.created"})
     response = _get(a, alice_key, filters=json.dumps(entries))
     assert response.status_code == 400
