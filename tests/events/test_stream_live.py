@@ -323,7 +323,9 @@ def test_slow_reader_is_disconnected_while_a_fast_one_keeps_receiving(servers, r
     total = 240  # ~10 MB: more than loopback's socket buffers hold for the slow reader
     for start in range(0, total, 20):
         recordings.append_committed_segments(session=session, segments=factories.segments([text] * 20))
-    fast.wait_events(total, timeout=60)
+        # The fast reader keeps up (fewer than 40 waiting), however slow this machine is today;
+        # the slow one falls further behind with every batch.
+        fast.wait_events(start + 20, timeout=60)
     assert [e.json["data"]["sequence"] for e in fast.events] == list(range(total))
     wait_until(lambda: a.stats()["streams"] == 1, what="the slow stream to be dropped")
     # The server cut the slow client off: draining its socket ends in EOF or a reset.
