@@ -6,7 +6,7 @@ in the issue, that does not scale past a few hundred streams).
   routing header plus the ready SSE frame, published after commit by whichever process
   committed (fanout.announce_committed). Embedded (no Redis): a follower that reads the outbox
   by id (see `_poll`), woken at once by commits made in this process.
-- All database work of the hub (follower, slot leases, batched credential checks, purge,
+- All database work of the hub (follower, slot leases, batched credential checks,
   and each connect's authentication, slot and resume) runs on the hub's own two threads, not
   on `database_sync_to_async`'s shared thread and never once per event per stream.
 - Each stream owns a bounded deque. A stream whose deque is full (its client does not read
@@ -47,7 +47,6 @@ logger = logging.getLogger("connect.events")
 # recording its event, or a machine clock that far off, is missed live (resume still has it).
 FOLLOW_POLL_SECONDS = 0.1
 FOLLOW_WINDOW_SECONDS = 10
-PURGE_EVERY_SECONDS = 3600
 RESUME_MAX_EVENTS = 5000
 
 _CROCKFORD = {c: i for i, c in enumerate("0123456789abcdefghjkmnpqrstvwxyz")}
@@ -225,7 +224,6 @@ class Hub:
         check_every = max(0.25, heartbeat / 2)
         next_ping = next_check = time.monotonic()
         next_lease = time.monotonic() + slots.LEASE_RENEW_SECONDS
-        next_purge = time.monotonic() + 60
         while True:
             await asyncio.sleep(min(check_every, heartbeat))
             now = time.monotonic()
@@ -241,11 +239,6 @@ class Hub:
                 if now >= next_lease:
                     next_lease = now + slots.LEASE_RENEW_SECONDS
                     await self.run_db(slots.renew_leases, process=self.process)
-                if now >= next_purge:
-                    next_purge = now + PURGE_EVERY_SECONDS
-                    from apps.events.services import purge_events
-
-                    await self.run_db(purge_events)
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - keep maintaining; log and retry next tick

@@ -1,5 +1,5 @@
-"""`purge_events`: delete outbox events past their retention (also run hourly by every server
-process's event hub, apps/events/hub.py)."""
+"""`purge_events`: delete outbox events past their retention (also run hourly by the task
+cluster: the `connect.events.purge` schedule, apps/events/apps.py)."""
 
 from __future__ import annotations
 
