@@ -131,6 +131,9 @@ class Hub:
         self.stream_count = 0
         self._carrier: asyncio.Future | None = None
         self._maintenance: asyncio.Task | None = None
+        # The carrier's own task. The event loop keeps only weak references to tasks: without
+        # this one a subscription waiting on a quiet Redis is garbage-collected mid-await.
+        self._carrier_task: asyncio.Task | None = None
         self._poke = asyncio.Event()
         self._seen: set[str] = set()
         self.delivered_frames = 0
@@ -156,11 +159,11 @@ class Hub:
             client = aioredis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=5)
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             await pubsub.subscribe(fanout.redis_channel())
-            asyncio.ensure_future(self._carry_redis(client, pubsub))
+            self._carrier_task = asyncio.ensure_future(self._carry_redis(client, pubsub))
         else:
             self._seen = set(await self.run_db(selectors.event_ids_from, id_floor(self._now_ms() - FOLLOW_WINDOW_SECONDS * 1000)))
             fanout.local_wakeups.append(self._wake_from_any_thread)
-            asyncio.ensure_future(self._follow())
+            self._carrier_task = asyncio.ensure_future(self._follow())
 
     async def _carry_redis(self, client, pubsub) -> None:
         try:
