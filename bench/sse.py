@@ -1,0 +1,663 @@
+"""SSE benchmark: 1,000 concurrent `GET /api/v1/events/stream` readers while a separate producer
+process commits 50 events/s for 60 s through the services (apps/recordings/services.py:
+`append_committed_segments`, one segment per transaction), and in the same run the same load
+through nchan (nginx + libnginx-mod-nchan on loopback, EventSource subscribers, its HTTP
+publish endpoint) as the fan-out reference.
+
+    apt-get install -y nginx libnginx-mod-nchan      # the reference; the system nginx is not touched
+    .venv/bin/python bench/sse.py                                  # both setups, 1,000 streams, 50/s, 60 s
+    .venv/bin/python bench/sse.py --setups embedded --quick        # a 10 s smoke run with 200 streams
+
+Setups: `embedded` (SQLite in a temporary directory, no Redis, `serve --workers 1`) and
+`production` (PostgreSQL `--postgres-db`, Redis db `--redis-db`, `serve --workers 2`).
+
+Measured per target, over the load window:
+- delivered/expected per stream: every event committed while the stream was connected must
+  arrive exactly once (missed and duplicates are counted per stream);
+- commit-to-receipt latency p50/p99/max: the producer stamps each event with the wall time at
+  which its transaction committed (a `transaction.on_commit` hook registered before the
+  service call runs first); readers stamp the wall time at which the frame's last byte was
+  read. For nchan the stamp is taken just before the publish POST is sent;
+- server CPU (utime+stime of the daphne / nginx processes, /proc/<pid>/stat) and peak RSS
+  (VmHWM, /proc/<pid>/status), and the readers' own CPU so a saturated reader shows.
+
+Readers are `--readers` processes of asyncio Protocols on raw sockets (no per-event parsing
+beyond a regex for the event's marker `bench#<n>#`, which the producer writes into the
+segment text / the nchan message).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from array import array
+from pathlib import Path
+from urllib.parse import quote
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.rest import ROOT, free_port, log  # noqa: E402
+
+STREAM = "/api/v1/events/stream"
+MARK = re.compile(rb"bench#(\d+)#")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+NCHAN_MODULE = "/usr/lib/nginx/modules/ngx_nchan_module.so"
+# Padding so an nchan message is about as large as Connect's transcript.segment.created frame.
+FILLER = "Let's start with the roadmap for next quarter; the onboarding flow is the first thing to fix."
+
+
+def raise_nofile() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else 65536
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
+# --- /proc ------------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14 and 15)
+
+
+def status_kb(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def children_of(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+class Meter:
+    """CPU seconds and peak RSS of a fixed set of processes between start() and stop()."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+
+    def start(self) -> None:
+        self.t0 = time.monotonic()
+        self.cpu0 = {pid: cpu_seconds(pid) for pid in self.pids}
+
+    def stop(self) -> dict:
+        wall = time.monotonic() - self.t0
+        cpu = sum(cpu_seconds(pid) - self.cpu0[pid] for pid in self.pids)
+        return {
+            "cpu_s": round(cpu, 2),
+            "cpu_pct": round(100 * cpu / wall, 1),
+            "rss_peak_mb": round(sum(status_kb(pid, "VmHWM") for pid in self.pids) / 1024, 1),
+            "rss_mb": round(sum(status_kb(pid, "VmRSS") for pid in self.pids) / 1024, 1),
+            "processes": len(self.pids),
+        }
+
+
+# --- reader process (`_read`) -----------------------------------------------------------------
+
+
+def run_reader(args: argparse.Namespace) -> int:
+    """Hold `--count` streams; on stdin `mark` start the CPU window, on `stop` write results."""
+    import asyncio
+
+    raise_nofile()
+    request = (
+        f"GET {args.path} HTTP/1.1\r\nHost: 127.0.0.1:{args.port}\r\nAccept: text/event-stream\r\n"
+        + (f"Authorization: Bearer {args.key}\r\n" if args.key else "")
+        + "\r\n"
+    ).encode()
+    size = args.max_seq
+    connected_at = [0.0] * args.count
+    closed_at = [0.0] * args.count
+    status = [0] * args.count
+    received = [array("d", bytes(8 * size)) for _ in range(args.count)]
+    duplicates = [0] * args.count
+
+    class Client(asyncio.Protocol):
+        def __init__(self, i: int, ready: asyncio.Future) -> None:
+            self.i, self.ready, self.head, self.tail = i, ready, b"", b""
+
+        def connection_made(self, transport) -> None:
+            self.transport = transport
+            transport.write(request)
+
+        def data_received(self, data: bytes) -> None:
+            now = time.time()
+            if not connected_at[self.i]:
+                self.head += data
+                end = self.head.find(b"\r\n\r\n")
+                if end < 0:
+                    return
+                status[self.i] = int(self.head.split(b" ", 2)[1])
+                data, self.head = self.head[end + 4 :], b""
+                connected_at[self.i] = now
+                if not self.ready.done():
+                    self.ready.set_result(status[self.i])
+                if status[self.i] != 200:
+                    self.transport.close()
+                    return
+            data = self.tail + data
+            cut = data.rfind(b"\n\n")
+            if cut < 0:
+                self.tail = data
+                return
+            self.tail = data[cut + 2 :]
+            mine = received[self.i]
+            for match in MARK.finditer(data, 0, cut):
+                seq = int(match.group(1))
+                if seq < size:
+                    if mine[seq]:
+                        duplicates[self.i] += 1
+                    else:
+                        mine[seq] = now
+
+        def connection_lost(self, exc) -> None:
+            closed_at[self.i] = time.time()
+            if not self.ready.done():
+                self.ready.set_result(-1)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        commands: asyncio.Queue = asyncio.Queue()
+
+        def stdin_lines() -> None:
+            for line in sys.stdin:
+                loop.call_soon_threadsafe(commands.put_nowait, line.strip())
+            loop.call_soon_threadsafe(commands.put_nowait, "stop")
+
+        threading.Thread(target=stdin_lines, daemon=True).start()
+        gate = asyncio.Semaphore(args.ramp)
+        transports = []
+
+        async def open_one(i: int) -> None:
+            async with gate:
+                ready = loop.create_future()
+                try:
+                    transport, _ = await loop.create_connection(lambda: Client(i, ready), "127.0.0.1", args.port)
+                    transports.append(transport)
+                    await asyncio.wait_for(ready, 120)
+                except (OSError, asyncio.TimeoutError):
+                    status[i] = status[i] or -1
+
+        t0 = time.monotonic()
+        await asyncio.gather(*(open_one(i) for i in range(args.count)))
+        ok = sum(1 for s in status if s == 200)
+        print(json.dumps({"ready": ok, "of": args.count, "seconds": round(time.monotonic() - t0, 2),
+                          "statuses": sorted({s for s in status})}), flush=True)
+        cpu_mark = wall_mark = None
+        while True:
+            command = await commands.get()
+            if command == "mark":
+                cpu_mark, wall_mark = sum(os.times()[:2]), time.monotonic()
+            elif command.startswith("stop"):
+                break
+        cpu = sum(os.times()[:2]) - (cpu_mark or 0)
+        wall = time.monotonic() - (wall_mark or t0)
+        for transport in transports:
+            transport.abort()
+        commits = {int(k): v for k, v in json.loads(Path(args.commits).read_text()).items()}
+        latencies = array("f")
+        streams = []
+        for i in range(args.count):
+            start, end = connected_at[i], closed_at[i] or float("inf")
+            expected = [seq for seq, t in commits.items() if status[i] == 200 and start <= t <= end]
+            mine = received[i]
+            got = 0
+            for seq in expected:
+                if mine[seq]:
+                    got += 1
+                    latencies.append(mine[seq] - commits[seq])
+            extra = sum(1 for seq in range(size) if mine[seq] and seq not in commits)
+            streams.append({"status": status[i], "expected": len(expected), "delivered": got,
+                            "closed_early": bool(closed_at[i]), "duplicates": duplicates[i], "unknown": extra})
+        Path(args.out + ".lat").write_bytes(latencies.tobytes())
+        Path(args.out).write_text(json.dumps({"streams": streams, "cpu_s": cpu, "wall_s": wall}))
+
+    asyncio.run(main())
+    return 0
+
+
+# --- producers (`_produce`, `_publish`) -------------------------------------------------------
+
+
+def paced(rate: float, duration: float):
+    total = int(rate * duration)
+    t0 = time.monotonic() + 0.2
+    for seq in range(total):
+        delay = t0 + seq / rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        yield seq
+
+
+def run_producer(args: argparse.Namespace) -> int:
+    """Create `--sessions` sessions, print their ids, wait for `go` on stdin, then commit one
+    segment per transaction at `--rate` for `--duration`; write {seq: commit wall time}."""
+    import django
+
+    django.setup()
+    from django.db import transaction
+
+    from apps.recordings import services
+    from apps.recordings.services import SegmentInput
+    from apps.tenancy.models import Workspace
+
+    workspace = Workspace.objects.get(slug=args.slug)
+    sessions = [services.create_session(workspace=workspace, label=f"SSE bench {n}") for n in range(args.sessions)]
+    print(json.dumps({"sessions": [s.id for s in sessions]}), flush=True)
+    if sys.stdin.readline().strip() != "go":
+        return 1
+    commits: dict[int, float] = {}
+    started = time.monotonic()
+    for seq in paced(args.rate, args.duration):
+        session = sessions[seq % len(sessions)]
+        n = seq // len(sessions)
+        stamp: list[float] = []
+        with transaction.atomic():
+            transaction.on_commit(lambda: stamp.append(time.time()))
+            services.append_committed_segments(
+                session=session,
+                segments=[SegmentInput(n * 4000, n * 4000 + 3500, f"bench#{seq}# {FILLER}", "Speaker 1", 0.93)],
+            )
+        commits[seq] = stamp[0]
+    elapsed = time.monotonic() - started
+    Path(args.out).write_text(json.dumps(commits))
+    print(json.dumps({"events": len(commits), "seconds": round(elapsed, 2)}), flush=True)
+    return 0
+
+
+def run_publisher(args: argparse.Namespace) -> int:
+    """nchan: POST one message per event to the publish endpoint at `--rate` for `--duration`."""
+    import httpx
+
+    if sys.stdin.readline().strip() != "go":
+        return 1
+    commits: dict[int, float] = {}
+    started = time.monotonic()
+    failures = 0
+    with httpx.Client(base_url=f"http://127.0.0.1:{args.port}", timeout=10) as client:
+        for seq in paced(args.rate, args.duration):
+            body = json.dumps({"type": "transcript.segment.created", "sessionId": "ses_bench",
+                               "data": {"sequence": seq, "text": f"bench#{seq}# {FILLER}", "pad": "x" * 180}})
+            t = time.time()
+            response = client.post("/pub", content=body)
+            if response.status_code in (200, 201, 202):
+                commits[seq] = t
+            else:
+                failures += 1
+    Path(args.out).write_text(json.dumps(commits))
+    print(json.dumps({"events": len(commits), "failures": failures,
+                      "seconds": round(time.monotonic() - started, 2)}), flush=True)
+    return 0
+
+
+# --- orchestration ----------------------------------------------------------------------------
+
+
+def manage(env: dict, *args: str) -> str:
+    out = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, text=True, capture_output=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{out.stderr[-2000:]}")
+    return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+
+
+def setup_env(name: str, args: argparse.Namespace, tmp: Path) -> tuple[dict, int]:
+    env = dict(os.environ)
+    env.update(CONNECT_DEVELOPMENT="1", DJANGO_SETTINGS_MODULE="connect.settings", LOG_LEVEL="WARNING",
+               PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1",
+               CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE=str(args.streams + 100), CONNECT_SSE_STATS="1")
+    env.pop("REDIS_URL", None)
+    if name == "embedded":
+        env["DATABASE_URL"] = f"sqlite:///{tmp / 'sse-bench.sqlite3'}"
+        return env, 1
+    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-c", f"CREATE DATABASE {args.postgres_db}"],
+                   capture_output=True)
+    env["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{args.postgres_db}"
+    env["REDIS_URL"] = f"redis://127.0.0.1:6379/{args.redis_db}"
+    return env, 2
+
+
+def prepare(env: dict) -> tuple[str, str]:
+    slug = f"sse-{time.strftime('%H%M%S')}-{os.getpid()}"
+    manage(env, "migrate", "-v0")
+    manage(env, "create_workspace", slug)
+    manage(env, "add_member", slug, f"bench-sse@{slug}.test")
+    key = manage(env, "issue_api_key", slug, "--member", f"bench-sse@{slug}.test", "--scopes",
+                 "svc:sessions:read,svc:transcripts:read", "--name", "bench-sse")
+    return slug, key
+
+
+def wait_http(url: str, process: subprocess.Popen, what: str) -> None:
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(url, timeout=2)
+            return
+        except httpx.TransportError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start") from None
+            time.sleep(0.3)
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def start_readers(args: argparse.Namespace, port: int, path: str, key: str, tmp: Path, label: str) -> list:
+    readers = []
+    share = [args.streams // args.readers + (1 if i < args.streams % args.readers else 0) for i in range(args.readers)]
+    for i, count in enumerate(share):
+        out = tmp / f"{label}-reader{i}.json"
+        command = [sys.executable, __file__, "_read", "--port", str(port), "--path", path, "--count", str(count),
+                   "--max-seq", str(int(args.rate * args.duration)), "--out", str(out), "--commits",
+                   str(tmp / f"{label}-commits.json"), "--ramp", str(args.ramp)]
+        if key:
+            command += ["--key", key]
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        readers.append((process, out))
+    for process, _ in readers:
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{label}: a reader exited before its streams were open")
+        ready = json.loads(line)
+        log(f"{label}: reader {process.pid} holds {ready['ready']}/{ready['of']} streams "
+            f"(opened in {ready['seconds']} s, statuses {ready['statuses']})")
+    return readers
+
+
+def tell(readers: list, command: str) -> None:
+    for process, _ in readers:
+        process.stdin.write(command + "\n")
+        process.stdin.flush()
+
+
+def collect(readers: list, producer_out: dict) -> dict:
+    tell(readers, "stop")
+    streams, latencies, reader_cpu, reader_wall = [], array("f"), 0.0, 0.0
+    for process, out in readers:
+        process.wait(timeout=300)
+        result = json.loads(out.read_text())
+        streams += result["streams"]
+        reader_cpu += result["cpu_s"]
+        reader_wall = max(reader_wall, result["wall_s"])
+        latencies.frombytes(Path(str(out) + ".lat").read_bytes())
+    ordered = sorted(latencies)
+
+    def pct(p: float) -> float:
+        return round(1000 * ordered[min(len(ordered) - 1, int(p * len(ordered)))], 1) if ordered else float("nan")
+
+    connected = [s for s in streams if s["status"] == 200]
+    missed_per_stream = [s["expected"] - s["delivered"] for s in connected]
+    return {
+        "streams_open": len(connected),
+        "streams_failed": len(streams) - len(connected),
+        "closed_early": sum(1 for s in connected if s["closed_early"]),
+        "events": producer_out.get("events"),
+        "producer_seconds": producer_out.get("seconds"),
+        "expected": sum(s["expected"] for s in connected),
+        "delivered": sum(s["delivered"] for s in connected),
+        "missed": sum(missed_per_stream),
+        "streams_missing": sum(1 for m in missed_per_stream if m),
+        "duplicates": sum(s["duplicates"] for s in connected),
+        "unknown": sum(s["unknown"] for s in connected),
+        "p50_ms": pct(0.50),
+        "p99_ms": pct(0.99),
+        "max_ms": round(1000 * ordered[-1], 1) if ordered else float("nan"),
+        "reader_cpu_pct": round(100 * reader_cpu / reader_wall, 1) if reader_wall else None,
+    }
+
+
+def load(args: argparse.Namespace, label: str, readers: list, producer: subprocess.Popen, meter: Meter,
+         stats_url: str | None = None) -> dict:
+    import httpx
+
+    tell(readers, "mark")
+    meter.start()
+    producer.stdin.write("go\n")
+    producer.stdin.flush()
+    line = producer.stdout.readline()
+    producer.wait(timeout=120)
+    if not line:
+        raise RuntimeError(f"{label}: the producer failed")
+    out = json.loads(line)
+    time.sleep(args.grace)  # let the last events arrive
+    server = meter.stop()
+    queued = None
+    if stats_url:
+        queued = [httpx.get(stats_url, timeout=5).json() for _ in range(4)]
+    result = collect(readers, out)
+    result.update({"target": label, "server": server, "hub_stats": queued, "publish_failures": out.get("failures")})
+    log(f"{label}: {result['delivered']}/{result['expected']} delivered, missed {result['missed']}, "
+        f"p50 {result['p50_ms']} ms p99 {result['p99_ms']} ms, server CPU {server['cpu_pct']}% "
+        f"RSS peak {server['rss_peak_mb']} MB, readers CPU {result['reader_cpu_pct']}%")
+    return result
+
+
+def bench_connect(name: str, args: argparse.Namespace, tmp: Path) -> dict:
+    env, workers = setup_env(name, args, tmp)
+    if name == "production":
+        subprocess.run(["redis-cli", "-n", str(args.redis_db), "flushdb"], capture_output=True)
+    slug, key = prepare(env)
+    port = free_port()
+    label = f"connect-{name}"
+    server_log = open(tmp / f"{label}-server.log", "w")
+    server = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--workers", str(workers)],
+                              cwd=ROOT, env=env, stdout=server_log, stderr=subprocess.STDOUT, start_new_session=True)
+    producer = readers = None
+    try:
+        stats_url = f"http://127.0.0.1:{port}/api/v1/events/_stats"
+        wait_http(stats_url, server, "connect")
+        time.sleep(1)
+        daphnes = [pid for pid in children_of(server.pid) if "daphne" in cmdline(pid)]
+        assert len(daphnes) == workers, (daphnes, workers)
+        producer = subprocess.Popen(
+            [sys.executable, __file__, "_produce", "--slug", slug, "--sessions", str(args.sessions), "--rate",
+             str(args.rate), "--duration", str(args.duration), "--out", str(tmp / f"{label}-commits.json")],
+            cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        sessions = json.loads(producer.stdout.readline())["sessions"]
+        filters = json.dumps([{"type": "transcript.segment.created", "sessionId": s} for s in sessions])
+        path = f"{STREAM}?filters={quote(filters)}"
+        readers = start_readers(args, port, path, key, tmp, label)
+        stats = [httpx_get_json(stats_url) for _ in range(4)]
+        log(f"{label}: hub stats {stats}")
+        result = load(args, label, readers, producer, Meter(daphnes), stats_url)
+        result["workers"] = workers
+        return result
+    finally:
+        for process in [producer] + [r[0] for r in readers or []]:
+            if process is not None:
+                stop(process)
+        stop(server)
+        server_log.close()
+
+
+def httpx_get_json(url: str) -> dict:
+    import httpx
+
+    return httpx.get(url, timeout=5).json()
+
+
+NGINX_CONF = """
+load_module {module};
+worker_processes {workers};
+daemon off;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+worker_rlimit_nofile 16384;
+events {{ worker_connections 8192; }}
+http {{
+    access_log off;
+    client_body_temp_path {prefix}/body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        location = /pub {{ nchan_publisher; nchan_channel_id bench; nchan_message_buffer_length 100; }}
+        location = /sub {{ nchan_subscriber eventsource; nchan_channel_id bench;
+                           nchan_subscriber_first_message newest; }}
+    }}
+}}
+"""
+
+
+def bench_nchan(name: str, workers: int, args: argparse.Namespace, tmp: Path) -> dict:
+    if not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()) or not Path(NCHAN_MODULE).exists():
+        raise RuntimeError("nchan is not installed: apt-get install -y nginx libnginx-mod-nchan")
+    prefix = tmp / f"nginx-{name}"
+    prefix.mkdir()
+    port = free_port()
+    conf = prefix / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(module=NCHAN_MODULE, workers=workers, prefix=prefix, port=port))
+    label = f"nchan-{name}"
+    nginx = subprocess.Popen([shutil.which("nginx") or "/usr/sbin/nginx", "-c", str(conf), "-p", str(prefix)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    publisher = readers = None
+    try:
+        wait_http(f"http://127.0.0.1:{port}/nothing", nginx, "nginx")
+        time.sleep(0.5)
+        pids = [nginx.pid] + children_of(nginx.pid)
+        publisher = subprocess.Popen(
+            [sys.executable, __file__, "_publish", "--port", str(port), "--rate", str(args.rate), "--duration",
+             str(args.duration), "--out", str(tmp / f"{label}-commits.json")],
+            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        readers = start_readers(args, port, "/sub", "", tmp, label)
+        result = load(args, label, readers, publisher, Meter(pids))
+        result["workers"] = workers
+        return result
+    finally:
+        for process in [publisher] + [r[0] for r in readers or []]:
+            if process is not None:
+                stop(process)
+        stop(nginx)
+
+
+def verdict(row: dict) -> str:
+    misses = row["missed"] == 0 and row["streams_failed"] == 0
+    p99 = row["p99_ms"] <= 250
+    rss = row["server"]["rss_peak_mb"] <= 300
+    return ", ".join([f"missed 0: {'yes' if misses else 'NO'}", f"p99 ≤ 250 ms: {'yes' if p99 else 'NO'}",
+                      f"RSS ≤ 300 MB: {'yes' if rss else 'NO'}"])
+
+
+def markdown(results: list[dict], meta: dict) -> str:
+    lines = [
+        f"Run {meta['started']} UTC; {meta['streams']} streams, {meta['rate']} events/s for {meta['duration']} s, "
+        f"{meta['readers']} reader processes; load average before {meta['loadavg_before']}, "
+        f"after {meta['loadavg_after']}.",
+        "",
+        "| setup | target | processes | streams open | delivered / expected | missed | dup | p50 ms | p99 ms | "
+        "max ms | server CPU % | server peak RSS MB | readers CPU % |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        s = r["server"]
+        lines.append(
+            f"| {r['setup']} | {r['target'].split('-')[0]} | {r['workers']} | {r['streams_open']} | "
+            f"{r['delivered']} / {r['expected']} | {r['missed']} | {r['duplicates']} | {r['p50_ms']} | "
+            f"{r['p99_ms']} | {r['max_ms']} | {s['cpu_pct']} | {s['rss_peak_mb']} | {r['reader_cpu_pct']} |")
+    lines.append("")
+    for setup in dict.fromkeys(r["setup"] for r in results):
+        ours = next((r for r in results if r["setup"] == setup and r["target"].startswith("connect")), None)
+        ref = next((r for r in results if r["setup"] == setup and r["target"].startswith("nchan")), None)
+        if ours:
+            lines.append(f"- {setup}: {verdict(ours)}.")
+        if ours and ref:
+            lines.append(f"  Ratio to nchan: p99 {ours['p99_ms'] / ref['p99_ms']:.1f}×, "
+                         f"CPU {ours['server']['cpu_pct'] / max(ref['server']['cpu_pct'], 0.1):.1f}×.")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1].startswith("_"):
+        sub = argparse.ArgumentParser()
+        sub.add_argument("mode")
+        for option in ("--port", "--count", "--max-seq", "--sessions", "--ramp"):
+            sub.add_argument(option, type=int)
+        for option in ("--rate", "--duration"):
+            sub.add_argument(option, type=float)
+        for option in ("--path", "--key", "--out", "--commits", "--slug"):
+            sub.add_argument(option)
+        internal = sub.parse_args()
+        return {"_read": run_reader, "_produce": run_producer, "_publish": run_publisher}[internal.mode](internal)
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--setups", nargs="+", choices=["embedded", "production"], default=["embedded", "production"])
+    parser.add_argument("--targets", nargs="+", choices=["connect", "nchan"], default=["connect", "nchan"])
+    parser.add_argument("--streams", type=int, default=1000)
+    parser.add_argument("--rate", type=float, default=50, help="events per second")
+    parser.add_argument("--duration", type=float, default=60, help="seconds of load")
+    parser.add_argument("--sessions", type=int, default=5, help="sessions the producer appends to (round robin)")
+    parser.add_argument("--readers", type=int, default=2, help="reader processes")
+    parser.add_argument("--ramp", type=int, default=50, help="connects in flight per reader while opening")
+    parser.add_argument("--grace", type=float, default=5, help="seconds to wait for the last events")
+    parser.add_argument("--postgres-db", default="connect_ssebench")
+    parser.add_argument("--redis-db", type=int, default=6)
+    parser.add_argument("--quick", action="store_true", help="200 streams, 10 s (a smoke run)")
+    args = parser.parse_args()
+    if args.quick:
+        args.streams, args.duration = 200, 10
+    raise_nofile()
+    meta = {"started": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"), "streams": args.streams,
+            "rate": args.rate, "duration": args.duration, "readers": args.readers,
+            "loadavg_before": [round(x, 2) for x in os.getloadavg()]}
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench-sse-") as tmp_name:
+        tmp = Path(tmp_name)
+        for setup in args.setups:
+            workers = 1 if setup == "embedded" else 2
+            for target in args.targets:
+                log(f"{setup}: {target}, {args.streams} streams, {args.rate}/s for {args.duration} s")
+                row = bench_connect(setup, args, tmp) if target == "connect" else bench_nchan(setup, workers, args, tmp)
+                row["setup"] = setup
+                results.append(row)
+        if os.environ.get("BENCH_SSE_KEEP"):
+            shutil.copytree(tmp, ROOT / "var" / "bench" / f"sse-{int(time.time())}")
+    meta["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+    out_dir = ROOT / "var" / "bench"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"sse-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+    print(markdown(results, meta))
+    log(f"results in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
