@@ -18,7 +18,13 @@ LIMIT = 12
 
 @pytest.fixture(scope="module")
 def limited_server(django_db_setup, django_db_blocker, tmp_path_factory):
-    env = {"CONNECT_RATE_LIMIT_PER_CREDENTIAL": str(LIMIT), "CONNECT_RATE_LIMIT_PER_WORKSPACE": str(LIMIT * 3)}
+    # An hour's window: the requests of a test (seconds on a loaded machine) never straddle the
+    # start of a new window, which would reset the counts halfway.
+    env = {
+        "CONNECT_RATE_LIMIT_PER_CREDENTIAL": str(LIMIT),
+        "CONNECT_RATE_LIMIT_PER_WORKSPACE": str(LIMIT * 3),
+        "CONNECT_RATE_LIMIT_WINDOW_SECONDS": "3600",
+    }
     with serve(tmp_path_factory.mktemp("rate-limits"), workers=2, env=env) as server:
         yield server
 
@@ -33,7 +39,12 @@ def test_one_credential_is_counted_once_across_processes(limited_server, transac
     alice = factories.member(factories.workspace("acme"), "alice@acme.test")
     key = factories.api_key(alice)
     with ThreadPoolExecutor(max_workers=6) as pool:
-        processes = {r.json()["process"] for r in pool.map(lambda _: fresh_get(limited_server.url, "/test/thread?hold=0.2"), range(12))}
+        processes: set = set()
+        for _ in range(20):  # overlapping slow requests until both processes have answered
+            hold = pool.map(lambda _: fresh_get(limited_server.url, "/test/thread?hold=0.2"), range(12))
+            processes |= {r.json()["process"] for r in hold}
+            if len(processes) == 2:
+                break
         responses = list(pool.map(lambda _: fresh_get(limited_server.url, "/api/v1/sessions", key), range(LIMIT + 6)))
     assert len(processes) == 2, "both server processes should be serving"
     statuses = sorted(r.status_code for r in responses)
