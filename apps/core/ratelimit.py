@@ -14,12 +14,9 @@ Entry points:
 - REST: `RateLimitedBearerAuthentication` (DRF's authentication class in settings) checks right
   after the credential resolves, before scopes; `RateLimitHeadersMiddleware` puts the
   `RateLimit-*` headers (and `Retry-After` on a 429) on the response.
-- Channels consumers (MCP, the event stream), for the same limit:
-
-      decision = await check_rate_limit(principal)      # RateDecision, or None when off
-      if decision is not None and not decision.allowed:
-          ...answer 429 {"error": "rate_limited"} with decision.headers()
-      ...and add decision.headers() (a list of (name, value) str pairs) to the response.
+- Channels consumers (`/mcp`, the event stream) call `check_rate_limit_sync(principal)` on their
+  own database threads right after authentication, answer 429 when `allowed` is false, and put
+  `decision.headers()` on their response.
 
 `headers()` gives `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (seconds until
 the window ends) for the tighter of the two buckets, plus `Retry-After` when refused.
@@ -33,7 +30,6 @@ import threading
 import time
 from dataclasses import dataclass
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 
@@ -166,15 +162,6 @@ def check_rate_limit_sync(principal: Principal, *, now: float | None = None) -> 
     else:
         counts = count_in_database(names, start, window)
     return decide([(hits, limit) for hits, (_, limit) in zip(counts, pairs)], window=window, now=now)
-
-
-async def check_rate_limit(principal: Principal) -> RateDecision | None:
-    """For the Channels consumers: the same limit and buckets as REST (see the module docstring)."""
-    from channels.db import database_sync_to_async
-
-    if settings.REDIS_URL:
-        return await sync_to_async(check_rate_limit_sync, thread_sensitive=False)(principal)
-    return await database_sync_to_async(check_rate_limit_sync)(principal)
 
 
 # --- REST ------------------------------------------------------------------------------------

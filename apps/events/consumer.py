@@ -25,6 +25,7 @@ from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
 
 from apps.core.errors import ApiError, InsufficientScope, InvalidRequest, MethodNotAllowed, www_authenticate
+from apps.core.ratelimit import RateDecision, RateLimited, check_rate_limit_sync
 from apps.events import filters, slots
 from apps.events.credentials import CredentialRef
 from apps.events.hub import Stream, get_hub, resume_frames
@@ -82,6 +83,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
     delivery: asyncio.Task | None = None
     producer: _Producer | None = None
     replay: list[tuple[str, bytes]] | None = None
+    rate: RateDecision | None = None
 
     async def http_request(self, message) -> None:
         if "body" in message:
@@ -105,8 +107,11 @@ class EventStreamConsumer(AsyncHttpConsumer):
         await self.disconnect()
         raise StopConsumer()
 
+    def _rate_headers(self) -> list[tuple[bytes, bytes]]:
+        return [(k.lower().encode(), v.encode()) for k, v in self.rate.headers()] if self.rate else []
+
     async def send_error(self, error: ApiError) -> None:
-        headers = [(b"content-type", b"application/json")]
+        headers = [(b"content-type", b"application/json"), *self._rate_headers()]
         if error.status == 401:
             headers.append((b"www-authenticate", www_authenticate().encode()))
         await self.send_response(error.status, orjson.dumps(error.body()), headers=headers)
@@ -124,6 +129,10 @@ class EventStreamConsumer(AsyncHttpConsumer):
         hub = get_hub()
         # Authentication first, exactly as REST: 401, then 404 workspace_not_found, then 403.
         principal: Principal = await hub.run_db(authenticate_bearer, self._header(b"authorization"))
+        # Opening a stream is a request like any other: REST's buckets, so reconnect churn is bounded.
+        self.rate = await hub.run_db(check_rate_limit_sync, principal)
+        if self.rate is not None and not self.rate.allowed:
+            raise RateLimited()
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         raw = query.get("filters")
         if raw is not None and len(raw) != 1:
@@ -179,7 +188,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
             )
             if self.replay is None:
                 first = b": resume-unavailable\n\n"
-        await self.send_headers(status=200, headers=STREAM_HEADERS)
+        await self.send_headers(status=200, headers=STREAM_HEADERS + self._rate_headers())
         await self.send_body(first, more_body=True)
         self._register_producer()
         self.delivery = asyncio.ensure_future(self.deliver())

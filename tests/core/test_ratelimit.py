@@ -3,12 +3,11 @@ the shared counters, and the REST answers."""
 
 from __future__ import annotations
 
-import asyncio
 
 import pytest
 from django.test import Client, override_settings
 
-from apps.core.ratelimit import RateDecision, check_rate_limit, check_rate_limit_sync, decide
+from apps.core.ratelimit import RateDecision, check_rate_limit_sync, decide
 from apps.tenancy.authentication import authenticate_bearer
 from tests import factories
 
@@ -41,15 +40,6 @@ def test_limits_off_means_no_decision(db, alice_key, settings):
     settings.CONNECT_RATE_LIMIT_PER_CREDENTIAL = 0
     settings.CONNECT_RATE_LIMIT_PER_WORKSPACE = 0
     assert check_rate_limit_sync(authenticate_bearer(f"Bearer {alice_key}")) is None
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_async_entry_point_counts_in_the_same_buckets(alice_key, settings):
-    settings.CONNECT_RATE_LIMIT_PER_CREDENTIAL = 3
-    principal = authenticate_bearer(f"Bearer {alice_key}")
-    check_rate_limit_sync(principal)
-    first = asyncio.run(check_rate_limit(principal))
-    assert first.remaining == 1
 
 
 def get(path: str, key: str):
