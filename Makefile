@@ -35,6 +35,8 @@ migrate: setup
 seed: migrate
 	$(BIN)/python manage.py seed_demo --workspace $(DEMO)
 
+# Links the service prints (`/`, OAuth metadata) name the address it was started on.
+run: export CONNECT_BASE_URL ?= http://$(HOST):$(PORT)
 run: seed
 	$(BIN)/python manage.py collectstatic --no-input -v 0
 	@key=$$($(BIN)/python manage.py issue_api_key $(DEMO) --member demo@example.com \
