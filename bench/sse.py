@@ -98,8 +98,19 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+def runqueue_wait_s(pid: int) -> float:
+    """Seconds this process's threads spent runnable but waiting for a CPU (/proc/<pid>/task/*/schedstat)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / 1e9
+
+
 class Meter:
-    """CPU seconds and peak RSS of a fixed set of processes between start() and stop()."""
+    """CPU seconds, run-queue wait and peak RSS of a fixed set of processes between start() and stop()."""
 
     def __init__(self, pids: list[int]) -> None:
         self.pids = pids
@@ -107,20 +118,70 @@ class Meter:
     def start(self) -> None:
         self.t0 = time.monotonic()
         self.cpu0 = {pid: cpu_seconds(pid) for pid in self.pids}
+        self.wait0 = {pid: runqueue_wait_s(pid) for pid in self.pids}
 
     def stop(self) -> dict:
         wall = time.monotonic() - self.t0
         cpu = sum(cpu_seconds(pid) - self.cpu0[pid] for pid in self.pids)
+        wait = sum(runqueue_wait_s(pid) - self.wait0[pid] for pid in self.pids)
         return {
             "cpu_s": round(cpu, 2),
             "cpu_pct": round(100 * cpu / wall, 1),
+            "runqueue_wait_pct": round(100 * wait / wall, 1),
             "rss_peak_mb": round(sum(status_kb(pid, "VmHWM") for pid in self.pids) / 1024, 1),
+            "rss_peak_mb_per_process": [round(status_kb(pid, "VmHWM") / 1024, 1) for pid in self.pids],
             "rss_mb": round(sum(status_kb(pid, "VmRSS") for pid in self.pids) / 1024, 1),
             "processes": len(self.pids),
         }
 
 
-# --- reader process (`_read`) -----------------------------------------------------------------
+# --- readers ---------------------------------------------------------------------------------
+# Two interchangeable readers with one stdin protocol and one output format (OUT.meta, OUT.recv,
+# OUT.cpu; see bench/sse_reader.c): the C one (epoll, default) and this asyncio one (`--reader
+# python`, or when no C compiler is found).
+
+
+def write_raw(out: str, status, connected_at, closed_at, duplicates, received: array, cpu: float, wall: float) -> None:
+    Path(out + ".meta").write_text("".join(
+        f"{s} {c:.6f} {e:.6f} {d}\n" for s, c, e, d in zip(status, connected_at, closed_at, duplicates)))
+    Path(out + ".recv").write_bytes(received.tobytes())
+    Path(out + ".cpu").write_text(f"{cpu:.4f} {wall:.4f}\n")
+
+
+def summarize(out: str, size: int, commits: dict[int, float], latencies: array) -> tuple[list[dict], float, float]:
+    """Per stream: events committed while it was connected, how many of those arrived, duplicates."""
+    received = array("d")
+    received.frombytes(Path(out + ".recv").read_bytes())
+    cpu, wall = (float(x) for x in Path(out + ".cpu").read_text().split())
+    ordered = sorted(commits.items())
+    streams = []
+    for i, line in enumerate(Path(out + ".meta").read_text().splitlines()):
+        status, start, end, dups = line.split()
+        start, end = float(start), float(end) or float("inf")
+        base = i * size
+        expected = got = 0
+        if status == "200":
+            for seq, t in ordered:
+                if start <= t <= end:
+                    expected += 1
+                    at = received[base + seq]
+                    if at:
+                        got += 1
+                        latencies.append(at - t)
+        unknown = sum(1 for seq in range(size) if received[base + seq] and seq not in commits)
+        streams.append({"status": int(status), "expected": expected, "delivered": got,
+                        "closed_early": end != float("inf"), "duplicates": int(dups), "unknown": unknown})
+    return streams, cpu, wall
+
+
+def build_c_reader(tmp: Path) -> Path | None:
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None
+    binary = tmp / "sse_reader"
+    subprocess.run([compiler, "-O2", "-o", str(binary), str(Path(__file__).with_name("sse_reader.c"))], check=True)
+    return binary
+
 
 
 def run_reader(args: argparse.Namespace) -> int:
@@ -137,7 +198,7 @@ def run_reader(args: argparse.Namespace) -> int:
     connected_at = [0.0] * args.count
     closed_at = [0.0] * args.count
     status = [0] * args.count
-    received = [array("d", bytes(8 * size)) for _ in range(args.count)]
+    received = array("d", bytes(8 * size * args.count))
     duplicates = [0] * args.count
 
     class Client(asyncio.Protocol):
@@ -169,14 +230,14 @@ def run_reader(args: argparse.Namespace) -> int:
                 self.tail = data
                 return
             self.tail = data[cut + 2 :]
-            mine = received[self.i]
+            base = self.i * size
             for match in MARK.finditer(data, 0, cut):
                 seq = int(match.group(1))
                 if seq < size:
-                    if mine[seq]:
+                    if received[base + seq]:
                         duplicates[self.i] += 1
                     else:
-                        mine[seq] = now
+                        received[base + seq] = now
 
         def connection_lost(self, exc) -> None:
             closed_at[self.i] = time.time()
@@ -222,23 +283,7 @@ def run_reader(args: argparse.Namespace) -> int:
         wall = time.monotonic() - (wall_mark or t0)
         for transport in transports:
             transport.abort()
-        commits = {int(k): v for k, v in json.loads(Path(args.commits).read_text()).items()}
-        latencies = array("f")
-        streams = []
-        for i in range(args.count):
-            start, end = connected_at[i], closed_at[i] or float("inf")
-            expected = [seq for seq, t in commits.items() if status[i] == 200 and start <= t <= end]
-            mine = received[i]
-            got = 0
-            for seq in expected:
-                if mine[seq]:
-                    got += 1
-                    latencies.append(mine[seq] - commits[seq])
-            extra = sum(1 for seq in range(size) if mine[seq] and seq not in commits)
-            streams.append({"status": status[i], "expected": len(expected), "delivered": got,
-                            "closed_early": bool(closed_at[i]), "duplicates": duplicates[i], "unknown": extra})
-        Path(args.out + ".lat").write_bytes(latencies.tobytes())
-        Path(args.out).write_text(json.dumps({"streams": streams, "cpu_s": cpu, "wall_s": wall}))
+        write_raw(args.out, status, connected_at, closed_at, duplicates, received, cpu, wall)
 
     asyncio.run(main())
     return 0
@@ -382,12 +427,15 @@ def start_readers(args: argparse.Namespace, port: int, path: str, key: str, tmp:
     readers = []
     share = [args.streams // args.readers + (1 if i < args.streams % args.readers else 0) for i in range(args.readers)]
     for i, count in enumerate(share):
-        out = tmp / f"{label}-reader{i}.json"
-        command = [sys.executable, __file__, "_read", "--port", str(port), "--path", path, "--count", str(count),
-                   "--max-seq", str(int(args.rate * args.duration)), "--out", str(out), "--commits",
-                   str(tmp / f"{label}-commits.json"), "--ramp", str(args.ramp)]
-        if key:
-            command += ["--key", key]
+        out = tmp / f"{label}-reader{i}"
+        max_seq = int(args.rate * args.duration)
+        if args.c_reader:
+            command = [str(args.c_reader), str(port), path, key, str(count), str(max_seq), str(out), str(args.ramp)]
+        else:
+            command = [sys.executable, __file__, "_read", "--port", str(port), "--path", path, "--count", str(count),
+                       "--max-seq", str(max_seq), "--out", str(out), "--ramp", str(args.ramp)]
+            if key:
+                command += ["--key", key]
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
         readers.append((process, out))
     for process, _ in readers:
@@ -406,16 +454,16 @@ def tell(readers: list, command: str) -> None:
         process.stdin.flush()
 
 
-def collect(readers: list, producer_out: dict) -> dict:
+def collect(readers: list, producer_out: dict, commits_path: Path, size: int) -> dict:
     tell(readers, "stop")
-    streams, latencies, reader_cpu, reader_wall = [], array("f"), 0.0, 0.0
+    commits = {int(k): v for k, v in json.loads(commits_path.read_text()).items()}
+    streams, latencies, reader_cpu, reader_wall = [], array("d"), 0.0, 0.0
     for process, out in readers:
         process.wait(timeout=300)
-        result = json.loads(out.read_text())
-        streams += result["streams"]
-        reader_cpu += result["cpu_s"]
-        reader_wall = max(reader_wall, result["wall_s"])
-        latencies.frombytes(Path(str(out) + ".lat").read_bytes())
+        mine, cpu, wall = summarize(str(out), size, commits, latencies)
+        streams += mine
+        reader_cpu += cpu
+        reader_wall = max(reader_wall, wall)
     ordered = sorted(latencies)
 
     def pct(p: float) -> float:
@@ -443,24 +491,36 @@ def collect(readers: list, producer_out: dict) -> dict:
 
 
 def load(args: argparse.Namespace, label: str, readers: list, producer: subprocess.Popen, meter: Meter,
-         stats_url: str | None = None) -> dict:
+         commits_path: Path, stats_url: str | None = None) -> dict:
     import httpx
 
     tell(readers, "mark")
     meter.start()
     producer.stdin.write("go\n")
     producer.stdin.flush()
+    profilers = []
+    if args.profile and label.startswith("connect"):
+        time.sleep(min(10, args.duration / 4))
+        for pid in meter.pids:
+            out_file = ROOT / "var" / "bench" / f"sse-profile-{label}-{pid}.txt"
+            out_file.parent.mkdir(parents=True, exist_ok=True)
+            profilers.append(subprocess.Popen(
+                [str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(pid), "-d",
+                 str(round(args.profile)), "-r", "50", "-f", "raw", "--nonblocking", "-o", str(out_file)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     line = producer.stdout.readline()
     producer.wait(timeout=120)
     if not line:
         raise RuntimeError(f"{label}: the producer failed")
     out = json.loads(line)
     time.sleep(args.grace)  # let the last events arrive
+    for profiler in profilers:
+        profiler.wait(timeout=120)
     server = meter.stop()
     queued = None
     if stats_url:
         queued = [httpx.get(stats_url, timeout=5).json() for _ in range(4)]
-    result = collect(readers, out)
+    result = collect(readers, out, commits_path, int(args.rate * args.duration))
     result.update({"target": label, "server": server, "hub_stats": queued, "publish_failures": out.get("failures")})
     log(f"{label}: {result['delivered']}/{result['expected']} delivered, missed {result['missed']}, "
         f"p50 {result['p50_ms']} ms p99 {result['p99_ms']} ms, server CPU {server['cpu_pct']}% "
@@ -495,7 +555,7 @@ def bench_connect(name: str, args: argparse.Namespace, tmp: Path) -> dict:
         readers = start_readers(args, port, path, key, tmp, label)
         stats = [httpx_get_json(stats_url) for _ in range(4)]
         log(f"{label}: hub stats {stats}")
-        result = load(args, label, readers, producer, Meter(daphnes), stats_url)
+        result = load(args, label, readers, producer, Meter(daphnes), tmp / f"{label}-commits.json", stats_url)
         result["workers"] = workers
         return result
     finally:
@@ -558,7 +618,7 @@ def bench_nchan(name: str, workers: int, args: argparse.Namespace, tmp: Path) ->
              str(args.duration), "--out", str(tmp / f"{label}-commits.json")],
             cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         readers = start_readers(args, port, "/sub", "", tmp, label)
-        result = load(args, label, readers, publisher, Meter(pids))
+        result = load(args, label, readers, publisher, Meter(pids), tmp / f"{label}-commits.json")
         result["workers"] = workers
         return result
     finally:
@@ -579,19 +639,21 @@ def verdict(row: dict) -> str:
 def markdown(results: list[dict], meta: dict) -> str:
     lines = [
         f"Run {meta['started']} UTC; {meta['streams']} streams, {meta['rate']} events/s for {meta['duration']} s, "
-        f"{meta['readers']} reader processes; load average before {meta['loadavg_before']}, "
+        f"{meta['readers']} reader processes ({meta['reader']}); load average before {meta['loadavg_before']}, "
         f"after {meta['loadavg_after']}.",
         "",
         "| setup | target | processes | streams open | delivered / expected | missed | dup | p50 ms | p99 ms | "
-        "max ms | server CPU % | server peak RSS MB | readers CPU % |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "max ms | server CPU % | server run-queue wait % | server peak RSS MB | readers CPU % |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         s = r["server"]
         lines.append(
             f"| {r['setup']} | {r['target'].split('-')[0]} | {r['workers']} | {r['streams_open']} | "
             f"{r['delivered']} / {r['expected']} | {r['missed']} | {r['duplicates']} | {r['p50_ms']} | "
-            f"{r['p99_ms']} | {r['max_ms']} | {s['cpu_pct']} | {s['rss_peak_mb']} | {r['reader_cpu_pct']} |")
+            f"{r['p99_ms']} | {r['max_ms']} | {s['cpu_pct']} | {s['runqueue_wait_pct']} | {s['rss_peak_mb']} "
+            f"({' + '.join(str(x) for x in s['rss_peak_mb_per_process'])}) | "
+            f"{r['reader_cpu_pct']} |")
     lines.append("")
     for setup in dict.fromkeys(r["setup"] for r in results):
         ours = next((r for r in results if r["setup"] == setup and r["target"].startswith("connect")), None)
@@ -625,8 +687,12 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=60, help="seconds of load")
     parser.add_argument("--sessions", type=int, default=5, help="sessions the producer appends to (round robin)")
     parser.add_argument("--readers", type=int, default=2, help="reader processes")
+    parser.add_argument("--reader", choices=["c", "python"], default="c",
+                        help="bench/sse_reader.c (epoll, built with cc) or the asyncio reader")
     parser.add_argument("--ramp", type=int, default=50, help="connects in flight per reader while opening")
     parser.add_argument("--grace", type=float, default=5, help="seconds to wait for the last events")
+    parser.add_argument("--profile", type=float, default=0, metavar="SECONDS",
+                        help="py-spy record each daphne process for SECONDS during the load (var/bench/sse-profile-*)")
     parser.add_argument("--postgres-db", default="connect_ssebench")
     parser.add_argument("--redis-db", type=int, default=6)
     parser.add_argument("--quick", action="store_true", help="200 streams, 10 s (a smoke run)")
@@ -640,6 +706,8 @@ def main() -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-sse-") as tmp_name:
         tmp = Path(tmp_name)
+        args.c_reader = build_c_reader(tmp) if args.reader == "c" else None
+        meta["reader"] = "c (bench/sse_reader.c)" if args.c_reader else "python asyncio"
         for setup in args.setups:
             workers = 1 if setup == "embedded" else 2
             for target in args.targets:
