@@ -20,4 +20,9 @@ class EventsConfig(AppConfig):
     name = "apps.events"
 
     def ready(self) -> None:
+        from apps.core.openapi import SCHEMA_EXTENDERS
+        from apps.events import openapi
+
         post_migrate.connect(ensure_purge_schedule, sender=self, dispatch_uid="events.purge_schedule")
+        if openapi.extend not in SCHEMA_EXTENDERS:
+            SCHEMA_EXTENDERS.append(openapi.extend)
