@@ -115,6 +115,10 @@ class Meter:
     def __init__(self, pids: list[int]) -> None:
         self.pids = pids
 
+    def idle(self) -> None:
+        """RSS before any stream opens."""
+        self.idle_rss_mb = round(sum(status_kb(pid, "VmRSS") for pid in self.pids) / 1024, 1)
+
     def start(self) -> None:
         self.t0 = time.monotonic()
         self.cpu0 = {pid: cpu_seconds(pid) for pid in self.pids}
@@ -131,6 +135,7 @@ class Meter:
             "rss_peak_mb": round(sum(status_kb(pid, "VmHWM") for pid in self.pids) / 1024, 1),
             "rss_peak_mb_per_process": [round(status_kb(pid, "VmHWM") / 1024, 1) for pid in self.pids],
             "rss_mb": round(sum(status_kb(pid, "VmRSS") for pid in self.pids) / 1024, 1),
+            "rss_idle_mb": getattr(self, "idle_rss_mb", None),
             "processes": len(self.pids),
         }
 
@@ -148,8 +153,10 @@ def write_raw(out: str, status, connected_at, closed_at, duplicates, received: a
     Path(out + ".cpu").write_text(f"{cpu:.4f} {wall:.4f}\n")
 
 
-def summarize(out: str, size: int, commits: dict[int, float], latencies: array) -> tuple[list[dict], float, float]:
-    """Per stream: events committed while it was connected, how many of those arrived, duplicates."""
+def summarize(out: str, size: int, commits: dict[int, float], latencies: array, first: array,
+              last: array) -> tuple[list[dict], float, float]:
+    """Per stream: events committed while it was connected, how many of those arrived, duplicates.
+    Per event (`first`, `last`): the earliest and latest receipt over all streams."""
     received = array("d")
     received.frombytes(Path(out + ".recv").read_bytes())
     cpu, wall = (float(x) for x in Path(out + ".cpu").read_text().split())
@@ -168,6 +175,10 @@ def summarize(out: str, size: int, commits: dict[int, float], latencies: array) 
                     if at:
                         got += 1
                         latencies.append(at - t)
+                        if not first[seq] or at < first[seq]:
+                            first[seq] = at
+                        if at > last[seq]:
+                            last[seq] = at
         unknown = sum(1 for seq in range(size) if received[base + seq] and seq not in commits)
         streams.append({"status": int(status), "expected": expected, "delivered": got,
                         "closed_early": end != float("inf"), "duplicates": int(dups), "unknown": unknown})
@@ -458,16 +469,21 @@ def collect(readers: list, producer_out: dict, commits_path: Path, size: int) ->
     tell(readers, "stop")
     commits = {int(k): v for k, v in json.loads(commits_path.read_text()).items()}
     streams, latencies, reader_cpu, reader_wall = [], array("d"), 0.0, 0.0
+    first, last = array("d", bytes(8 * size)), array("d", bytes(8 * size))
     for process, out in readers:
         process.wait(timeout=300)
-        mine, cpu, wall = summarize(str(out), size, commits, latencies)
+        mine, cpu, wall = summarize(str(out), size, commits, latencies, first, last)
         streams += mine
         reader_cpu += cpu
         reader_wall = max(reader_wall, wall)
-    ordered = sorted(latencies)
-
-    def pct(p: float) -> float:
+    def pct(p: float, ordered: list) -> float:
         return round(1000 * ordered[min(len(ordered) - 1, int(p * len(ordered)))], 1) if ordered else float("nan")
+
+    ordered = sorted(latencies)
+    # Where the time goes, per event: commit → its first stream (carrier: Redis or the outbox
+    # follower, plus one write), then first → last stream (the fan-out to every stream).
+    to_first = sorted(first[seq] - t for seq, t in commits.items() if first[seq])
+    spread = sorted(last[seq] - first[seq] for seq in commits if first[seq])
 
     connected = [s for s in streams if s["status"] == 200]
     missed_per_stream = [s["expected"] - s["delivered"] for s in connected]
@@ -483,8 +499,12 @@ def collect(readers: list, producer_out: dict, commits_path: Path, size: int) ->
         "streams_missing": sum(1 for m in missed_per_stream if m),
         "duplicates": sum(s["duplicates"] for s in connected),
         "unknown": sum(s["unknown"] for s in connected),
-        "p50_ms": pct(0.50),
-        "p99_ms": pct(0.99),
+        "p50_ms": pct(0.50, ordered),
+        "p99_ms": pct(0.99, ordered),
+        "first_stream_p50_ms": pct(0.50, to_first),
+        "first_stream_p99_ms": pct(0.99, to_first),
+        "spread_p50_ms": pct(0.50, spread),
+        "spread_p99_ms": pct(0.99, spread),
         "max_ms": round(1000 * ordered[-1], 1) if ordered else float("nan"),
         "reader_cpu_pct": round(100 * reader_cpu / reader_wall, 1) if reader_wall else None,
     }
@@ -545,6 +565,8 @@ def bench_connect(name: str, args: argparse.Namespace, tmp: Path) -> dict:
         time.sleep(1)
         daphnes = [pid for pid in children_of(server.pid) if "daphne" in cmdline(pid)]
         assert len(daphnes) == workers, (daphnes, workers)
+        meter = Meter(daphnes)
+        meter.idle()
         producer = subprocess.Popen(
             [sys.executable, __file__, "_produce", "--slug", slug, "--sessions", str(args.sessions), "--rate",
              str(args.rate), "--duration", str(args.duration), "--out", str(tmp / f"{label}-commits.json")],
@@ -555,7 +577,7 @@ def bench_connect(name: str, args: argparse.Namespace, tmp: Path) -> dict:
         readers = start_readers(args, port, path, key, tmp, label)
         stats = [httpx_get_json(stats_url) for _ in range(4)]
         log(f"{label}: hub stats {stats}")
-        result = load(args, label, readers, producer, Meter(daphnes), tmp / f"{label}-commits.json", stats_url)
+        result = load(args, label, readers, producer, meter, tmp / f"{label}-commits.json", stats_url)
         result["workers"] = workers
         return result
     finally:
@@ -612,13 +634,14 @@ def bench_nchan(name: str, workers: int, args: argparse.Namespace, tmp: Path) ->
     try:
         wait_http(f"http://127.0.0.1:{port}/nothing", nginx, "nginx")
         time.sleep(0.5)
-        pids = [nginx.pid] + children_of(nginx.pid)
+        meter = Meter([nginx.pid] + children_of(nginx.pid))
+        meter.idle()
         publisher = subprocess.Popen(
             [sys.executable, __file__, "_publish", "--port", str(port), "--rate", str(args.rate), "--duration",
              str(args.duration), "--out", str(tmp / f"{label}-commits.json")],
             cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         readers = start_readers(args, port, "/sub", "", tmp, label)
-        result = load(args, label, readers, publisher, Meter(pids), tmp / f"{label}-commits.json")
+        result = load(args, label, readers, publisher, meter, tmp / f"{label}-commits.json")
         result["workers"] = workers
         return result
     finally:
@@ -643,16 +666,18 @@ def markdown(results: list[dict], meta: dict) -> str:
         f"after {meta['loadavg_after']}.",
         "",
         "| setup | target | processes | streams open | delivered / expected | missed | dup | p50 ms | p99 ms | "
-        "max ms | server CPU % | server run-queue wait % | server peak RSS MB | readers CPU % |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "max ms | commit → first stream p50 / p99 ms | first → last stream p50 / p99 ms | server CPU % | "
+        "server run-queue wait % | server peak RSS MB (idle) | readers CPU % |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         s = r["server"]
         lines.append(
             f"| {r['setup']} | {r['target'].split('-')[0]} | {r['workers']} | {r['streams_open']} | "
             f"{r['delivered']} / {r['expected']} | {r['missed']} | {r['duplicates']} | {r['p50_ms']} | "
-            f"{r['p99_ms']} | {r['max_ms']} | {s['cpu_pct']} | {s['runqueue_wait_pct']} | {s['rss_peak_mb']} "
-            f"({' + '.join(str(x) for x in s['rss_peak_mb_per_process'])}) | "
+            f"{r['p99_ms']} | {r['max_ms']} | {r['first_stream_p50_ms']} / {r['first_stream_p99_ms']} | "
+            f"{r['spread_p50_ms']} / {r['spread_p99_ms']} | {s['cpu_pct']} | {s['runqueue_wait_pct']} | "
+            f"{s['rss_peak_mb']} = {' + '.join(str(x) for x in s['rss_peak_mb_per_process'])} ({s['rss_idle_mb']}) | "
             f"{r['reader_cpu_pct']} |")
     lines.append("")
     for setup in dict.fromkeys(r["setup"] for r in results):
