@@ -58,8 +58,6 @@ def document_rate_limits(result: dict[str, Any]) -> None:
         for operation in item.values():
             if not isinstance(operation, dict) or not any("bearerAuth" in s for s in operation.get("security", [])):
                 continue
-            if operation.pop("x-not-rate-limited", False):  # e.g. the event stream: one long response
-                continue
             responses = operation.setdefault("responses", {})
             responses.setdefault(
                 "429",

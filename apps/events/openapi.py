@@ -134,7 +134,6 @@ def _operation(heartbeat: int, resume: int, max_streams: int) -> dict[str, Any]:
         "summary": "Stream workspace events (Server-Sent Events)",
         "description": FRAMES.replace("{heartbeat}", str(heartbeat)),
         "tags": ["events"],
-        "x-not-rate-limited": True,  # apps/core/openapi.py: no RateLimit headers, no rate_limited 429
         "security": [{"bearerAuth": []}, {"oauth2": ["svc:sessions:read"]}, {"oauth2": ["svc:transcripts:read"]}],
         "parameters": [
             {
@@ -197,7 +196,7 @@ def _operation(heartbeat: int, resume: int, max_streams: int) -> dict[str, Any]:
                 "`invalid_filters`: `filters` is not JSON, not an array of 1 to 20 entries, or an entry breaks the "
                 "entry schema (repeating the parameter is invalid too); `filter_cost_exceeded`: valid but above "
                 "the budget, with `cost`, `budget` and each entry's cost; `invalid_request`: `Last-Event-ID` too "
-                "long. Checked after authentication, in that order, before scopes.",
+                "long. Checked after authentication and the rate limit, in that order, before scopes.",
                 {"anyOf": [{"$ref": ERROR_REF}, {"$ref": "#/components/schemas/FilterCostExceeded"}]},
             ),
             "401": _error(
@@ -217,9 +216,11 @@ def _operation(heartbeat: int, resume: int, max_streams: int) -> dict[str, Any]:
             "404": _error("`workspace_not_found`: the credential's workspace cannot be resolved"),
             "405": _error("`method_not_allowed`: only GET"),
             "429": _error(
+                "`rate_limited`: opening a stream counts as one request in the credential's and the workspace's "
+                "rate-limit buckets, checked right after authentication (see `Retry-After`); "
                 f"`connection_limit`: the workspace already has `CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE` (here "
                 f"{max_streams}) streams open, counted across every server process and instance. A slot frees "
-                "when a stream ends. The stream is not subject to the per-request rate limits."
+                "when a stream ends."
             ),
             "500": _error("`internal_server_error`"),
         },

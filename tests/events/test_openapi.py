@@ -194,20 +194,16 @@ def test_every_error_is_documented_as_json(operation):
         "403": ["insufficient_scope", "forbidden"],
         "404": ["workspace_not_found"],
         "405": ["method_not_allowed"],
-        "429": ["connection_limit", "CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE"],
+        "429": ["rate_limited", "connection_limit", "CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE"],
         "500": ["internal_server_error"],
     }.items():
         for code in codes:
             assert code in responses[status]["description"], (status, code)
     assert "WWW-Authenticate" in responses["401"]["headers"]
-    # The stream does not go through the per-request rate limiter: no rate_limited 429, no headers.
-    assert "rate_limited" not in responses["429"]["description"]
-    assert all("RateLimit-Limit" not in r.get("headers", {}) for r in responses.values())
-
-
-def test_rest_operations_still_document_rate_limits(doc):
-    responses = doc["paths"]["/api/v1/sessions"]["get"]["responses"]
-    assert "RateLimit-Limit" in responses["200"]["headers"] and "rate_limited" in responses["429"]["description"]
+    # Opening a stream counts in REST's rate-limit buckets: rate_limited too, and the RateLimit headers.
+    assert "rate_limited" in responses["429"]["description"]
+    assert "Retry-After" in responses["429"]["headers"]
+    assert all("RateLimit-Limit" in responses[status]["headers"] for status in ("200", "400", "403", "429"))
 
 
 def test_filter_cost_exceeded_body_matches_its_schema(doc):
