@@ -74,10 +74,11 @@ def start_server(log_dir: Path, *, port: int | None = None, **overrides: str) ->
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + 30
+    # Generous: on a loaded 2-core machine daphne and the task cluster have taken ~30 s to listen.
+    deadline = time.monotonic() + 120
     while True:
         try:
-            httpx.get(f"{url}/api/v1/events/_stats", timeout=1)
+            httpx.get(f"{url}/api/v1/events/_stats", timeout=5)
             return Server(url=url, port=port, process=process, log=log, env=env)
         except httpx.TransportError:
             if process.poll() is not None or time.monotonic() > deadline:
