@@ -1,0 +1,221 @@
+"""The resilient client in docs/events.md, run as written (the fenced `python client` block is
+extracted and executed) against a live `manage.py serve` that is stopped and started again
+under it: it receives every matching event in order, resumes with Last-Event-ID after the
+restart without missing or repeating one, and reconciles through REST when resume is not
+available."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from types import ModuleType
+
+import pytest
+
+from apps.events.models import Event
+from apps.recordings import services as recordings
+from tests import factories
+from tests.conftest import ROOT
+from tests.events.live import WAIT, start_server
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DOC = ROOT / "docs" / "events.md"
+SEGMENT = "transcript.segment.created"
+
+
+def doc_client() -> ModuleType:
+    code = re.search(r"```python client\n(.*?)```", DOC.read_text(), re.S).group(1)
+    module = ModuleType("doc_events_client")
+    exec(compile(code, str(DOC), "exec"), module.__dict__)  # noqa: S102 - our own documentation
+    return module
+
+
+@pytest.fixture(scope="module")
+def client_module() -> ModuleType:
+    return doc_client()
+
+
+class Live:
+    """One `serve` that a test may restart on the same port (clients reconnect to the same URL)."""
+
+    def __init__(self, log_dir) -> None:
+        self.log_dir = log_dir
+        self.server = start_server(log_dir)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def restart(self, while_down) -> None:
+        port = self.server.port
+        self.server.stop()
+        while_down()
+        self.server = start_server(self.log_dir, port=port)
+
+
+@pytest.fixture(scope="module")
+def live(django_db_setup, django_db_blocker, tmp_path_factory):
+    server = Live(tmp_path_factory.mktemp("events-docs-client"))
+    yield server
+    server.server.stop()
+
+
+class Run:
+    """The documented EventStream on its own thread, recording what it hands the application."""
+
+    def __init__(self, module: ModuleType, url: str, key: str, *, reconcile=None, **kwargs) -> None:
+        self.events: list[tuple[str, dict]] = []
+        self.reconciles: list[str] = []
+        self.error: BaseException | None = None
+        self.done = False
+        self._reconcile = reconcile
+        self._cond = threading.Condition()
+        self.stream = module.EventStream(
+            url, key, on_event=self._on_event, on_reconcile=self._on_reconcile, min_backoff=0.2, max_backoff=2.0,
+            **kwargs,
+        )
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.stream.run()
+        except BaseException as error:  # noqa: BLE001 - reported to the test
+            self.error = error
+        finally:
+            with self._cond:
+                self.done = True
+                self._cond.notify_all()
+
+    def _on_event(self, event_id: str, envelope: dict) -> None:
+        with self._cond:
+            self.events.append((event_id, envelope))
+            self._cond.notify_all()
+
+    def _on_reconcile(self, reason: str) -> None:
+        if self._reconcile is not None:
+            self._reconcile(reason)
+        with self._cond:
+            self.reconciles.append(reason)
+            self._cond.notify_all()
+
+    def wait(self, predicate, what: str, timeout: float = WAIT) -> None:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not predicate(self):
+                if self.done and self.error is not None:
+                    raise AssertionError(f"client ended while waiting for {what}: {self.error!r}")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"timed out waiting for {what}; events={[e[1]['type'] for e in self.events]}")
+                self._cond.wait(remaining)
+
+    def stop(self) -> None:
+        self.stream.stop()
+        self._thread.join(timeout=30)
+        assert not self._thread.is_alive(), "the client did not stop"
+
+
+def test_receives_in_order_and_resumes_after_a_server_restart_missing_nothing(client_module, live, acme, alice_key):
+    followed = factories.session(acme, label="followed")  # before the stream: not expected
+    entries = [
+        {"type": "session.created"},
+        {"type": "session.status_changed"},
+        {"type": SEGMENT, "sessionId": followed.id},
+    ]
+    run = Run(client_module, live.url, alice_key, filters=entries)
+    try:
+        run.wait(lambda r: r.reconciles == ["start"], "the stream to open")
+        first_id = Event.objects.order_by("-id").values_list("id", flat=True).first()
+
+        recordings.append_committed_segments(session=followed, segments=factories.segments(["one", "two"]))
+        recordings.change_session_status(session=followed, status="processing")
+        run.wait(lambda r: len(r.events) == 3, "the first three events")
+
+        other: list = []
+
+        def while_down() -> None:
+            recordings.append_committed_segments(session=followed, segments=factories.segments(["three", "four"]))
+            session = factories.session(acme, label="created while down")
+            other.append(session)
+            # Another session's segments: not in the filters, neither live nor on resume.
+            recordings.append_committed_segments(session=session, segments=factories.segments(["not followed"]))
+
+        live.restart(while_down)
+        run.wait(lambda r: r.stream.connections >= 2 and len(r.events) == 6, "the missed events after the restart",
+                 timeout=3 * WAIT)
+        recordings.append_committed_segments(session=followed, segments=factories.segments(["five"]))
+        recordings.change_session_status(session=followed, status="completed")
+        run.wait(lambda r: len(r.events) == 8, "the live events after the resume")
+    finally:
+        run.stop()
+
+    assert run.error is None
+    matching = [
+        e for e in Event.objects.filter(id__gt=first_id).order_by("id")
+        if e.type != SEGMENT or e.session_id == followed.id
+    ]
+    received_ids = [event_id for event_id, _ in run.events]
+    assert received_ids == [e.id for e in matching]  # every one, in order, none twice
+    assert len(matching) == 8
+    assert [env["data"]["text"] for _, env in run.events if env["type"] == SEGMENT] == [
+        "one", "two", "three", "four", "five",
+    ]
+    assert [env["type"] for _, env in run.events if env["type"] != SEGMENT] == [
+        "session.status_changed", "session.created", "session.status_changed",
+    ]
+    assert next(env for _, env in run.events if env["type"] == "session.created")["sessionId"] == other[0].id
+    # It resumed (the missed events came from Last-Event-ID, no REST reconcile was needed).
+    assert run.stream.connections >= 2
+    assert run.reconciles == ["start"]
+    assert run.stream.last_event_id == received_ids[-1]
+
+
+def test_resume_unavailable_reconciles_through_rest_then_streams_live(client_module, live, acme, alice_key):
+    before = [factories.session(acme, label=f"earlier {i}") for i in range(3)]
+    reconciled: list[list[dict]] = []
+
+    def reconcile(reason: str) -> None:
+        reconciled.append(client_module.list_sessions(live.url, alice_key, page_size=2))
+
+    run = Run(client_module, live.url, alice_key, reconcile=reconcile, last_event_id="evt_" + "0" * 26)
+    try:
+        run.wait(lambda r: r.reconciles, "a reconcile")
+        assert run.reconciles == ["resume-unavailable"]
+        [sessions] = reconciled
+        assert sorted(s["id"] for s in sessions) == sorted(s.id for s in before)  # both pages of two
+        created = factories.session(acme, label="live")
+        run.wait(lambda r: len(r.events) == 1, "the live event")
+    finally:
+        run.stop()
+    assert run.error is None
+    event_id, envelope = run.events[0]
+    assert envelope["type"] == "session.created" and envelope["sessionId"] == created.id
+    assert event_id == Event.objects.get(session_id=created.id).id
+
+
+@pytest.mark.parametrize(
+    "key, filters, status",
+    [
+        ("svc_not-a-key", None, 401),
+        (None, [{"type": SEGMENT}], 400),  # no sessionId: invalid_filters
+        (None, [{"type": "session.created"}] * 11, 400),  # filter_cost_exceeded
+    ],
+)
+def test_refusals_are_final_and_not_retried(client_module, live, acme, alice_key, key, filters, status):
+    stream = client_module.EventStream(live.url, key or alice_key, filters=filters, min_backoff=0.2)
+    with pytest.raises(client_module.StreamRefused) as refused:
+        stream.run()
+    assert refused.value.status == status
+    assert stream.connections == 0
+
+
+def test_backoff_grows_exponentially_with_jitter_and_honours_retry_after(client_module):
+    stream = client_module.EventStream("http://127.0.0.1:9", "key", min_backoff=1.0, max_backoff=60.0)
+    for failures, ceiling in [(0, 1), (1, 2), (3, 8), (5, 32), (6, 60), (20, 60)]:
+        delays = [stream._backoff(failures) for _ in range(200)]
+        assert all(ceiling / 2 <= d <= ceiling for d in delays), failures
+        assert len(set(delays)) > 1  # jittered
+    assert stream._backoff(0, retry_after=30) == 30
