@@ -303,10 +303,12 @@ def run_reader(args: argparse.Namespace) -> int:
 # --- producers (`_produce`, `_publish`) -------------------------------------------------------
 
 
-def paced(rate: float, duration: float):
+def paced(rate: float, duration: float, t0: float | None = None, lane: int = 0, lanes: int = 1):
+    """Event numbers on schedule (event n due at t0 + n / rate); `lane` of `lanes` takes every
+    lanes-th one. A lane that falls behind runs back to back."""
     total = int(rate * duration)
-    t0 = time.monotonic() + 0.2
-    for seq in range(total):
+    t0 = t0 if t0 is not None else time.monotonic() + 0.2
+    for seq in range(lane, total, lanes):
         delay = t0 + seq / rate - time.monotonic()
         if delay > 0:
             time.sleep(delay)
@@ -315,11 +317,13 @@ def paced(rate: float, duration: float):
 
 def run_producer(args: argparse.Namespace) -> int:
     """Create `--sessions` sessions, print their ids, wait for `go` on stdin, then commit one
-    segment per transaction at `--rate` for `--duration`; write {seq: commit wall time}."""
+    segment per transaction at `--rate` for `--duration`; write {seq: commit wall time}.
+    `--threads` lanes commit side by side (one database connection each, disjoint sessions when
+    the session count is a multiple of the lanes), so one slow commit does not hold the pace."""
     import django
 
     django.setup()
-    from django.db import transaction
+    from django.db import connection, transaction
 
     from apps.recordings import services
     from apps.recordings.services import SegmentInput
@@ -332,17 +336,29 @@ def run_producer(args: argparse.Namespace) -> int:
         return 1
     commits: dict[int, float] = {}
     started = time.monotonic()
-    for seq in paced(args.rate, args.duration):
-        session = sessions[seq % len(sessions)]
-        n = seq // len(sessions)
-        stamp: list[float] = []
-        with transaction.atomic():
-            transaction.on_commit(lambda: stamp.append(time.time()))
-            services.append_committed_segments(
-                session=session,
-                segments=[SegmentInput(n * 4000, n * 4000 + 3500, f"bench#{seq}# {FILLER}", "Speaker 1", 0.93)],
-            )
-        commits[seq] = stamp[0]
+    t0 = started + 0.2
+
+    def lane(k: int) -> None:
+        try:
+            for seq in paced(args.rate, args.duration, t0, k, args.threads):
+                session = sessions[seq % len(sessions)]
+                n = seq // len(sessions)
+                stamp: list[float] = []
+                with transaction.atomic():
+                    transaction.on_commit(lambda: stamp.append(time.time()))
+                    services.append_committed_segments(
+                        session=session,
+                        segments=[SegmentInput(n * 4000, n * 4000 + 3500, f"bench#{seq}# {FILLER}", "Speaker 1", 0.93)],
+                    )
+                commits[seq] = stamp[0]
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=lane, args=(k,)) for k in range(args.threads)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     elapsed = time.monotonic() - started
     Path(args.out).write_text(json.dumps(commits))
     print(json.dumps({"events": len(commits), "seconds": round(elapsed, 2)}), flush=True)
@@ -357,19 +373,27 @@ def run_publisher(args: argparse.Namespace) -> int:
         return 1
     commits: dict[int, float] = {}
     started = time.monotonic()
-    failures = 0
-    with httpx.Client(base_url=f"http://127.0.0.1:{args.port}", timeout=10) as client:
-        for seq in paced(args.rate, args.duration):
-            body = json.dumps({"type": "transcript.segment.created", "sessionId": "ses_bench",
-                               "data": {"sequence": seq, "text": f"bench#{seq}# {FILLER}", "pad": "x" * 180}})
-            t = time.time()
-            response = client.post("/pub", content=body)
-            if response.status_code in (200, 201, 202):
-                commits[seq] = t
-            else:
-                failures += 1
+    failures = []
+
+    def lane(k: int) -> None:
+        with httpx.Client(base_url=f"http://127.0.0.1:{args.port}", timeout=10) as client:
+            for seq in paced(args.rate, args.duration, started + 0.2, k, args.threads):
+                body = json.dumps({"type": "transcript.segment.created", "sessionId": "ses_bench",
+                                   "data": {"sequence": seq, "text": f"bench#{seq}# {FILLER}", "pad": "x" * 180}})
+                t = time.time()
+                response = client.post("/pub", content=body)
+                if response.status_code in (200, 201, 202):
+                    commits[seq] = t
+                else:
+                    failures.append(seq)
+
+    threads = [threading.Thread(target=lane, args=(k,)) for k in range(args.threads)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     Path(args.out).write_text(json.dumps(commits))
-    print(json.dumps({"events": len(commits), "failures": failures,
+    print(json.dumps({"events": len(commits), "failures": len(failures),
                       "seconds": round(time.monotonic() - started, 2)}), flush=True)
     return 0
 
@@ -568,7 +592,8 @@ def bench_connect(name: str, args: argparse.Namespace, tmp: Path) -> dict:
         meter = Meter(daphnes)
         meter.idle()
         producer = subprocess.Popen(
-            [sys.executable, __file__, "_produce", "--slug", slug, "--sessions", str(args.sessions), "--rate",
+            [sys.executable, __file__, "_produce", "--slug", slug, "--sessions", str(args.sessions),
+             "--threads", str(args.producer_threads), "--rate",
              str(args.rate), "--duration", str(args.duration), "--out", str(tmp / f"{label}-commits.json")],
             cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         sessions = json.loads(producer.stdout.readline())["sessions"]
@@ -637,7 +662,8 @@ def bench_nchan(name: str, workers: int, args: argparse.Namespace, tmp: Path) ->
         meter = Meter([nginx.pid] + children_of(nginx.pid))
         meter.idle()
         publisher = subprocess.Popen(
-            [sys.executable, __file__, "_publish", "--port", str(port), "--rate", str(args.rate), "--duration",
+            [sys.executable, __file__, "_publish", "--port", str(port), "--threads", str(args.producer_threads),
+             "--rate", str(args.rate), "--duration",
              str(args.duration), "--out", str(tmp / f"{label}-commits.json")],
             cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         readers = start_readers(args, port, "/sub", "", tmp, label)
@@ -695,7 +721,7 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1].startswith("_"):
         sub = argparse.ArgumentParser()
         sub.add_argument("mode")
-        for option in ("--port", "--count", "--max-seq", "--sessions", "--ramp"):
+        for option in ("--port", "--count", "--max-seq", "--sessions", "--ramp", "--threads"):
             sub.add_argument(option, type=int)
         for option in ("--rate", "--duration"):
             sub.add_argument(option, type=float)
@@ -710,7 +736,8 @@ def main() -> int:
     parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=50, help="events per second")
     parser.add_argument("--duration", type=float, default=60, help="seconds of load")
-    parser.add_argument("--sessions", type=int, default=5, help="sessions the producer appends to (round robin)")
+    parser.add_argument("--sessions", type=int, default=6, help="sessions the producer appends to (round robin)")
+    parser.add_argument("--producer-threads", type=int, default=2, help="producer lanes committing side by side")
     parser.add_argument("--readers", type=int, default=2, help="reader processes")
     parser.add_argument("--reader", choices=["c", "python"], default="c",
                         help="bench/sse_reader.c (epoll, built with cc) or the asyncio reader")
