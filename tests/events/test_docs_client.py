@@ -119,54 +119,51 @@ class Run:
 
 
 def test_receives_in_order_and_resumes_after_a_server_restart_missing_nothing(client_module, live, acme, alice_key):
-    followed = factories.session(acme, label="followed")  # before the stream: not expected
-    entries = [
-        {"type": "session.created"},
-        {"type": "session.status_changed"},
-        {"type": SEGMENT, "sessionId": followed.id},
-    ]
+    # Everything the filters match happens after the stream opens. (A stream may also carry an
+    # event committed an instant before it opened; nothing subscribed here is made before.)
+    followed = factories.session(acme, label="followed")
+    entries = [{"type": "session.status_changed"}, {"type": SEGMENT, "sessionId": followed.id}]
     run = Run(client_module, live.url, alice_key, filters=entries)
     try:
         run.wait(lambda r: r.reconciles == ["start"], "the stream to open")
         first_id = Event.objects.order_by("-id").values_list("id", flat=True).first()
 
         recordings.append_committed_segments(session=followed, segments=factories.segments(["one", "two"]))
-        recordings.change_session_status(session=followed, status="processing")
-        run.wait(lambda r: len(r.events) == 3, "the first three events")
+        run.wait(lambda r: len(r.events) == 2, "the first two events")
 
         other: list = []
 
         def while_down() -> None:
             recordings.append_committed_segments(session=followed, segments=factories.segments(["three", "four"]))
-            session = factories.session(acme, label="created while down")
+            session = factories.session(acme, label="changed while down")
             other.append(session)
+            recordings.change_session_status(session=session, status="processing")
             # Another session's segments: not in the filters, neither live nor on resume.
             recordings.append_committed_segments(session=session, segments=factories.segments(["not followed"]))
 
         live.restart(while_down)
-        run.wait(lambda r: r.stream.connections >= 2 and len(r.events) == 6, "the missed events after the restart",
+        run.wait(lambda r: r.stream.connections >= 2 and len(r.events) == 5, "the missed events after the restart",
                  timeout=3 * WAIT)
         recordings.append_committed_segments(session=followed, segments=factories.segments(["five"]))
         recordings.change_session_status(session=followed, status="completed")
-        run.wait(lambda r: len(r.events) == 8, "the live events after the resume")
+        run.wait(lambda r: len(r.events) == 7, "the live events after the resume")
     finally:
         run.stop()
 
     assert run.error is None
     matching = [
         e for e in Event.objects.filter(id__gt=first_id).order_by("id")
-        if e.type != SEGMENT or e.session_id == followed.id
+        if e.type == "session.status_changed" or (e.type == SEGMENT and e.session_id == followed.id)
     ]
     received_ids = [event_id for event_id, _ in run.events]
     assert received_ids == [e.id for e in matching]  # every one, in order, none twice
-    assert len(matching) == 8
+    assert len(matching) == 7
     assert [env["data"]["text"] for _, env in run.events if env["type"] == SEGMENT] == [
         "one", "two", "three", "four", "five",
     ]
-    assert [env["type"] for _, env in run.events if env["type"] != SEGMENT] == [
-        "session.status_changed", "session.created", "session.status_changed",
+    assert [(env["sessionId"], env["data"]["status"]) for _, env in run.events if env["type"] != SEGMENT] == [
+        (other[0].id, "processing"), (followed.id, "completed"),
     ]
-    assert next(env for _, env in run.events if env["type"] == "session.created")["sessionId"] == other[0].id
     # It resumed (the missed events came from Last-Event-ID, no REST reconcile was needed).
     assert run.stream.connections >= 2
     assert run.reconciles == ["start"]
@@ -180,20 +177,21 @@ def test_resume_unavailable_reconciles_through_rest_then_streams_live(client_mod
     def reconcile(reason: str) -> None:
         reconciled.append(client_module.list_sessions(live.url, alice_key, page_size=2))
 
-    run = Run(client_module, live.url, alice_key, reconcile=reconcile, last_event_id="evt_" + "0" * 26)
+    run = Run(client_module, live.url, alice_key, filters=[{"type": "session.status_changed"}], reconcile=reconcile,
+              last_event_id="evt_" + "0" * 26)
     try:
         run.wait(lambda r: r.reconciles, "a reconcile")
         assert run.reconciles == ["resume-unavailable"]
         [sessions] = reconciled
         assert sorted(s["id"] for s in sessions) == sorted(s.id for s in before)  # both pages of two
-        created = factories.session(acme, label="live")
+        recordings.change_session_status(session=before[1], status="completed")
         run.wait(lambda r: len(r.events) == 1, "the live event")
     finally:
         run.stop()
     assert run.error is None
     event_id, envelope = run.events[0]
-    assert envelope["type"] == "session.created" and envelope["sessionId"] == created.id
-    assert event_id == Event.objects.get(session_id=created.id).id
+    assert envelope["type"] == "session.status_changed" and envelope["sessionId"] == before[1].id
+    assert event_id == Event.objects.get(session_id=before[1].id, type="session.status_changed").id
 
 
 @pytest.mark.parametrize(
