@@ -3,10 +3,12 @@ task, is the truth (apps/webhooks/delivery.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Iterable
 
-from django.db import close_old_connections
+from django.conf import settings
+from django.db import close_old_connections, transaction
 from django_q.brokers import get_broker
 from django_q.tasks import async_task
 
@@ -21,12 +23,17 @@ def queue_attempts(pairs: Iterable[tuple[str, str]]) -> None:
     pairs = list(pairs)
     if not pairs:
         return
-    broker = get_broker()  # one connection for the batch (async_task would open one per task)
-    for delivery_id, token in pairs:
-        try:
-            async_task(ATTEMPT_TASK, delivery_id, token, q_options={"save": False, "broker": broker})
-        except Exception:  # noqa: BLE001 - the broker may be down; the sweeper recovers
-            logger.exception("could not queue webhook delivery %s; the sweeper will", delivery_id)
+    # The ORM broker closes the database connection before each write unless it runs inside a
+    # transaction (django_q/brokers/orm.py, get_connection); with CONN_MAX_AGE = 0 that was a
+    # close and reopen per task in the process recording the event. One transaction per batch.
+    orm = settings.Q_CLUSTER.get("orm")
+    try:
+        with transaction.atomic(using=orm) if orm else contextlib.nullcontext():
+            broker = get_broker()  # one connection for the batch (async_task would open one per task)
+            for delivery_id, token in pairs:
+                async_task(ATTEMPT_TASK, delivery_id, token, q_options={"save": False, "broker": broker})
+    except Exception:  # noqa: BLE001 - the broker may be down; the sweeper recovers
+        logger.exception("could not queue %d webhook deliveries; the sweeper will", len(pairs))
 
 
 def attempt_delivery(delivery_id: str, token: str) -> str:
