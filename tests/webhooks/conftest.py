@@ -97,23 +97,31 @@ def webhook_server(django_db_setup, django_db_blocker, tmp_path_factory):
         [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", "1"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + 30
+    # Generous: on a loaded 2-core machine daphne, the cluster and the sweeper can take a minute
+    # to import. A server that never comes up is stopped, not left running on a deleted database.
+    deadline = time.monotonic() + 180
     while True:
         try:
-            httpx.get(f"{url}/healthz", timeout=1)
+            httpx.get(f"{url}/healthz", timeout=5)
             break
         except httpx.TransportError:
             if process.poll() is not None or time.monotonic() > deadline:
+                _stop(process)
+                log.close()
                 raise RuntimeError(f"webhook server did not start; see {log.name}") from None
             time.sleep(0.2)
     yield LiveServer(url=url, process=process)
+    _stop(process)
+    log.close()
+
+
+def _stop(process: subprocess.Popen) -> None:
     process.terminate()
     try:
         process.wait(timeout=20)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=5)
-    log.close()
 
 
 def wait_until(predicate, timeout: float = 30, interval: float = 0.1):

@@ -218,6 +218,42 @@ def test_an_expired_attempt_lease_is_swept_and_the_old_worker_cannot_write(webho
     assert Delivery.objects.get(id=delivery.id).status == "succeeded"
 
 
+@pytest.mark.parametrize("change,reason", [("delete", "endpoint_deleted"), ("deactivate", "endpoint_disabled")])
+def test_an_endpoint_deleted_or_deactivated_with_deliveries_pending(
+    webhook_settings, receiver, alice, queued, monkeypatch, change, reason
+):
+    def stop(endpoint):
+        if change == "delete":
+            services.delete_endpoint(endpoint=endpoint)
+        else:
+            services.update_endpoint(endpoint=endpoint, changes={"active": False})
+
+    # Queued, not yet attempted: the task finds its lease gone and sends nothing.
+    endpoint = make_endpoint(alice, receiver.url)
+    delivery, token = new_delivery(endpoint, queued)
+    stop(endpoint)
+    assert engine.deliver_once(delivery.id, token) == "skipped"
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.stop_reason) == ("cancelled", reason)
+    assert receiver.requests == []
+
+    # In flight: the request completes, but its result does not revive the cancelled delivery.
+    other = make_endpoint(alice, receiver.url)
+    in_flight, token = new_delivery(other, queued)
+    real_post = engine.sender().post
+
+    def post_then_stop(*args, **kwargs):
+        outcome = real_post(*args, **kwargs)
+        stop(other)
+        return outcome
+
+    monkeypatch.setattr(engine.sender(), "post", post_then_stop)
+    assert engine.deliver_once(in_flight.id, token) == "lease_lost"
+    in_flight.refresh_from_db()
+    assert (in_flight.status, in_flight.stop_reason, in_flight.attempt_count) == ("cancelled", reason, 0)
+    assert len(receiver.requests) == 1 and receiver.requests[0].verified
+
+
 def test_member_deactivated_cancels_with_installation_unauthorized(webhook_settings, receiver, alice, queued):
     delivery, token = new_delivery(make_endpoint(alice, receiver.url), queued)
     tenancy.deactivate_member(membership=alice)
