@@ -11,6 +11,13 @@ httpx POSTs. Per database (SQLite with the ORM broker; PostgreSQL with Redis):
 - kill: a paced run with a worker SIGKILLed halfway through → lost must stay 0.
 
 Lost = events recorded but never received; duplicates = receipts beyond the first per event.
+Event-to-receipt runs from just before the event is recorded (`create_session` called) to the
+receiver reading the request. The receiver is a process of its own (a threaded HTTP server that
+records arrival times on the shared monotonic clock), so neither the producer nor the ceiling's
+client shares its interpreter. After each phase the run waits until no delivery is pending or
+retrying, at most the queue lease plus the attempt lease plus a minute: a worker killed while
+holding a task leaves a lease the sweeper re-queues only when it expires (up to 10 minutes with
+the default `CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS`).
 
     CONNECT_DEVELOPMENT=1 .venv/bin/python bench/webhooks.py --db sqlite postgres --events 10000
 """
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import statistics
@@ -26,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -39,38 +48,72 @@ DATABASES = {
 
 
 class Receiver:
-    """Records the arrival time of each event id (parsed from the body)."""
+    """A receiver in a subprocess (`--receiver`): records the arrival times of each event (keyed by
+    the session id in the body); `GET /_arrivals` returns them, `POST /_reset` forgets them."""
 
     def __init__(self) -> None:
-        self.arrivals: dict[str, list[float]] = {}
-        self.lock = threading.Lock()
-        outer = self
+        self.process = subprocess.Popen([sys.executable, __file__, "--receiver"], stdout=subprocess.PIPE, text=True)
+        self.port = int(self.process.stdout.readline())
+        self.url = f"http://127.0.0.1:{self.port}/hook"
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def _control(self, method: str, path: str) -> bytes:
+        import http.client
 
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                now = time.monotonic()
-                event_id = json.loads(body).get("data", {}).get("sessionId") or json.loads(body)["id"]
-                with outer.lock:
-                    outer.arrivals.setdefault(event_id, []).append(now)
-                self.send_response(204)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.request_queue_size = 256
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        connection.request(method, path)
+        return connection.getresponse().read()
 
     def reset(self) -> None:
-        with self.lock:
-            self.arrivals = {}
+        self._control("POST", "/_reset")
+
+    def arrivals(self) -> dict[str, list[float]]:
+        return json.loads(self._control("GET", "/_arrivals"))
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def serve_receiver() -> None:
+    arrivals: dict[str, list[float]] = {}
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def reply(self, status: int, body: bytes = b"") -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            with lock:
+                body = json.dumps(arrivals).encode()
+            self.reply(200, body)
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            now = time.monotonic()
+            if self.path == "/_reset":
+                with lock:
+                    arrivals.clear()
+                return self.reply(204)
+            payload = json.loads(body)
+            event_id = payload.get("data", {}).get("sessionId") or payload["id"]
+            with lock:
+                arrivals.setdefault(event_id, []).append(now)
+            self.reply(204)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    server.request_queue_size = 256
+    print(server.server_address[1], flush=True)
+    signal.signal(signal.SIGTERM, lambda *a: threading.Thread(target=server.shutdown).start())
+    server.serve_forever()
 
 
 def ceiling(receiver: Receiver, count: int) -> float:
@@ -80,6 +123,7 @@ def ceiling(receiver: Receiver, count: int) -> float:
 
     from apps.webhooks import signing
 
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a log line per request is not the ceiling
     seed = random_bytes(32)
     started = time.monotonic()
     with httpx.Client() as client:
@@ -154,6 +198,15 @@ def run(db: str, args) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+RESULTS = ROOT / "bench" / "results" / f"webhooks-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+
+
+def save(results: dict) -> None:
+    """After every phase, so an interrupted run keeps what it measured."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{results['db']}.json").write_text(json.dumps(results, indent=2))
+
+
 def run_child() -> None:
     import django
 
@@ -164,7 +217,9 @@ def run_child() -> None:
     parser.add_argument("--ceiling-requests", type=int, default=3000)
     args = parser.parse_args()
     django.setup()
+    from django.conf import settings
     from django.db import connection
+    from django.utils import timezone
 
     from apps.recordings import services as recordings
     from apps.tenancy import services as tenancy
@@ -180,9 +235,11 @@ def run_child() -> None:
     webhooks.create_endpoint(principal=authenticate_bearer(f"Bearer {key}"), name="bench", url=receiver.url,
                              filters=[{"type": "session.created"}])
     keys.active_key()
-    port = receiver.server.server_address[1]
-    results: dict = {"db": connection.vendor, "events": args.events}
+    port = receiver.port
+    results: dict = {"db": connection.vendor, "events": args.events, "rate": args.rate,
+                     "load_before": os.getloadavg()[0]}
     results["ceiling_per_s"] = round(ceiling(receiver, args.ceiling_requests), 1)
+    drain_limit = settings.CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS + settings.CONNECT_WEBHOOK_LEASE_SECONDS + 60
 
     def start_workers():
         return (
@@ -199,30 +256,36 @@ def run_child() -> None:
             produced: dict[str, float] = {}
             interval = 0 if mode == "burst" else 1 / args.rate
             killed = None
+            phase_started = timezone.now()
             started = time.monotonic()
             for i in range(args.events):
                 if interval:
                     delay = started + i * interval - time.monotonic()
                     if delay > 0:
                         time.sleep(delay)
+                at = time.monotonic()
                 session = recordings.create_session(workspace=workspace, label=f"{mode} {i}")
-                produced[session.id] = time.monotonic()
+                produced[session.id] = at
                 if mode == "kill" and i == args.events // 2:
-                    killed = busiest_worker(cluster.pid, port) or (descendants(cluster.pid) or [None])[-1]
+                    # Only a process with a connection to the receiver is a worker (no setproctitle).
+                    killed = busiest_worker(cluster.pid, port)
                     if killed:
                         os.kill(killed, signal.SIGKILL)
-            produce_seconds = time.monotonic() - started
+            produced_until = time.monotonic()
+            produce_seconds = produced_until - started
+            workers_started = None
             if cluster is None:  # burst: everything is queued; now let the workers at it
                 cluster, sweeper = start_workers()
-            # Drain: wait until every delivery is terminal (bounded), then count.
-            deadline = time.monotonic() + 300
+                workers_started = time.monotonic()
+            # Drain: wait until no delivery is pending or retrying (bounded), then count.
+            deadline = time.monotonic() + drain_limit
             while time.monotonic() < deadline:
                 if not Delivery.objects.filter(status__in=["pending", "retrying"]).exists():
                     break
                 time.sleep(0.5)
+            settled_s = time.monotonic() - produced_until
             time.sleep(1)
-            with receiver.lock:
-                arrivals = {k: v for k, v in receiver.arrivals.items() if k in produced}
+            arrivals = {k: v for k, v in receiver.arrivals().items() if k in produced}
             # Event-to-receipt is meaningful only while the workers run (paced, kill).
             latencies = sorted(v[0] - produced[k] for k, v in arrivals.items()) if mode != "burst" else []
             first = min(v[0] for v in arrivals.values()) if arrivals else started
@@ -232,13 +295,22 @@ def run_child() -> None:
                 "produced_per_s": round(len(produced) / produce_seconds, 1),
                 "deliveries_per_s": round((len(arrivals) - 1) / (last - first), 1) if len(arrivals) > 1 else 0,
                 "p50_ms": round(statistics.median(latencies) * 1000) if latencies else None,
-                "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1] * 1000) if latencies else None,
+                "p99_ms": round(latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000) if latencies else None,
+                "max_ms": round(latencies[-1] * 1000) if latencies else None,
                 "lost": len(produced) - len(arrivals),
                 "duplicates": sum(len(v) - 1 for v in arrivals.values()),
+                # Last receipt after the last event was recorded (burst: after the workers started).
+                "tail_s": round(last - (workers_started or produced_until), 1),
+                # Until no delivery was pending or retrying (a killed attempt waits for its lease).
+                "settled_s": round(settled_s, 1),
+                "statuses": dict(Counter(Delivery.objects.filter(created_at__gte=phase_started)
+                                         .values_list("status", flat=True))),
                 "killed_pid": killed,
             }
             results[mode] = row
             print(f"{connection.vendor} {mode}: {row}", file=sys.stderr, flush=True)
+            save(results)
+        results["ceiling_after_per_s"] = round(ceiling(receiver, args.ceiling_requests), 1)
     finally:
         for process in (sweeper, cluster):
             if process is not None:
@@ -250,8 +322,10 @@ def run_child() -> None:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 process.kill()
-        receiver.server.shutdown()
+        receiver.stop()
+    results["load_after"] = os.getloadavg()[0]
     results["ratio_to_ceiling"] = round(results["burst"]["deliveries_per_s"] / results["ceiling_per_s"], 2)
+    save(results)
     print(json.dumps(results))
 
 
@@ -260,7 +334,10 @@ def main() -> None:
     parser.add_argument("--db", nargs="+", default=["sqlite", "postgres"], choices=list(DATABASES))
     parser.add_argument("--events", type=int, default=10000)
     parser.add_argument("--rate", type=float, default=100)
+    parser.add_argument("--receiver", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.receiver:
+        return serve_receiver()
     args.passthrough = ["--events", str(args.events), "--rate", str(args.rate)]
     rows = [run(db, args) for db in args.db]
     print(json.dumps(rows, indent=2))
