@@ -5,15 +5,22 @@ SQLite, whose rowids put the workspace, then the revision, then the sequence; on
 GIN index over lexemes prefixed with the workspace id ('<workspace>:word'). A search only reads
 its own workspace's entries.
 
-Work per request is bounded by a candidate set, the same on both databases: the newest
-CANDIDATE_REVISIONS revisions that match (every word in one segment), and in each of them its
-first CANDIDATE_SEGMENTS matching segments. Each candidate segment is scored from its text
-(`segment_score`, BM25's term-frequency part, computed here so both databases score alike); a
-hit is a revision scored by its best candidate segment. Hits are ordered by score, then session
-newest first, then transcript id, and paged with a keyset cursor on exactly that triple. A query
-that matches more revisions than the candidate set ranks the newest ones and stops there.
+Work per request is bounded by windows, the same on both databases. A window is at most
+CANDIDATE_REVISIONS matching revisions (every word in one segment), consecutive from newest to
+oldest, and in each of them its first CANDIDATE_SEGMENTS matching segments: the first window
+the newest matching revisions, each next one the matching revisions older than the previous
+window's end. Each candidate segment is scored from its text (`segment_score`, BM25's
+term-frequency part, computed here so both databases score alike); a hit is a revision scored
+by its best candidate segment. Hits are ordered best match first within each window of the
+newest remaining matches: by window, then score, then session newest first, then transcript id.
+A page holds hits of one window; its cursor carries the window (its first and last positions,
+so later pages rank the same revisions even while newer ones are written) and the keyset
+(score, created, transcript id) inside it, or, once the window is shown, where the next window
+begins. Every matching revision is reachable; nextCursor is None only when nothing further
+matches. A page can be shorter than `limit`, even empty, with a cursor: at a window's end, when
+a walk stopped at its bound before filling the window, and for the ranges of all-common words.
 
-How the candidates are found (`_candidates`):
+How a window's candidates are found (`_window`), from where the previous window ended:
 - SQLite walks the workspace's rowid range upwards, newest revision first: each step asks FTS5
   for the next few matching rowids above the last one, and jumps to the next revision once a
   revision has given its segments. Every step is a seek in the index, so the cost follows the candidates, never the
@@ -24,7 +31,11 @@ How the candidates are found (`_candidates`):
   segments (the segment order index, filtered by the stored vector), which for a common word
   finds them within a few rows. A word of middling frequency is the expensive case for both.
 
-Candidates are the newest revisions by when they were first indexed (SQLite: revision key; bulk
+Windows of several words that are all common are ranges of revisions, matching or not (SQLite
+the next `common_window` revisions, PostgreSQL one walk batch), so a rare combination of them
+costs one range per page, and pages through ranges without a match come back empty.
+
+Windows follow the revisions by when they were first indexed (SQLite: revision key; bulk
 imports index oldest first) or created (PostgreSQL: transcript created_at): the same order for
 data written as it happens.
 """
@@ -184,6 +195,8 @@ def _page_sql(
     resume: Any,
     limit: int,
     until: int | None = None,
+    through: Any = None,
+    down_to: Any = None,
 ) -> tuple[str, list[Any]]:
     """The query that finds candidates through the full-text index, never touching other
     workspaces' entries or scanning segments.
@@ -193,7 +206,8 @@ def _page_sql(
     workspace's end), with their revision: (rowid, transcript id, revision kind). The revision
     kind is filtered by the caller.
     PostgreSQL: the direct plan, the `limit` newest matching revisions older than `resume`
-    ((created_at, transcript id); None = from the newest) with the first CANDIDATE_SEGMENTS
+    ((created_at, transcript id); None = from the newest), no newer than `through` and no older
+    than `down_to` (a pinned window, both inclusive), with the first CANDIDATE_SEGMENTS
     matching sequences of each: (transcript id, sequence, created_at)."""
     if vendor == "sqlite":
         # FTS5 seeks one rowid range (>= and <=) and walks it upwards (newest revision first:
@@ -219,9 +233,7 @@ def _page_sql(
         if revision_kind:
             where.append("t.revision_kind = %s")
             params.append(revision_kind)
-        if resume is not None:
-            where.append("(t.created_at, t.id) < (%s, %s)")
-            params += list(resume)
+        where += _postgresql_range("t.", resume, through, down_to, params)
         # The matches first (MATERIALIZED: the planner must not trade the index for an index
         # scan in transcript order to feed the window), then the newest revisions among them.
         sql = f"""
@@ -245,17 +257,34 @@ def _page_sql(
     raise NotImplementedError(f"transcript search has no full-text index for {vendor}")
 
 
-def _walk_sql(terms: list[str], workspace_id: Any, revision_kind: str | None, resume: Any, revisions: int):
-    """PostgreSQL, common words: `revisions` of the workspace's revisions older than `resume`,
-    newest first, each with its first CANDIDATE_SEGMENTS matching sequences (NULL when none):
-    (transcript id, sequence, created_at)."""
+def _postgresql_range(prefix: str, resume: Any, through: Any, down_to: Any, params: list[Any]) -> list[str]:
+    """WHERE terms on (created_at, id): older than `resume`, no newer than `through`, no older
+    than `down_to` (each a pair or None); their values are appended to `params`."""
+    where = []
+    for bound, op in ((resume, "<"), (through, "<="), (down_to, ">=")):
+        if bound is not None:
+            where.append(f"({prefix}created_at, {prefix}id) {op} (%s, %s)")
+            params += list(bound)
+    return where
+
+
+def _walk_sql(
+    terms: list[str],
+    workspace_id: Any,
+    revision_kind: str | None,
+    resume: Any,
+    revisions: int,
+    through: Any = None,
+    down_to: Any = None,
+):
+    """PostgreSQL, common words: `revisions` of the workspace's revisions older than `resume`
+    (and within `through` … `down_to`, as in _page_sql), newest first, each with its first
+    CANDIDATE_SEGMENTS matching sequences (NULL when none): (transcript id, sequence, created_at)."""
     where, params = [], [workspace_id]
     if revision_kind:
         where.append("revision_kind = %s")
         params.append(revision_kind)
-    if resume is not None:
-        where.append("(created_at, id) < (%s, %s)")
-        params += list(resume)
+    where += _postgresql_range("", resume, through, down_to, params)
     sql = f"""
         SELECT t.id, m.sequence, t.created_at
         FROM (
@@ -312,11 +341,12 @@ def _walk_is_cheaper(terms: list[str], workspace_id: Any) -> bool:
     return matches > math.sqrt(CANDIDATE_REVISIONS * CANDIDATE_SEGMENTS * segments)
 
 
-def _sqlite_common_until(db, terms: list[str], workspace_id: Any) -> int | None:
-    """The rowid that ends the newest `common_window(terms)` revisions when every word of a
-    query of several words is common (COMMON_SHARE or more of the segments of the newest
-    SAMPLE_REVISIONS revisions), else None. FTS5 intersects such words entry by entry, so over the whole workspace a rare
-    combination of common words would cost in proportion to the workspace's size."""
+def _sqlite_common_until(db, terms: list[str], workspace_id: Any, start: int | None = None) -> int | None:
+    """The rowid that ends `common_window(terms)` revisions from `start` (a rowid; None = the
+    newest revision) when every word of a query of several words is common (COMMON_SHARE or more
+    of the segments of the workspace's newest SAMPLE_REVISIONS revisions), else None; also None
+    when fewer revisions than that remain. FTS5 intersects such words entry by entry, so over the
+    whole workspace a rare combination of common words would cost in proportion to its size."""
     if len(terms) < 2:
         return None
     db.execute("SELECT id FROM recordings_search_workspace WHERE workspace_id = ?", (workspace_id,))
@@ -345,7 +375,14 @@ def _sqlite_common_until(db, terms: list[str], workspace_id: Any) -> int | None:
         )
         if db.fetchone()[0] < COMMON_SHARE * segments:
             return None
-    return (newest[window - 1][0] + 1) << SEQUENCE_BITS
+    if start is None:
+        return (newest[window - 1][0] + 1) << SEQUENCE_BITS
+    db.execute(
+        "SELECT id FROM recordings_segment_search WHERE id >= ? AND id < ? ORDER BY id LIMIT 1 OFFSET ?",
+        (max(lo, start >> SEQUENCE_BITS), hi, window - 1),
+    )
+    row = db.fetchone()
+    return None if row is None else (row[0] + 1) << SEQUENCE_BITS
 
 
 def common_window(terms: list[str]) -> int:
@@ -354,15 +391,52 @@ def common_window(terms: list[str]) -> int:
     return max(SAMPLE_REVISIONS, COMMON_QUERY_REVISIONS * 4 // max(4, len(terms)))
 
 
-def _sqlite_candidates(terms: list[str], workspace_id: Any, revision_kind: str | None) -> dict[str, list[int]]:
+# --- Windows ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Pin:
+    """A window already shown in part, as its cursor carries it: its first and last positions
+    and whether anything past it may match. Positions are the database's walk order: SQLite, a
+    rowid (`first` inclusive, `last` exclusive, None = the workspace's end); PostgreSQL, a
+    transcript's (created_at, id), both inclusive."""
+
+    first: Any
+    last: Any
+    more: bool
+
+
+@dataclass
+class _Window:
+    """The candidates of one window, in walk order (newest first), and where it lies: `first`
+    the newest candidate's position (None: no candidates), `last` where the window stops (the
+    next window starts past it), `more` whether anything past `last` may match."""
+
+    candidates: dict[str, list[int]]
+    first: Any = None
+    last: Any = None
+    more: bool = False
+
+    def settle(self, pin: _Pin | None) -> _Window:
+        # A pinned window that still ends where it did keeps what was known past its end.
+        if pin is not None and self.last == pin.last:
+            self.more = pin.more
+        return self
+
+
+def _sqlite_window(
+    terms: list[str], workspace_id: Any, revision_kind: str | None, start: int | None, pin: _Pin | None
+) -> _Window:
     sql, _ = _page_sql("sqlite", terms, workspace_id, revision_kind, None, CANDIDATE_SEGMENTS)
     sql = sql.replace("%s", "?")  # the sqlite3 cursor directly: this runs once per step
     match = fts5_match(terms)
     candidates: dict[str, list[int]] = {}
-    resume, steps = None, 0
+    keys: dict[str, int] = {}  # transcript id: revision key
+    resume, steps, exhausted = (pin.first if pin else start), 0, False
     with connection.cursor() as db:
         raw = db.cursor
-        until = _sqlite_common_until(raw, terms, workspace_id)
+        # A pinned window ends where it ended; a new one where the common words' range ends.
+        until = pin.last if pin else _sqlite_common_until(raw, terms, workspace_id, start)
         while len(candidates) < CANDIDATE_REVISIONS and steps < SQLITE_MAX_STEPS:
             rows = raw.execute(sql, (match, resume, workspace_id, until, workspace_id, CANDIDATE_SEGMENTS)).fetchall()
             steps += 1
@@ -370,57 +444,111 @@ def _sqlite_candidates(terms: list[str], workspace_id: Any, revision_kind: str |
                 if revision_kind and kind != revision_kind:
                     continue
                 sequences = candidates.setdefault(transcript_id, [])
+                keys.setdefault(transcript_id, rowid >> SEQUENCE_BITS)
                 if len(sequences) < CANDIDATE_SEGMENTS:
                     sequences.append(rowid & SEQUENCE_MASK)
             if len(rows) < CANDIDATE_SEGMENTS:
-                break  # nothing further matches
+                exhausted = True  # nothing further matches before `until`
+                break
             last_rowid, last_transcript, last_kind = rows[-1]
             wanted = not revision_kind or last_kind == revision_kind
             if wanted and len(candidates[last_transcript]) < CANDIDATE_SEGMENTS:
                 resume = last_rowid + 1  # the last revision has more to give
             else:
                 resume = ((last_rowid >> SEQUENCE_BITS) + 1) << SEQUENCE_BITS  # skip to the next revision
-    return dict(list(candidates.items())[:CANDIDATE_REVISIONS])
+    window = _Window(dict(list(candidates.items())[:CANDIDATE_REVISIONS]))
+    if window.candidates:
+        window.first = keys[next(iter(window.candidates))] << SEQUENCE_BITS
+    if len(candidates) > CANDIDATE_REVISIONS or (len(candidates) == CANDIDATE_REVISIONS and not exhausted):
+        # Full: the window ends after its last revision.
+        window.last, window.more = (keys[list(window.candidates)[-1]] + 1) << SEQUENCE_BITS, True
+    elif exhausted:
+        window.last, window.more = until, (pin.more if pin else until is not None)
+    else:
+        # The step bound: the window ends where the walk stopped, at a revision's end.
+        window.last, window.more = (resume + SEQUENCE_MASK) >> SEQUENCE_BITS << SEQUENCE_BITS, True
+    return window.settle(pin)
 
 
-def _postgresql_candidates(terms: list[str], workspace_id: Any, revision_kind: str | None) -> dict[str, list[int]]:
+def _postgresql_window(
+    terms: list[str], workspace_id: Any, revision_kind: str | None, start: Any, pin: _Pin | None
+) -> _Window:
+    through, down_to = (pin.first, pin.last) if pin else (None, None)
     candidates: dict[str, list[int]] = {}
+    positions: dict[str, tuple[datetime, str]] = {}
     with connection.cursor() as db:
         # Several words: the planner multiplies their frequencies as if independent, which
         # for common words that go together is off by orders of magnitude (measured: 1.8 s
         # ranking 200,000 matches it estimated under 2,000), so only single words are costed.
         common = _all_words_common(terms, workspace_id)
         if not common and (len(terms) > 1 or not _walk_is_cheaper(terms, workspace_id)):
-            db.execute(*_page_sql("postgresql", terms, workspace_id, revision_kind, None, CANDIDATE_REVISIONS))
-            for transcript_id, sequence, _ in db.fetchall():
+            # One more revision than a window holds tells whether anything older matches.
+            sql = _page_sql("postgresql", terms, workspace_id, revision_kind, start, CANDIDATE_REVISIONS + 1,
+                            through=through, down_to=down_to)  # fmt: skip
+            db.execute(*sql)
+            for transcript_id, sequence, created_at in db.fetchall():
                 candidates.setdefault(transcript_id, []).append(sequence)
-            return candidates
-        resume = None
-        batch = common_window(terms) if common else CANDIDATE_REVISIONS
-        for _ in range(1 if common else POSTGRES_MAX_BATCHES):
-            with transaction.atomic():
-                # The planner would read each revision whole through the transcript_id index and
-                # sort; reading the (transcript_id, sequence) index in order stops at the first
-                # matches, which for a common word are a few rows away (4x faster measured).
-                db.execute("SET LOCAL enable_sort = off")
-                db.execute(*_walk_sql(terms, workspace_id, revision_kind, resume, batch))
-                rows = db.fetchall()
-            rows.sort(key=lambda r: (r[2], r[0], -(r[1] or 0)), reverse=True)
-            for transcript_id, sequence, _ in rows:
-                if sequence is not None and (transcript_id in candidates or len(candidates) < CANDIDATE_REVISIONS):
-                    candidates.setdefault(transcript_id, []).append(sequence)
-            if len(candidates) >= CANDIDATE_REVISIONS or len({r[0] for r in rows}) < batch:
-                break
-            resume = (rows[-1][2], rows[-1][0])
-    return candidates
+                positions[transcript_id] = (created_at, transcript_id)
+            window = _Window(dict(list(candidates.items())[:CANDIDATE_REVISIONS]))
+            if len(candidates) > CANDIDATE_REVISIONS:
+                window.last, window.more = positions[list(window.candidates)[-1]], True
+            else:
+                window.last, window.more = (pin.last, pin.more) if pin else (None, False)
+        else:
+            window = _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common, positions)
+    if window.candidates:
+        window.first = positions[next(iter(window.candidates))]
+    return window.settle(pin)
 
 
-def _candidates(terms: list[str], workspace_id: Any, revision_kind: str | None) -> dict[str, list[int]]:
-    """{transcript id: candidate sequences}, at most CANDIDATE_REVISIONS revisions."""
+def _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common, positions) -> _Window:
+    candidates: dict[str, list[int]] = {}
+    resume, oldest = start, None
+    through, down_to = (pin.first, pin.last) if pin else (None, None)
+    batch = common_window(terms) if common else CANDIDATE_REVISIONS
+    exhausted = False
+    for _ in range(1 if common else POSTGRES_MAX_BATCHES):
+        with transaction.atomic():
+            # The planner would read each revision whole through the transcript_id index and
+            # sort; reading the (transcript_id, sequence) index in order stops at the first
+            # matches, which for a common word are a few rows away (4x faster measured).
+            db.execute("SET LOCAL enable_sort = off")
+            db.execute(*_walk_sql(terms, workspace_id, revision_kind, resume, batch, through, down_to))
+            rows = db.fetchall()
+        rows.sort(key=lambda r: (r[2], r[0], -(r[1] or 0)), reverse=True)
+        for transcript_id, sequence, created_at in rows:
+            if sequence is not None and (transcript_id in candidates or len(candidates) < CANDIDATE_REVISIONS):
+                candidates.setdefault(transcript_id, []).append(sequence)
+                positions[transcript_id] = (created_at, transcript_id)
+        if rows:
+            oldest = (rows[-1][2], rows[-1][0])
+        if len({r[0] for r in rows}) < batch:
+            exhausted = True  # no older revisions (in the pinned window: none left in it)
+            break
+        if len(candidates) >= CANDIDATE_REVISIONS:
+            break
+        resume = oldest
+    window = _Window(candidates)
+    if len(candidates) >= CANDIDATE_REVISIONS:
+        window.last, window.more = positions[list(candidates)[-1]], True
+    elif exhausted:
+        window.last, window.more = (pin.last, pin.more) if pin else (oldest, False)
+    else:
+        # The walk's bound (or the common words' range): the next window starts past the
+        # oldest revision it looked at.
+        window.last, window.more = oldest, True
+    return window
+
+
+def _window(
+    terms: list[str], workspace_id: Any, revision_kind: str | None, start: Any, pin: _Pin | None
+) -> _Window:
+    """The window that begins at `start` (where the previous one stopped; None = the newest
+    revision), or the pinned window `pin`: at most CANDIDATE_REVISIONS revisions."""
     if connection.vendor == "sqlite":
-        return _sqlite_candidates(terms, workspace_id, revision_kind)
+        return _sqlite_window(terms, workspace_id, revision_kind, start, pin)
     if connection.vendor == "postgresql":
-        return _postgresql_candidates(terms, workspace_id, revision_kind)
+        return _postgresql_window(terms, workspace_id, revision_kind, start, pin)
     raise NotImplementedError(f"transcript search has no full-text index for {connection.vendor}")
 
 
@@ -440,15 +568,50 @@ def _segment_texts(candidates: dict[str, list[int]]) -> dict[tuple[str, int], st
         return {(t, seq): text for t, seq, text in db.fetchall()}
 
 
-def _decode_after(workspace: Workspace, cursor: str, digest: str) -> tuple[float, datetime, str]:
+def _encode_position(position: Any) -> Any:
+    if position is None or isinstance(position, int):
+        return position
+    created_at, transcript_id = position
+    return [created_at.isoformat(), transcript_id]
+
+
+def _decode_position(value: Any) -> Any:
+    if value is None:
+        return None
+    if connection.vendor == "sqlite":
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InvalidRequest()
+        return value
+    created_at, transcript_id = value
+    if not isinstance(created_at, str) or not isinstance(transcript_id, str):
+        raise InvalidRequest()
+    return parse_iso(created_at), transcript_id
+
+
+@dataclass(frozen=True)
+class _Resume:
+    """Where a page starts: in the window `pin` after the hit `after`, or, without them, at the
+    start of the window that begins at `start` (None = the newest revision)."""
+
+    start: Any = None
+    pin: _Pin | None = None
+    after: tuple[float, datetime, str] | None = None
+
+
+def _decode_resume(workspace: Workspace, cursor: str, digest: str) -> _Resume:
     key = decode_cursor("search", workspace.id, cursor)
     try:
-        bound, score, created_at, transcript_id = key
-        if bound != digest or not isinstance(score, (int, float)) or isinstance(score, bool):
+        if key[:2] == ["next", digest] and len(key) == 3 and key[2] is not None:
+            return _Resume(start=_decode_position(key[2]))
+        if key[:2] != ["in", digest] or len(key) != 8:
             raise InvalidRequest()
-        if not math.isfinite(score) or not isinstance(transcript_id, str):
+        first, last, more, score, created_at, transcript_id = key[2:]
+        if first is None or not isinstance(more, bool) or not isinstance(transcript_id, str):
             raise InvalidRequest()
-        return float(score), parse_iso(created_at), transcript_id
+        if not isinstance(score, (int, float)) or isinstance(score, bool) or not math.isfinite(score):
+            raise InvalidRequest()
+        pin = _Pin(_decode_position(first), _decode_position(last), more)
+        return _Resume(pin=pin, after=(float(score), parse_iso(created_at), transcript_id))
     except (AttributeError, TypeError, ValueError):
         raise InvalidRequest() from None
 
@@ -462,16 +625,21 @@ def search_transcripts(
     cursor: str | None = None,
 ) -> tuple[list[SearchHit], str | None]:
     """One page of hits for `query` (every word must occur in one segment) in the workspace's
-    transcripts, and the cursor of the next page (None on the last)."""
+    transcripts, and the cursor of the next page (None when nothing further matches). A page
+    holds hits of one window only (see the module's docstring), so it can be shorter than
+    `limit`, even empty, while a cursor still follows."""
     terms = query_terms(query)
     digest = _scope_digest(terms, revision_kind)
-    after = _decode_after(workspace, cursor, digest) if cursor else None
+    resume = _decode_resume(workspace, cursor, digest) if cursor else _Resume()
     if not terms:
         return [], None
 
-    candidates = _candidates(terms, workspace.id, revision_kind)
-    if not candidates:
-        return [], None
+    window = _window(terms, workspace.id, revision_kind, resume.start, resume.pin)
+    next_window = encode_cursor("search", workspace.id, ["next", digest, _encode_position(window.last)])
+    next_window = next_window if window.more else None
+    if not window.candidates:
+        return [], next_window
+    candidates = window.candidates
     texts = _segment_texts(candidates)
     created = dict(Transcript.objects.filter(id__in=list(candidates)).values_list("id", "session__created_at"))
     keys = list(dict.fromkeys(_fold(t) for t in terms))
@@ -484,13 +652,11 @@ def search_transcripts(
             score, best = max(scored)
             ranked.append((score, created[transcript_id], transcript_id, -best))
     ranked.sort(reverse=True)
-    if after is not None:
-        ranked = [hit for hit in ranked if hit[:3] < after]
+    if resume.after is not None:
+        ranked = [hit for hit in ranked if hit[:3] < resume.after]
     page = ranked[: limit + 1]
     has_more = len(page) > limit
     page = page[:limit]
-    if not page:
-        return [], None
 
     transcripts = Transcript.objects.select_related("session").in_bulk([hit[2] for hit in page])
     hits = [
@@ -498,9 +664,11 @@ def search_transcripts(
         for _, _, t, seq in page
         if t in transcripts
     ]
-    if not has_more or not hits:
-        return hits, None
+    if not has_more:
+        return hits, next_window
     score, created_at, transcript_id, _ = page[-1]
-    # Microseconds, not the wire's milliseconds: the key must be exact for the keyset to hold.
-    key = [digest, score, created_at.isoformat(), transcript_id]
+    # The window as found now, so that its next page ranks the same revisions; microseconds,
+    # not the wire's milliseconds: the key must be exact for the keyset to hold.
+    pinned = [_encode_position(window.first), _encode_position(window.last), window.more]
+    key = ["in", digest, *pinned, score, created_at.isoformat(), transcript_id]
     return hits, encode_cursor("search", workspace.id, key)
