@@ -16,7 +16,8 @@ VAR_DIR = BASE_DIR / "var"
 
 
 def env(name: str, default: str = "") -> str:
-    return os.environ.get(name, default)
+    """A variable set to the empty string counts as unset, as in envbool and envint."""
+    return os.environ.get(name) or default
 
 
 def envbool(name: str, default: bool = False) -> bool:
@@ -71,6 +72,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # CORS first: it answers preflights on the Bearer-only paths (apps/core/cors.py).
     "corsheaders.middleware.CorsMiddleware",
+    "apps.core.middleware.NulCharacterMiddleware",
     "apps.core.middleware.PlainOptionsHeadMiddleware",
     "apps.core.timeouts.RequestDeadlineMiddleware",
     "apps.core.ratelimit.RateLimitHeadersMiddleware",

@@ -58,3 +58,51 @@ def test_failure_outside_views_is_json_too(db, monkeypatch):
 def test_accept_header_does_not_change_the_format(api, alice_key):
     response = api.client.get("/api/v1/sessions", headers={"Authorization": f"Bearer {alice_key}", "Accept": "text/html"})
     assert response.status_code == 200 and response["Content-Type"] == "application/json"
+
+
+# U+0000 (apps/core/text.py): PostgreSQL refuses it in any text or jsonb parameter, so each of
+# these answered 500 there before any view could say what was wrong.
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/sessions/s%00",
+        "/api/v1/sessions/%00/transcript",
+        "/api/v1/sessions/s/boards/%00",
+        "/api/v1/webhooks/wh_%00",
+        "/api/v1/webhook-deliveries/%00/replay",
+        "/admin/recordings/session/%00/change/",
+    ],
+)
+def test_a_path_holding_nul_names_nothing(api, alice_key, path):
+    response = api.client.get(path, headers={"Authorization": f"Bearer {alice_key}"})
+    assert response.status_code == 404 and response.json() == {"error": "not_found"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/transcripts/search?q=budget%00",
+        "/api/v1/sessions?cursor=%00",
+        "/api/v1/webhook-deliveries?sessionId=s%00",
+        "/api/v1/sessions?x%00=1",
+        "/api/auth/oauth2/authorize?response_type=code&client_id=agent%00",
+    ],
+)
+def test_a_query_holding_nul_is_invalid_request(api, alice_key, path):
+    response = api.client.get(path, headers={"Authorization": f"Bearer {alice_key}"})
+    assert response.status_code == 400 and response.json() == {"error": "invalid_request"}
+
+
+def test_a_form_holding_nul_is_invalid_request(db):
+    response = Client().post(
+        "/api/auth/oauth2/token",
+        {"grant_type": "authorization_code", "code": "c\x00", "client_id": "agent", "code_verifier": "v" * 43},
+    )
+    assert response.status_code == 400 and response.json() == {"error": "invalid_request"}
+
+
+@pytest.mark.parametrize("credential", ["svc_\x00", "opaque-oauth-token\x00"])
+def test_a_bearer_credential_holding_nul_is_unauthorized(api, credential):
+    response = api.client.get("/api/v1/sessions", headers={"Authorization": f"Bearer {credential}"})
+    assert response.status_code == 401 and response.json() == {"error": "unauthorized"}
+    assert response["WWW-Authenticate"].startswith("Bearer resource_metadata=")

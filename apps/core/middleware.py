@@ -1,4 +1,9 @@
-"""Plain answers to OPTIONS and HEAD on every path served by a view class.
+"""Request edges every path shares: NUL characters refused, plain OPTIONS and HEAD.
+
+NUL (apps/core/text.py): a path holding one names nothing (`404 not_found`); a query string
+or form body holding one is `400 invalid_request` — before any view can pass it to a query.
+
+Plain answers to OPTIONS and HEAD on every path served by a view class.
 
 OPTIONS: `204` with `Allow` listing the view's methods, no body — never DRF's metadata
 document (which names internal classes). Class-based views are answered without running them;
@@ -15,6 +20,9 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from django.urls import Resolver404, resolve
+
+from apps.core.errors import InvalidRequest, NotFound, error_response
+from apps.core.text import NUL, holds_nul
 
 
 def allowed_methods(view_class) -> list[str]:
@@ -59,3 +67,23 @@ class PlainOptionsHeadMiddleware:
         except Resolver404:
             return None
         return getattr(match.func, "view_class", None) or getattr(match.func, "cls", None)
+
+
+class NulCharacterMiddleware:
+    FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if NUL in request.path:
+            return error_response(NotFound())
+        if self._holds_nul(request.GET) or (
+            request.method == "POST" and request.content_type in self.FORM_TYPES and self._holds_nul(request.POST)
+        ):
+            return error_response(InvalidRequest())
+        return self.get_response(request)
+
+    @staticmethod
+    def _holds_nul(query) -> bool:
+        return any(holds_nul(key) or holds_nul(query.getlist(key)) for key in query)

@@ -45,7 +45,9 @@ RATE_LIMIT_HEADERS = {
 
 def document_rate_limits(result: dict[str, Any]) -> None:
     """Every operation that takes a Bearer credential is rate limited (apps/core/ratelimit.py):
-    it can answer 429, and its responses carry the RateLimit headers; a 429 also Retry-After."""
+    it can answer 429, and its responses but 401 carry the RateLimit headers (401 and the
+    credential's own 403 `forbidden` / 404 `workspace_not_found` come before counting, so those
+    carry none); a 429 also Retry-After."""
     components = result.setdefault("components", {})
     headers = components.setdefault("headers", {})
     for name, description in RATE_LIMIT_HEADERS.items():
@@ -67,6 +69,8 @@ def document_rate_limits(result: dict[str, Any]) -> None:
                 },
             )
             for status, response in responses.items():
+                if status == "401":
+                    continue  # no credential, nothing counted: a 401 carries no RateLimit headers
                 refs = {name: {"$ref": f"#/components/headers/{name}"} for name in RATE_LIMIT_HEADERS}
                 if status == "429":
                     refs["Retry-After"] = {"$ref": "#/components/headers/Retry-After"}

@@ -18,6 +18,7 @@ import orjson
 from apps.core.cursors import decode_cursor, encode_cursor
 from apps.core.errors import InvalidRequest, NotFound
 from apps.core.params import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from apps.core.text import holds_nul
 from apps.mcp.protocol import STRUCTURED_OUTPUT_VERSIONS
 from apps.recordings import search, selectors
 from apps.recordings.representations import (
@@ -138,6 +139,8 @@ def _string(arguments: dict[str, Any], name: str, *, required: bool, max_length:
         return None
     if not isinstance(value, str) or not value:
         raise ToolArgumentError(name, "must be a non-empty string")
+    if holds_nul(value):
+        raise ToolArgumentError(name, "must not contain U+0000")
     if max_length is not None and len(value) > max_length:
         raise ToolArgumentError(name, f"must be at most {max_length} characters")
     return value

@@ -8,8 +8,7 @@
 
 from __future__ import annotations
 
-import json
-
+import orjson
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -20,6 +19,7 @@ from oauth2_provider.views import AuthorizationView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
+from apps.core.text import holds_nul
 from apps.oauth import redirect_uris
 from apps.oauth.audience import audience_for_request
 from apps.oauth.forms import ConsentForm
@@ -173,9 +173,17 @@ class RegistrationView(DynamicClientRegistrationView):
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         try:
-            metadata = json.loads(request.body)
-        except ValueError:
-            metadata = None
+            # orjson refuses a "\ud800" escape (a lone surrogate is not text); U+0000 is text but
+            # no column holds it. PostgreSQL answered 500 to a client_name holding either.
+            metadata = orjson.loads(request.body)
+            storable = not holds_nul(metadata)
+        except orjson.JSONDecodeError:
+            storable = False
+        if not storable:
+            return JsonResponse(
+                {"error": "invalid_client_metadata", "error_description": "Request body must be valid JSON text"},
+                status=400,
+            )
         if isinstance(metadata, dict):
             method = metadata.setdefault("token_endpoint_auth_method", "none")
             if method != "none":
@@ -193,5 +201,5 @@ class RegistrationView(DynamicClientRegistrationView):
                     status=400,
                 )
             # DOT's view parses request.body itself; give it the completed metadata.
-            request._body = json.dumps(metadata).encode()
+            request._body = orjson.dumps(metadata)
         return super().post(request, *args, **kwargs)

@@ -16,6 +16,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 
 from apps.core.errors import Forbidden, InsufficientScope, Unauthorized, WorkspaceNotFound, www_authenticate
+from apps.core.text import NUL
 from apps.tenancy.models import ApiKey, hash_api_key
 from apps.tenancy.principal import Principal
 
@@ -27,7 +28,7 @@ def bearer_credential(header: str | None) -> str:
         raise Unauthorized()
     scheme, _, credential = header.partition(" ")
     credential = credential.strip()
-    if scheme.lower() != "bearer" or not credential or " " in credential:
+    if scheme.lower() != "bearer" or not credential or " " in credential or NUL in credential:
         raise Unauthorized()
     return credential
 

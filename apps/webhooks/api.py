@@ -3,9 +3,9 @@ scopes, validate the request's shape and call selectors/services; representation
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+import orjson
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from apps.core.errors import InvalidRequest
 from apps.core.openapi import error_responses
 from apps.core.params import DEFAULT_PAGE_SIZE, CursorField, LimitField, validate_query
+from apps.core.text import holds_nul
 from apps.tenancy.authentication import require_scope
 from apps.webhooks import selectors, services
 from apps.webhooks.filters import SESSION_STATUSES, SUBSCRIBABLE_TYPES
@@ -29,15 +30,19 @@ Timestamp = serializers.CharField
 
 
 def json_body(request: Request, *, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:
-    """The request's JSON object. A missing or other content type, malformed JSON, a
-    non-object, unknown or missing fields: `400 invalid_request`."""
+    """The request's JSON object. A missing or other content type, malformed JSON, a string
+    that is not Unicode text, a non-object, unknown or missing fields: `400 invalid_request`."""
     content_type = (request.content_type or "").split(";")[0].strip().lower()
     if content_type != "application/json":
         raise InvalidRequest()
     try:
-        body = json.loads(request.body or b"")
-    except (ValueError, UnicodeDecodeError):
+        # orjson refuses what json takes but no column can store: a "\ud800" escape (a lone
+        # surrogate; PostgreSQL answered 500) and nesting deep enough to exhaust the stack.
+        body = orjson.loads(request.body or b"")
+    except orjson.JSONDecodeError:
         raise InvalidRequest() from None
+    if holds_nul(body):
+        raise InvalidRequest()
     if not isinstance(body, dict) or set(body) - allowed or required - set(body):
         raise InvalidRequest()
     return body

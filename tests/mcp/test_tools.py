@@ -297,6 +297,10 @@ def test_search_never_finds_another_workspaces_transcripts(alice_key, outsider_s
         ("get_transcript", {"sessionId": "s", "limit": 501}, "limit"),
         ("get_transcript", {"sessionId": "s", "cursor": "forged"}, "cursor"),
         ("get_board", {"sessionId": "s"}, "boardSpecId"),
+        # U+0000 is text no column holds (PostgreSQL answered 500 to it in a lookup).
+        ("get_session", {"sessionId": "s\u0000"}, "sessionId"),
+        ("search_transcripts", {"query": "budget\u0000"}, "query"),
+        ("get_board", {"sessionId": "s", "boardSpecId": "\u0000"}, "boardSpecId"),
     ],
 )
 def test_invalid_arguments_are_invalid_request_naming_the_argument(alice_key, tool, arguments, argument):

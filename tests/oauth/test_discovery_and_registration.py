@@ -100,3 +100,21 @@ def test_registration_refuses_confidential_clients_and_other_flows(client, db, m
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_client_metadata"
     assert not Application.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "{not json",
+        # A "\ud800" escape is valid JSON but not text: PostgreSQL answered 500 to it.
+        '{"client_name": "\\ud800", "redirect_uris": ["https://agent.example/cb"]}',
+        '{"client_name": "Agent\\u0000", "redirect_uris": ["https://agent.example/cb"]}',
+        '{"client_name": "Agent", "redirect_uris": ["https://agent.example/cb"], "x": '
+        + "[" * 100_000 + "]" * 100_000 + "}",
+    ],
+)
+def test_registration_refuses_bodies_that_are_not_json_text(client, db, raw):
+    response = client.post(REGISTER, raw, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_client_metadata"
+    assert not Application.objects.exists()

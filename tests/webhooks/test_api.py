@@ -96,6 +96,15 @@ def test_list_read_patch_delete(alice_http):
         (json.dumps({"name": "x", "url": "https://127.0.0.1/", "filters": FILTERS}), "application/json"),
         (json.dumps({"name": "x", "url": "https://evil.example.com/", "filters": FILTERS}), "application/json"),
         (json.dumps({"name": "x", "url": "https://nowhere.example.com/", "filters": FILTERS}), "application/json"),
+        # Lone surrogates: valid JSON escapes, not text (PostgreSQL answered 500 to these).
+        (json.dumps({"name": "x", "url": URL, "filters": [{"type": "session.created", "sessionId": "\ud800"}]}),
+         "application/json"),
+        (json.dumps({"name": "\udfff", "url": URL, "filters": FILTERS}), "application/json"),
+        # U+0000: text, but no PostgreSQL column or jsonb value holds it (it answered 500).
+        (json.dumps({"name": "x", "url": URL, "filters": [{"type": "session.created", "sessionId": "a\u0000"}]}),
+         "application/json"),
+        (json.dumps({"name": "x\u0000", "url": URL, "filters": FILTERS}), "application/json"),
+        ('{"name": "x", "url": "' + URL + '", "filters": ' + "[" * 100_000 + "]" * 100_000 + "}", "application/json"),
     ],
 )
 def test_bad_requests_are_invalid_request(alice_http, raw, content_type):
