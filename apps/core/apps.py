@@ -9,7 +9,7 @@ class CoreConfig(AppConfig):
     def ready(self) -> None:
         from corsheaders.signals import check_request_enabled
 
-        from apps.core import timeouts  # noqa: F401 - connects the SQLite deadline handler
+        from apps.core import forking, timeouts  # noqa: F401 - timeouts connects the SQLite deadline handler
         from apps.core.cors import URLS_REGEX
         from apps.core.origins import allowed_origin
 
@@ -22,3 +22,4 @@ class CoreConfig(AppConfig):
             return bool(origin and bearer_only.match(request.path_info) and allowed_origin(origin))
 
         check_request_enabled.connect(cors_allowed, weak=False, dispatch_uid="connect-cors-policy")
+        forking.register()

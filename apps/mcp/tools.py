@@ -328,7 +328,10 @@ TOOLS: tuple[Tool, ...] = (
             "matching sessions, best match first, each with a snippet (at most 200 characters) around the match; "
             "a session can appear once per transcript revision (revisionKind committed = live, final = after "
             "recording). Up to `limit` hits (1-100, default 20); when `nextCursor` is not null, call again with "
-            "the same query and `cursor` set to it. Use get_transcript with a hit's id for the full text."
+            "the same query and `cursor` set to it. Newer matches come first: hits are ranked best first within "
+            "each batch of the newest remaining matches, so a page can hold fewer than `limit` hits, even none, "
+            "while `nextCursor` is not null; only a null `nextCursor` means there are no more. Use get_transcript "
+            "with a hit's id for the full text."
         ),
         input_schema=_input(
             {

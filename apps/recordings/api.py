@@ -194,6 +194,12 @@ class TranscriptSearchApi(APIView):
     @extend_schema(
         operation_id="searchTranscripts",
         summary="Full-text search over transcript segments: one hit per transcript revision, best match first",
+        description=(
+            "Every word must occur in one segment; case and accents are ignored. Hits are ranked best match "
+            "first within each window of the newest remaining matching revisions (up to 100), so a page can "
+            "hold fewer than `limit` hits, even none, while `nextCursor` is not null. Page until `nextCursor` "
+            "is null to see every match."
+        ),
         parameters=[QueryIn],
         responses={200: page_of(SearchHitOut, "SearchPage"), **error_responses(400)},
     )

@@ -124,7 +124,9 @@ def _stop(process: subprocess.Popen) -> None:
         process.wait(timeout=5)
 
 
-def wait_until(predicate, timeout: float = 30, interval: float = 0.1):
+def wait_until(predicate, timeout: float = 90, interval: float = 0.1):
+    """Poll until `predicate` is truthy. The bound is generous: the worker is a separate process
+    on a shared machine (30 s once ran out under load on PostgreSQL); a pass takes seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
