@@ -126,6 +126,15 @@ class Subscription:
             return matches(self.entries, type, session_id)
         return type in self.default_types
 
+    def routes(self) -> frozenset[tuple[str, str | None]]:
+        """The (type, sessionId-or-None) keys this subscription matches exactly: an event
+        (type, s) matches it if and only if (type, None) or (type, s) is among them. The event
+        hub indexes streams by these, so an event finds its streams with two lookups instead of
+        asking every stream of the workspace."""
+        if self.entries:
+            return frozenset((entry.type, entry.session_id) for entry in self.entries)
+        return frozenset((type, None) for type in self.default_types)
+
 
 def matches(entries: Iterable[FilterEntry], type: str, session_id: str) -> bool:
     return any(entry.matches(type, session_id) for entry in entries)

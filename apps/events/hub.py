@@ -122,12 +122,17 @@ class Stream:
                 hub.unregister(self)
 
 
+_NO_STREAMS: frozenset = frozenset()
+
+
 class Hub:
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.process = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.db = ThreadPoolExecutor(max_workers=2, thread_name_prefix="events-db")
         self.streams: dict[int, set[Stream]] = defaultdict(set)
+        # workspace → (type, sessionId or None) → the streams whose subscription has that route.
+        self.routes: dict[int, dict[tuple[str, str | None], set[Stream]]] = defaultdict(lambda: defaultdict(set))
         self.stream_count = 0
         self._carrier: asyncio.Future | None = None
         self._maintenance: asyncio.Task | None = None
@@ -260,6 +265,9 @@ class Hub:
     # --- streams -------------------------------------------------------------------------
     def register(self, stream: Stream) -> None:
         self.streams[stream.workspace_id].add(stream)
+        routes = self.routes[stream.workspace_id]
+        for route in stream.subscription.routes():
+            routes[route].add(stream)
         self.stream_count += 1
 
     def unregister(self, stream: Stream) -> None:
@@ -267,16 +275,26 @@ class Hub:
         if group is not None and stream in group:
             group.discard(stream)
             self.stream_count -= 1
+            routes = self.routes[stream.workspace_id]
+            for route in stream.subscription.routes():
+                routes[route].discard(stream)
+                if not routes[route]:
+                    del routes[route]
             if not group:
                 del self.streams[stream.workspace_id]
+                del self.routes[stream.workspace_id]
 
     def all_streams(self) -> list[Stream]:
         return [s for group in self.streams.values() for s in group]
 
     def dispatch(self, workspace_id: int, type: str, session_id: str, event_id: str, frame: bytes) -> None:
-        for stream in list(self.streams.get(workspace_id, ())):
-            if stream.subscription.matches(type, session_id):
-                stream.offer(event_id, frame)
+        routes = self.routes.get(workspace_id)
+        if not routes:
+            return
+        # A set union: a stream on both routes gets the event once; a copy, because an
+        # overflowing stream unregisters itself while we offer.
+        for stream in routes.get((type, None), _NO_STREAMS) | routes.get((type, session_id), _NO_STREAMS):
+            stream.offer(event_id, frame)
 
     def stats(self) -> dict[str, Any]:
         return {

@@ -260,3 +260,23 @@ def test_duplicate_and_overlapping_entries_still_match_once():
 
 def test_an_empty_subscription_matches_nothing():
     assert not Subscription().matches(CREATED, "s1")
+
+
+@pytest.mark.parametrize(
+    "subscription",
+    [
+        Subscription(),
+        subscription_for(None, BOTH),
+        subscription_for(None, frozenset({"svc:transcripts:read"})),
+        subscription_for(raw({"type": CHANGED}, {"type": SEGMENT, "sessionId": "s1"}), BOTH),
+        subscription_for(raw({"type": CREATED}, {"type": CREATED, "sessionId": "s1"}), BOTH),
+        subscription_for(raw(*[{"type": SEGMENT, "sessionId": f"s{i}"} for i in range(10)]), BOTH),
+    ],
+)
+def test_routes_select_exactly_the_events_matches_accepts(subscription):
+    # The hub finds a stream by looking up (type, None) and (type, sessionId) in its routes.
+    routes = subscription.routes()
+    for type_ in (CREATED, CHANGED, SEGMENT, "board.updated"):
+        for session_id in ("s1", "s2", "s9"):
+            routed = (type_, None) in routes or (type_, session_id) in routes
+            assert routed == subscription.matches(type_, session_id), (type_, session_id)
