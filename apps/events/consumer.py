@@ -20,6 +20,7 @@ import asyncio
 import logging
 from urllib.parse import parse_qs
 
+import orjson
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
@@ -31,8 +32,6 @@ from apps.events.credentials import CredentialRef
 from apps.events.hub import Stream, get_hub, resume_frames
 from apps.tenancy.authentication import authenticate_bearer
 from apps.tenancy.principal import Principal
-
-import orjson
 
 logger = logging.getLogger("connect.events")
 
