@@ -1,68 +1,156 @@
-"""Live `manage.py serve` processes with their own environment, for tests that need settings
-the shared `live_server_daphne` does not have (DEBUG-off static files, small limits, a short
-timeout, a broken database), and one `collectstatic` per test session."""
+"""Live `manage.py serve` processes for the end-to-end tests: one way to start one (a free
+port, this worker's test database, ready when `/healthz` answers), to stop it, and one
+`collectstatic` per test session."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
+from django.conf import settings
 
-from tests.conftest import ROOT, LiveServer, database_url_for_test_db, free_port
+ROOT = Path(__file__).resolve().parent.parent
+# Generous: on a loaded 2-core machine daphne, the task cluster and the sweeper have taken a
+# minute to import. The bound only matters when a server never comes up.
+START_SECONDS = 180
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def database_url_for_test_db() -> str:
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def server_env(base_url: str | None = None, **overrides: str) -> dict[str, str]:
+    """The environment of a process of the service under test: this worker's test database,
+    production settings (no DEBUG) with the development secret allowed, then `overrides`."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url_for_test_db(),
+        "CONNECT_BASE_URL": base_url or settings.CONNECT_BASE_URL,
+        "CONNECT_DEVELOPMENT": "1",
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("DEBUG", None)
+    env.update(overrides)
+    return env
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (its children, theirs, …), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+@dataclass
+class LiveServer:
+    url: str
+    process: subprocess.Popen
+    port: int = 0
+    log: Path | None = None
+    env: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def client(self, **kwargs) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=10, **kwargs)
+
+    def open_fds(self) -> int:
+        """File descriptors held by the server's daphne processes (sockets included)."""
+        total = 0
+        for pid in descendants(self.process.pid):
+            try:
+                if b"daphne" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    total += len(os.listdir(f"/proc/{pid}/fd"))
+            except OSError:
+                continue
+        return total
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+
+
+def start(
+    log_dir: Path,
+    *,
+    port: int | None = None,
+    workers: int = 1,
+    tasks: bool = True,
+    base_url: str | None = None,
+    env: dict[str, str] | None = None,
+    kind: type[LiveServer] = LiveServer,
+) -> LiveServer:
+    """Start `manage.py serve` (with its task cluster unless `tasks` is false) and wait until it
+    answers. `base_url` defaults to the server's own address. A server that does not come up is
+    stopped, never left running against a database the session deletes."""
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    full_env = server_env(base_url or url, **(env or {}))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"serve-{port}-{time.monotonic_ns()}.log"
+    command = [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", str(workers)]
+    with log.open("w") as out:  # the child keeps its own descriptor
+        process = subprocess.Popen(
+            command if tasks else [*command, "--no-tasks"], cwd=ROOT, env=full_env, stdout=out, stderr=subprocess.STDOUT
+        )
+    server = kind(url=url, process=process, port=port, log=log, env=full_env)
+    deadline = time.monotonic() + START_SECONDS
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
+                return server
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            server.stop()
+            raise RuntimeError(f"server did not start; see {log}")
+        time.sleep(0.2)
 
 
 @contextmanager
 def serve(log_dir: Path, *, workers: int = 1, env: dict[str, str] | None = None) -> Iterator[LiveServer]:
-    """Start a server on this worker's test database (unless env says otherwise); stop it after.
-    Ready when `/healthz` answers (it touches no database, so a broken database still starts)."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    full_env = {
-        **os.environ,
-        "DATABASE_URL": database_url_for_test_db(),
-        "CONNECT_BASE_URL": url,
-        "CONNECT_DEVELOPMENT": "1",
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "PYTHONUNBUFFERED": "1",
-        **(env or {}),
-    }
-    full_env.pop("DEBUG", None)
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log = open(log_dir / f"server-{port}.log", "w")
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", str(workers), "--no-tasks"],
-        cwd=ROOT,
-        env=full_env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    """A server with settings of the test's own (DEBUG-off static files, small limits, a short
+    timeout, a broken database: `/healthz` touches no database, so that one starts too), without
+    the task cluster; stopped after."""
+    server = start(log_dir, workers=workers, tasks=False, env=env)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"server did not start; see {log.name}")
-            time.sleep(0.2)
-        yield LiveServer(url=url, process=process)
+        yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-        log.close()
+        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 
-import httpx
 import pytest
 
 from tests import factories

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 
-from tests.conftest import ROOT
+from tests.servers import ROOT
 from tests.test_settings import run_manage
 
 SECRET = "a-real-secret-" + "k" * 50

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client, override_settings
 
-from tests.conftest import free_port
-from tests.servers import serve
+from tests.servers import free_port, serve
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.db import connection
 
 from apps.recordings.models import Session
 from tests import factories
-from tests.conftest import ROOT, database_url_for_test_db
+from tests.servers import ROOT, database_url_for_test_db
 
 
 def run_manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:

@@ -13,8 +13,7 @@ from django.db import connection
 from django.db.utils import OperationalError
 
 from apps.core.timeouts import is_timeout
-from tests.conftest import ROOT
-from tests.servers import serve
+from tests.servers import ROOT, serve
 
 pytestmark = [pytest.mark.e2e]
 
@@ -50,7 +49,7 @@ def test_commands_keep_unbounded_statements(transactional_db):
         "from django.db import connection; connection.ensure_connection(); "
         "print(connection.settings_dict['OPTIONS'].get('options', ''))"
     )
-    from tests.conftest import database_url_for_test_db
+    from tests.servers import database_url_for_test_db
 
     env = {"DATABASE_URL": database_url_for_test_db(), "CONNECT_DEVELOPMENT": "1", "DJANGO_SETTINGS_MODULE": "tests.settings"}
     import os

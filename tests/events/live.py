@@ -5,7 +5,6 @@ misbehave (stop reading, vanish)."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import struct
 import subprocess
@@ -18,72 +17,29 @@ from pathlib import Path
 import httpx
 from django.conf import settings
 
-from tests.conftest import ROOT, database_url_for_test_db, free_port
+from tests.servers import ROOT, LiveServer, server_env, start
 
 STREAM = "/api/v1/events/stream"
 WAIT = 20  # seconds any single wait in these tests may take before it fails
 
 
-@dataclass
-class Server:
-    url: str
-    port: int
-    process: subprocess.Popen
-    log: Path
-    env: dict
+STREAM_ENV = {
+    "CONNECT_SSE_HEARTBEAT_SECONDS": "1",
+    "CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE": "3",
+    "CONNECT_SSE_QUEUE_EVENTS": "40",
+    "CONNECT_SSE_STATS": "1",
+}
 
+
+class Server(LiveServer):
     def stats(self) -> dict:
         return httpx.get(f"{self.url}/api/v1/events/_stats", timeout=5).json()
 
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
-
-
-def server_env(**overrides: str) -> dict:
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url_for_test_db(),
-        "CONNECT_BASE_URL": settings.CONNECT_BASE_URL,  # two instances, one service
-        "CONNECT_DEVELOPMENT": "1",
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "PYTHONUNBUFFERED": "1",
-        "CONNECT_SSE_HEARTBEAT_SECONDS": "1",
-        "CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE": "3",
-        "CONNECT_SSE_QUEUE_EVENTS": "40",
-        "CONNECT_SSE_STATS": "1",
-    }
-    env.update(overrides)
-    return env
-
 
 def start_server(log_dir: Path, *, port: int | None = None, **overrides: str) -> Server:
-    port = port or free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = log_dir / f"serve-{port}-{time.monotonic_ns()}.log"
-    env = server_env(**overrides)
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", "1"],
-        cwd=ROOT,
-        env=env,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-    )
-    # Generous: on a loaded 2-core machine daphne and the task cluster have taken ~30 s to listen.
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            httpx.get(f"{url}/api/v1/events/_stats", timeout=5)
-            return Server(url=url, port=port, process=process, log=log, env=env)
-        except httpx.TransportError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"server did not start; see {log}") from None
-            time.sleep(0.2)
+    """An instance with small stream limits. Every instance names the test settings' base URL:
+    two instances on different ports are one service."""
+    return start(log_dir, port=port, base_url=settings.CONNECT_BASE_URL, env={**STREAM_ENV, **overrides}, kind=Server)
 
 
 def simulate(slug: str, *, sessions: int = 1, segments: int = 2, interval: float = 0.02) -> str:
@@ -91,7 +47,7 @@ def simulate(slug: str, *, sessions: int = 1, segments: int = 2, interval: float
     result = subprocess.run(
         [sys.executable, "manage.py", "simulate_activity", slug, "--sessions", str(sessions),
          "--segments", str(segments), "--interval", str(interval)],
-        cwd=ROOT, env=server_env(), capture_output=True, text=True, timeout=60,
+        cwd=ROOT, env=server_env(**STREAM_ENV), capture_output=True, text=True, timeout=60,
     )
     assert result.returncode == 0, result.stderr
     return result.stdout

@@ -16,7 +16,7 @@ import pytest
 from apps.events.models import Event
 from apps.recordings import services as recordings
 from tests import factories
-from tests.conftest import ROOT
+from tests.servers import ROOT
 from tests.events.live import WAIT, start_server
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -338,9 +338,11 @@ def test_slow_reader_is_disconnected_while_a_fast_one_keeps_receiving(servers, r
     slow.close()
 
 
-def test_abrupt_disconnect_frees_slot_queue_and_task(servers, acme, alice_key):
+def test_abrupt_disconnect_frees_slot_queue_task_and_socket(servers, acme, alice_key):
     a, _ = servers
     before = a.stats()
+    fds_before = a.open_fds()  # may count the stats request's socket while it closes: lenient by one
+    assert fds_before > 0, "the server's daphne process was not found"
     sockets = [raw_stream(a.port, alice_key) for _ in range(3)]
     stats = a.stats()
     assert (stats["streams"], stats["deliveryTasks"]) == (before["streams"] + 3, before["deliveryTasks"] + 3)
@@ -353,6 +355,7 @@ def test_abrupt_disconnect_frees_slot_queue_and_task(servers, acme, alice_key):
     )
     assert a.stats()["queued"] == 0
     wait_until(lambda: not StreamSlot.objects.filter(workspace=acme).exists(), what="slots to free")
+    wait_until(lambda: a.open_fds() <= fds_before, what="the server to close the three sockets")
 
 
 # --- resume -------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 
 from apps.tenancy.models import ApiKey, Membership, Workspace, hash_api_key
 from tests import factories
-from tests.conftest import ROOT, database_url_for_test_db
+from tests.servers import ROOT, database_url_for_test_db
 
 READ = "svc:sessions:read,svc:transcripts:read"
 

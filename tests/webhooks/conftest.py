@@ -5,16 +5,13 @@ sweeper) with a compressed retry schedule."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 
-import httpx
 import pytest
 from django_q.conf import Conf
 
 from tests import factories
-from tests.conftest import ROOT, LiveServer, database_url_for_test_db, free_port
+from tests.servers import start
 from tests.webhooks.receiver import JwksServer, Receiver
 
 QUEUE_NAME = f"connect-test-{os.getpid()}"
@@ -81,47 +78,9 @@ def receiver(jwks_server):
 @pytest.fixture(scope="session")
 def webhook_server(django_db_setup, django_db_blocker, tmp_path_factory):
     """`manage.py serve` with the task cluster, on this worker's test database."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        **LIVE_ENV,
-        "DATABASE_URL": database_url_for_test_db(),
-        "CONNECT_BASE_URL": url,
-        "CONNECT_DEVELOPMENT": "1",
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "PYTHONUNBUFFERED": "1",
-    }
-    log = open(tmp_path_factory.mktemp("webhook-server") / "server.log", "w")
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", "1"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    # Generous: on a loaded 2-core machine daphne, the cluster and the sweeper can take a minute
-    # to import. A server that never comes up is stopped, not left running on a deleted database.
-    deadline = time.monotonic() + 180
-    while True:
-        try:
-            httpx.get(f"{url}/healthz", timeout=5)
-            break
-        except httpx.TransportError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                _stop(process)
-                log.close()
-                raise RuntimeError(f"webhook server did not start; see {log.name}") from None
-            time.sleep(0.2)
-    yield LiveServer(url=url, process=process)
-    _stop(process)
-    log.close()
-
-
-def _stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=5)
+    server = start(tmp_path_factory.mktemp("webhook-server"), env=LIVE_ENV)
+    yield server
+    server.stop()
 
 
 def wait_until(predicate, timeout: float = 90, interval: float = 0.1):

@@ -16,7 +16,7 @@ from apps.webhooks import delivery as engine
 from apps.webhooks import services
 from apps.webhooks.models import Delivery
 from tests import factories
-from tests.conftest import free_port
+from tests.servers import free_port
 
 STATUS_FILTERS = [{"type": "session.created"}]
 

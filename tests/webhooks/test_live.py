@@ -14,6 +14,7 @@ from apps.recordings import services as recordings
 from apps.webhooks import keys
 from apps.webhooks.models import Delivery
 from tests import factories
+from tests.servers import descendants
 from tests.webhooks.conftest import wait_until
 from tests.webhooks.receiver import Receiver
 
@@ -97,23 +98,6 @@ def test_key_rotation_mid_stream_old_kid_still_verifies(webhook_server, live_rec
     assert set(live_receiver.keyset.keys) >= {old_kid, new_kid}
 
 
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def _pid_owning_local_port(pids: list[int], port: int) -> int:
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -138,7 +122,7 @@ def test_a_worker_killed_mid_attempt_loses_nothing(webhook_server, live_receiver
     factories.session(alice.workspace)
     [first] = live_receiver.wait_for(1)
     worker_port = first.peer_port
-    worker = _pid_owning_local_port(_descendants(webhook_server.process.pid), worker_port)
+    worker = _pid_owning_local_port(descendants(webhook_server.process.pid), worker_port)
     os.kill(worker, signal.SIGKILL)
     live_receiver.release.set()
     wait_until(lambda: Delivery.objects.filter(endpoint_id=endpoint_id, status="succeeded").exists())
@@ -152,7 +136,7 @@ def test_a_worker_killed_mid_attempt_loses_nothing(webhook_server, live_receiver
 
 def test_the_documented_receiver_verifies_and_deduplicates_live_deliveries(webhook_server, webhook_settings, alice):
     """docs/webhooks.md's receiver, run as written (its own HTTP server, JWKS fetched over HTTP)."""
-    from tests.conftest import free_port
+    from tests.servers import free_port
     from tests.webhooks.receiver import doc_receiver
 
     doc = doc_receiver()
