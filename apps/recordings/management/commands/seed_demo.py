@@ -124,6 +124,8 @@ class Command(BaseCommand):
                 pool.join()
         if show_progress:
             self.stderr.write("")
+        if todo:
+            recordings.refresh_statistics()
 
         self.stdout.write(
             f"{ws.slug}: {max(existing, sessions)} sessions ({len(todo)} created, "
