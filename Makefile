@@ -50,7 +50,7 @@ run: seed
 	echo "API key (shown once): $$key"; \
 	echo ""; \
 	echo "  curl -H 'Authorization: Bearer $$key' 'http://$(HOST):$(PORT)/api/v1/sessions?limit=5'"; \
-	echo "  curl -H 'Authorization: Bearer $$key' 'http://$(HOST):$(PORT)/api/v1/sessions/'$$session'/transcript'"; \
+	echo "  curl -H 'Authorization: Bearer $$key' 'http://$(HOST):$(PORT)/api/v1/sessions/$$session/transcript'"; \
 	echo "  curl -H 'Authorization: Bearer $$key' 'http://$(HOST):$(PORT)/api/v1/transcripts/search?query=budget'"; \
 	echo ""; \
 	exec $(BIN)/python manage.py serve --host $(HOST) --port $(PORT) --workers $(WORKERS)
