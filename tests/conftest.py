@@ -6,10 +6,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from django.db import DatabaseError
+from django.db.backends.signals import connection_created
 from django.test import Client
 
 from tests import factories
 from tests.servers import start
+
+
+def _let_live_servers_lose_deadlocks(sender, connection, **kwargs) -> None:
+    """PostgreSQL: between live tests, the test process TRUNCATEs every table (transactional_db)
+    while the live servers' background work (stream slot leases, credential checks, the task
+    cluster, the sweeper) still reads; the two can take table locks in opposite orders, and
+    PostgreSQL then aborts whichever waiter checks first, after `deadlock_timeout`. Checking
+    later in this process makes the server's read the one aborted (it logs and retries), not the
+    test's flush. Only this process: the servers keep the default."""
+    if connection.vendor == "postgresql":
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SET deadlock_timeout = '10s'")
+        except DatabaseError:  # not a superuser: keep the default
+            pass
+
+
+connection_created.connect(_let_live_servers_lose_deadlocks)
 
 
 @dataclass
