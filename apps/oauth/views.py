@@ -19,7 +19,7 @@ from oauth2_provider.views import AuthorizationView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
-from apps.core.text import holds_nul
+from apps.core.text import NotText, loads_text
 from apps.oauth import redirect_uris
 from apps.oauth.audience import audience_for_request
 from apps.oauth.forms import ConsentForm
@@ -173,13 +173,8 @@ class RegistrationView(DynamicClientRegistrationView):
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         try:
-            # orjson refuses a "\ud800" escape (a lone surrogate is not text); U+0000 is text but
-            # no column holds it. PostgreSQL answered 500 to a client_name holding either.
-            metadata = orjson.loads(request.body)
-            storable = not holds_nul(metadata)
-        except orjson.JSONDecodeError:
-            storable = False
-        if not storable:
+            metadata = loads_text(request.body)  # PostgreSQL answered 500 to a NUL or lone surrogate
+        except NotText:
             return JsonResponse(
                 {"error": "invalid_client_metadata", "error_description": "Request body must be valid JSON text"},
                 status=400,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -15,7 +14,7 @@ from rest_framework.views import APIView
 from apps.core.errors import InvalidRequest
 from apps.core.openapi import error_responses
 from apps.core.params import DEFAULT_PAGE_SIZE, CursorField, LimitField, validate_query
-from apps.core.text import holds_nul
+from apps.core.text import NotText, loads_text
 from apps.tenancy.authentication import require_scope
 from apps.webhooks import selectors, services
 from apps.webhooks.filters import SESSION_STATUSES, SUBSCRIBABLE_TYPES
@@ -36,13 +35,9 @@ def json_body(request: Request, *, allowed: set[str], required: set[str] = froze
     if content_type != "application/json":
         raise InvalidRequest()
     try:
-        # orjson refuses what json takes but no column can store: a "\ud800" escape (a lone
-        # surrogate; PostgreSQL answered 500) and nesting deep enough to exhaust the stack.
-        body = orjson.loads(request.body or b"")
-    except orjson.JSONDecodeError:
+        body = loads_text(request.body or b"")
+    except NotText:
         raise InvalidRequest() from None
-    if holds_nul(body):
-        raise InvalidRequest()
     if not isinstance(body, dict) or set(body) - allowed or required - set(body):
         raise InvalidRequest()
     return body
