@@ -109,14 +109,19 @@ def start(
     *,
     port: int | None = None,
     workers: int = 1,
-    tasks: bool = True,
+    tasks: bool = False,
     base_url: str | None = None,
     env: dict[str, str] | None = None,
     kind: type[LiveServer] = LiveServer,
 ) -> LiveServer:
-    """Start `manage.py serve` (with its task cluster unless `tasks` is false) and wait until it
-    answers. `base_url` defaults to the server's own address. A server that does not come up is
-    stopped, never left running against a database the session deletes."""
+    """Start `manage.py serve` and wait until it answers. `base_url` defaults to the server's own
+    address. A server that does not come up is stopped, never left running against a database
+    the session deletes.
+
+    Only servers that ask for `tasks` run the django-q2 cluster and the webhook sweeper: the
+    servers of one test worker share its database, and another server's sweeper, with the
+    default schedule and leases, would claim the webhook tests' due deliveries and retry them
+    minutes later on its own queue (a webhook live test then waited 90 s for nothing)."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     full_env = server_env(base_url or url, **(env or {}))
@@ -144,9 +149,9 @@ def start(
 @contextmanager
 def serve(log_dir: Path, *, workers: int = 1, env: dict[str, str] | None = None) -> Iterator[LiveServer]:
     """A server with settings of the test's own (DEBUG-off static files, small limits, a short
-    timeout, a broken database: `/healthz` touches no database, so that one starts too), without
-    the task cluster; stopped after."""
-    server = start(log_dir, workers=workers, tasks=False, env=env)
+    timeout, a broken database: `/healthz` touches no database, so that one starts too); stopped
+    after."""
+    server = start(log_dir, workers=workers, env=env)
     try:
         yield server
     finally:

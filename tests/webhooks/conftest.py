@@ -78,7 +78,7 @@ def receiver(jwks_server):
 @pytest.fixture(scope="session")
 def webhook_server(django_db_setup, django_db_blocker, tmp_path_factory):
     """`manage.py serve` with the task cluster, on this worker's test database."""
-    server = start(tmp_path_factory.mktemp("webhook-server"), env=LIVE_ENV)
+    server = start(tmp_path_factory.mktemp("webhook-server"), tasks=True, env=LIVE_ENV)
     yield server
     server.stop()
 

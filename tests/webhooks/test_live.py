@@ -160,3 +160,21 @@ def test_the_documented_receiver_verifies_and_deduplicates_live_deliveries(webho
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_only_the_webhook_server_runs_a_sweeper_and_workers(webhook_server, live_server_daphne):
+    """The live servers of a test worker share its database: a second sweeper, with the default
+    schedule and leases, would claim these tests' due deliveries and retry them on its own queue
+    minutes later (seen: a dead-letter test waiting 90 s after its second attempt)."""
+
+    def task_processes(server) -> list[str]:
+        commands = []
+        for pid in descendants(server.process.pid):
+            try:
+                commands.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+            except OSError:
+                continue
+        return [c for c in commands if "sweep_webhook_deliveries" in c or "qcluster" in c]
+
+    assert task_processes(webhook_server)
+    assert task_processes(live_server_daphne) == []
