@@ -7,6 +7,8 @@ nothing, because the sweeper re-queues any delivery that is due or whose lease e
 
 from __future__ import annotations
 
+import uuid
+
 from django.db import models
 
 from apps.core.ids import new_id
@@ -15,6 +17,17 @@ from apps.tenancy.models import Membership, Workspace
 
 def new_endpoint_id() -> str:
     return new_id("wh_")
+
+
+def queue_token() -> str:
+    """A queue lease's token. Its first letter says which lease a delivery holds: `q`, put on
+    django-q2 and not started (another worker may take it into its batch), or `a`, an attempt
+    in flight (never taken over). Tokens written before the prefix (hex) are neither."""
+    return "q" + uuid.uuid4().hex[:31]
+
+
+def attempt_token() -> str:
+    return "a" + uuid.uuid4().hex[:31]
 
 
 def new_delivery_id() -> str:

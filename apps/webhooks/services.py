@@ -6,7 +6,6 @@ if that queueing is lost, the sweeper finds them when the lease expires (apps/we
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 from typing import Any, Iterable
 
@@ -27,6 +26,7 @@ from apps.webhooks.models import (
     DeliveryStatus,
     StopReason,
     WebhookEndpoint,
+    queue_token,
 )
 from apps.webhooks.representations import request_body
 from apps.webhooks.selectors import RETENTION_DAYS
@@ -157,7 +157,7 @@ def _new_delivery(*, endpoint: WebhookEndpoint, event_id: str, event_type: str, 
         status=DeliveryStatus.PENDING,
         next_attempt_at=now,
         lease_until=now + _queue_lease(),
-        lease_token=uuid.uuid4().hex,
+        lease_token=queue_token(),
         replay_of=replay_of,
         created_at=now,
         updated_at=now,

@@ -67,14 +67,18 @@ class Receiver:
                 if action == "hang":
                     receiver.release.wait(30)
                     action = 204
+                self._status = 302 if isinstance(action, tuple) else int(action)
                 if isinstance(action, tuple):
                     self.send_response(302)
                     self.send_header("Location", action[1])
                 else:
                     self.send_response(int(action))
-                self.send_header("Content-Length", "2")
+                # A 204 has no body (RFC 9110 §15.3.5): bytes after it would be read as the
+                # start of the next response on this keep-alive connection.
+                body = b"" if int(self._status) == 204 else b"ok"
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(b"ok")
+                self.wfile.write(body)
 
             def log_message(self, *args):
                 pass

@@ -4,6 +4,7 @@ signature over HTTP: outcomes, the schedule to dead letter, leases, races and ca
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -29,16 +30,16 @@ def queued(monkeypatch):
     return pairs
 
 
-def make_endpoint(membership, url: str, scopes=None):
+def make_endpoint(membership, url: str, scopes=None, filters=STATUS_FILTERS):
     key = factories.api_key(membership, scopes or factories.ALL_SCOPES)
     principal = authenticate_bearer(f"Bearer {key}")
-    return services.create_endpoint(principal=principal, name="hook", url=url, filters=STATUS_FILTERS)
+    return services.create_endpoint(principal=principal, name="hook", url=url, filters=filters)
 
 
-def new_delivery(endpoint, queued) -> tuple[Delivery, str]:
+def new_delivery(endpoint, queued, event_type="session.created") -> tuple[Delivery, str]:
     now = timezone.now()
     [d] = services.create_event_deliveries(
-        workspace_id=endpoint.workspace_id, event_id="evt_01test", event_type="session.created",
+        workspace_id=endpoint.workspace_id, event_id="evt_01test", event_type=event_type,
         session_id="s1", occurred_at=now, data={"sessionId": "s1", "occurredAt": "x", "session": {"id": "s1"}},
     )
     return d, d.lease_token
@@ -207,14 +208,14 @@ def test_racing_sweepers_claim_each_due_delivery_once(webhook_settings, alice, q
 
 def test_an_expired_attempt_lease_is_swept_and_the_old_worker_cannot_write(webhook_settings, receiver, alice, queued):
     delivery, token = new_delivery(make_endpoint(alice, receiver.url), queued)
-    attempt_token = engine._take_attempt_lease(delivery.id, token)  # a worker took it, then died
+    attempt_token, _ = engine._take_attempt_lease(delivery.id, token)  # a worker took it, then died
     assert attempt_token and engine.claim_due() == []  # its lease is live
     Delivery.objects.filter(id=delivery.id).update(lease_until=timezone.now() - timedelta(seconds=1))
     [(delivery_id, new_token)] = engine.claim_due()
     assert engine.deliver_once(delivery_id, new_token) == "succeeded"
-    stale = engine._record(Delivery.objects.get(id=delivery.id), attempt_token, timezone.now(),
-                           engine.outbound.Outcome(500, "http_error", 1))
-    assert stale == "lease_lost"
+    stale = engine._record(attempt_token, [(Delivery.objects.get(id=delivery.id), timezone.now(),
+                                            engine.outbound.Outcome(500, "http_error", 1))])
+    assert stale == {}  # nothing written
     assert Delivery.objects.get(id=delivery.id).status == "succeeded"
 
 
@@ -312,3 +313,63 @@ def test_an_oauth_installation_holds_while_its_grant_lives(webhook_settings, rec
     second, token = new_delivery(other, queued)
     assert engine.deliver_once(second.id, token) == "cancelled"
     assert Delivery.objects.get(id=second.id).stop_reason == "installation_unauthorized"
+
+
+def test_a_task_attempts_the_deliveries_queued_behind_it_for_its_endpoint_once(
+    webhook_settings, receiver, alice, queued
+):
+    webhook_settings.CONNECT_WEBHOOK_LEASE_SECONDS = 30  # room for the whole batch
+    endpoint = make_endpoint(alice, receiver.url)
+    other = make_endpoint(alice, receiver.url, filters=[{"type": "session.status_changed"}])
+    mine = [new_delivery(endpoint, queued) for _ in range(3)]
+    theirs, their_token = new_delivery(other, queued, event_type="session.status_changed")
+    (first, token), *rest = mine
+    assert engine.deliver_once(first.id, token, batch=engine.BATCH) == "succeeded"
+    assert sorted(r.headers["Svc-Delivery-Id"] for r in receiver.wait_for(3)) == sorted(d.id for d, _ in mine)
+    assert all(r.verified for r in receiver.requests)
+    # The batch's other deliveries were taken from their own tasks, which now do nothing.
+    assert [engine.deliver_once(d.id, t, batch=engine.BATCH) for d, t in rest] == ["skipped", "skipped"]
+    for d, _ in mine:
+        d.refresh_from_db()
+        assert (d.status, d.attempt_count, d.attempts.get().number) == ("succeeded", 1, 1)
+    # Another endpoint's delivery is left to its own task.
+    assert Delivery.objects.get(id=theirs.id).status == "pending" and len(receiver.requests) == 3
+    assert engine.deliver_once(theirs.id, their_token, batch=engine.BATCH) == "succeeded"
+
+
+def test_a_batch_leaves_deliveries_in_flight_or_not_yet_due_alone(webhook_settings, receiver, alice, queued):
+    webhook_settings.CONNECT_WEBHOOK_LEASE_SECONDS = 30  # room for the whole batch
+    endpoint = make_endpoint(alice, receiver.url)
+    (first, token), (in_flight, in_flight_token), (later, _) = [new_delivery(endpoint, queued) for _ in range(3)]
+    attempt_token, ids = engine._take_attempt_lease(in_flight.id, in_flight_token)  # another worker's attempt
+    assert ids == [in_flight.id]
+    Delivery.objects.filter(id=later.id).update(next_attempt_at=timezone.now() + timedelta(minutes=5))
+    assert engine.deliver_once(first.id, token, batch=engine.BATCH) == "succeeded"
+    assert [r.headers["Svc-Delivery-Id"] for r in receiver.wait_for(1)] == [first.id]
+    assert Delivery.objects.get(id=in_flight.id).lease_token == attempt_token
+    assert Delivery.objects.get(id=later.id).attempt_count == 0
+
+
+def test_a_batch_stops_at_a_network_error_and_leaves_the_rest_due(webhook_settings, alice, queued):
+    webhook_settings.CONNECT_WEBHOOK_LEASE_SECONDS = 30  # room for the whole batch
+    endpoint = make_endpoint(alice, f"http://127.0.0.1:{free_port()}/hook")
+    (first, token), *rest = [new_delivery(endpoint, queued) for _ in range(3)]
+    assert engine.deliver_once(first.id, token, batch=engine.BATCH) == "retrying"
+    for d, _ in rest:
+        d.refresh_from_db()
+        assert (d.status, d.attempt_count, d.lease_token, d.lease_until) == ("pending", 0, "", None)
+    # Due and unleased: the sweeper queues them (and the retry of the first) again.
+    assert sorted(i for i, _ in engine.claim_due()) == sorted([first.id] + [d.id for d, _ in rest])
+
+
+def test_a_batch_starts_no_attempt_that_could_outlive_its_lease(webhook_settings, receiver, alice, queued):
+    # Lease 3 s, timeout 1.5 s, margin 1 s: after a 0.6 s request a second one could end
+    # past the lease, so it is not started; the rest go back to the sweeper.
+    receiver.behaviour = lambda n: time.sleep(0.6) or 204
+    endpoint = make_endpoint(alice, receiver.url)
+    (first, token), *rest = [new_delivery(endpoint, queued) for _ in range(3)]
+    assert engine.deliver_once(first.id, token, batch=engine.BATCH) == "succeeded"
+    assert len(receiver.wait_for(1)) == 1
+    time.sleep(0.3)
+    assert len(receiver.requests) == 1
+    assert all(Delivery.objects.get(id=d.id).lease_token == "" for d, _ in rest)
