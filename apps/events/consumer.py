@@ -9,9 +9,29 @@ daphne when the client goes, and also after we finish the response ourselves) ca
 task and frees the queue and the slot.
 
 Daphne buffers whatever the application sends without limit (Twisted's transport), so the
-delivery task registers itself as the request's Twisted push producer: when the socket's send
-buffer is full Twisted pauses it, events then wait in the stream's bounded queue, and a full
-queue disconnects that client alone.
+stream registers a Twisted push producer on the request: when the socket's send buffer is full
+Twisted pauses it, events then wait in the stream's bounded queue, and a full queue disconnects
+that client alone.
+
+Direct writes. Once a stream is live (headers and replay sent) the hub writes its frames
+straight into the daphne request (`Stream.write`, set here) instead of waking this stream's
+task, which then only replays, drains after a pause, and closes. What that relies on, read in
+daphne 4.2 and Twisted 26.10:
+- `send_body` ends, with nothing in between that matters here, in `http.Request.write`:
+  daphne/server.py `Server.handle_reply` only drops replies to connections it no longer knows,
+  and daphne/http_protocol.py `WebRequest.handle_reply` drops them once `finished` or
+  `channel is None` (the same check `_direct_write` makes), then calls `http.Request.write`.
+- twisted/web/http.py `Request.write` ignores writes after the client disconnected; chunked, it
+  goes to `HTTPChannel.writeSequence` → the TCP transport. twisted/internet/abstract.py
+  `FileDescriptor.write`/`writeSequence` only append to a buffer and register for writability
+  (`startWriting`); `send()` happens later in `doWrite`. So a write never blocks the loop.
+- The same `writeSequence` calls `_maybePauseProducer` before returning: past `bufferSize`
+  (64 KiB) the transport pauses `HTTPChannel`, which pauses our producer, so `Stream.paused`
+  is set by the very write that filled the buffer and the next batch queues. `doWrite` resumes
+  the producer once its buffer is empty.
+- Everything runs on one thread: daphne installs Twisted's asyncio reactor on the loop the
+  consumers run on (daphne/server.py), so the hub's dispatch, Twisted's callbacks and this
+  consumer never interleave mid-write.
 """
 
 from __future__ import annotations
@@ -29,7 +49,7 @@ from apps.core.errors import ApiError, InsufficientScope, InvalidRequest, Method
 from apps.core.ratelimit import RateDecision, RateLimited, check_rate_limit_sync
 from apps.events import filters, slots
 from apps.events.credentials import CredentialRef
-from apps.events.hub import Stream, get_hub, resume_frames
+from apps.events.hub import PING, Stream, get_hub, resume_frames
 from apps.tenancy.authentication import authenticate_bearer
 from apps.tenancy.principal import Principal
 
@@ -40,7 +60,6 @@ STREAM_HEADERS = [
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 ]
-PING = b": ping\n\n"
 REPLAY_CHUNK = 200
 
 
@@ -62,17 +81,16 @@ class _Producer:
 
     def __init__(self, stream: Stream) -> None:
         self.stream = stream
-        self.writable = True
 
     def pauseProducing(self) -> None:  # noqa: N802 - Twisted's interface
-        self.writable = False
+        self.stream.paused = True
 
     def resumeProducing(self) -> None:  # noqa: N802
-        self.writable = True
-        self.stream.wakeup.set()
+        self.stream.paused = False
+        self.stream.wakeup.set()  # the task drains what queued meanwhile
 
     def stopProducing(self) -> None:  # noqa: N802
-        self.writable = False
+        self.stream.paused = True
         self.stream.close("client_gone")
 
 
@@ -217,39 +235,58 @@ class EventStreamConsumer(AsyncHttpConsumer):
         if transport is not None and hasattr(transport, "abortConnection"):
             transport.abortConnection()
 
-    # --- streaming -------------------------------------------------------------------------
-    def _writable(self) -> bool:
-        return self.producer is None or self.producer.writable
+    def _direct_write(self):
+        """The write the hub calls once this stream is live; None when not under daphne or
+        without flow control (then every frame goes through the task)."""
+        request = self._daphne_request()
+        if request is None or self.producer is None:
+            return None
+        write = request.write
 
+        def write_now(data: bytes) -> None:
+            # daphne's WebRequest.handle_reply skips these two cases the same way.
+            if not request.finished and request.channel is not None:
+                write(data)
+
+        return write_now
+
+    # --- streaming -------------------------------------------------------------------------
     async def deliver(self) -> None:
         stream = self.stream
-        replayed: set[str] = set()
         try:
             for start in range(0, len(self.replay or ()), REPLAY_CHUNK):
                 chunk = self.replay[start : start + REPLAY_CHUNK]
-                while not self._writable() and stream.closed_reason is None:
+                while stream.paused and stream.closed_reason is None:
                     stream.wakeup.clear()
                     await stream.wakeup.wait()
                 if stream.closed_reason is not None:
                     break
-                replayed.update(event_id for event_id, _ in chunk)
+                stream.replayed.update(event_id for event_id, _ in chunk)
                 await self.send_body(b"".join(frame for _, frame in chunk), more_body=True)
             self.replay = None
+            # Live: the hub now writes straight to the transport whenever nothing is queued.
+            direct = self._direct_write()
+            if stream.closed_reason is None:
+                stream.write = direct
             while stream.closed_reason is None:
                 await stream.wakeup.wait()
                 stream.wakeup.clear()
-                if stream.closed_reason is not None or not self._writable():
+                if stream.closed_reason is not None or stream.paused:
                     continue
                 parts = []
                 if stream.ping_due:
                     stream.ping_due = False
                     parts.append(PING)
+                replayed = stream.replayed
                 while stream.queue:
                     event_id, frame = stream.queue.popleft()
                     if event_id not in replayed:
                         parts.append(frame)
                 if parts:
-                    await self.send_body(b"".join(parts), more_body=True)
+                    if direct is not None:
+                        direct(b"".join(parts))  # synchronous: nothing can overtake it
+                    else:
+                        await self.send_body(b"".join(parts), more_body=True)
             # Closed by the server: a client that fell behind is cut off at once (its unread
             # bytes would sit in our buffers); otherwise the response ends normally.
             if stream.closed_reason == "overflow":

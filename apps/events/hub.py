@@ -9,8 +9,15 @@ in the issue, that does not scale past a few hundred streams).
 - All database work of the hub (follower, slot leases, batched credential checks,
   and each connect's authentication, slot and resume) runs on the hub's own two threads, not
   on `database_sync_to_async`'s shared thread and never once per event per stream.
-- Each stream owns a bounded deque. A stream whose deque is full (its client does not read
-  fast enough) is disconnected; the others are untouched.
+- Dispatch is per batch, not per event: everything one follower poll (or one burst of Redis
+  messages) brought is routed at once, and each matching stream gets its share as one write.
+- A live stream (replay done, its socket not backed up, nothing queued) is written to straight
+  from the dispatch: `Stream.write`, which the consumer sets to the daphne request's write
+  (consumer.py says why that is safe). No task wakes up per stream and event; the stream's task
+  is left with replay, pings of paused streams, draining after a pause, and closing.
+- Otherwise (replaying, paused by Twisted's flow control, or not under daphne) frames wait in
+  the stream's bounded deque for its task. A stream whose deque is full (its client does not
+  read fast enough) is disconnected; the others are untouched.
 """
 
 from __future__ import annotations
@@ -48,6 +55,9 @@ logger = logging.getLogger("connect.events")
 FOLLOW_POLL_SECONDS = 0.1
 FOLLOW_WINDOW_SECONDS = 10
 RESUME_MAX_EVENTS = 5000
+# Redis messages already received are dispatched together, up to this many at once.
+REDIS_BATCH_MAX = 500
+PING = b": ping\n\n"
 
 _CROCKFORD = {c: i for i, c in enumerate("0123456789abcdefghjkmnpqrstvwxyz")}
 
@@ -91,7 +101,11 @@ def _db_job(fn: Callable, *args, **kwargs):
 
 
 class Stream:
-    """One open event stream's state in the hub: what it wants and what waits for it."""
+    """One open event stream's state in the hub: what it wants and what waits for it.
+
+    Invariant: frames reach the client in dispatch order. `write` is used only while the
+    deque is empty; once anything is queued, later frames queue behind it until the task
+    has drained it."""
 
     def __init__(self, *, workspace_id: int, subscription: Subscription, credential: CredentialRef, queue_size: int):
         self.workspace_id = workspace_id
@@ -102,19 +116,58 @@ class Stream:
         self.wakeup = asyncio.Event()
         self.ping_due = False
         self.closed_reason: str | None = None
+        # Set by the consumer once the stream is live: writes bytes to the client now (buffered
+        # by the transport, never blocking). None while replaying and when not under daphne.
+        self.write: Callable[[bytes], None] | None = None
+        # Twisted's flow control (consumer._Producer): the client's socket is backed up.
+        self.paused = False
+        # Ids the resume replay already sent; a live copy of one of them is dropped.
+        self.replayed: set[str] = set()
 
-    def offer(self, event_id: str, frame: bytes) -> None:
+    def _direct(self) -> bool:
+        return self.write is not None and not self.paused and not self.queue
+
+    def offer(self, items: list[tuple[str, bytes]]) -> bool:
+        """This stream's share of one dispatched batch, in order. True if written directly."""
+        if self.closed_reason is not None:
+            return False
+        if self._direct():
+            replayed = self.replayed
+            if replayed:
+                data = b"".join(frame for event_id, frame in items if event_id not in replayed)
+            else:
+                data = items[0][1] if len(items) == 1 else b"".join(frame for _, frame in items)
+            if data:
+                self._write_now(data)
+            return True
+        for item in items:
+            if len(self.queue) >= self.queue_size:
+                self.close("overflow")
+                return False
+            self.queue.append(item)
+        self.wakeup.set()
+        return False
+
+    def ping(self, frame: bytes) -> None:
         if self.closed_reason is not None:
             return
-        if len(self.queue) >= self.queue_size:
-            self.close("overflow")
-            return
-        self.queue.append((event_id, frame))
-        self.wakeup.set()
+        if self._direct():
+            self._write_now(frame)
+        else:
+            self.ping_due = True
+            self.wakeup.set()
+
+    def _write_now(self, data: bytes) -> None:
+        try:
+            self.write(data)
+        except Exception:  # noqa: BLE001 - one broken connection must not stop the dispatch
+            logger.exception("direct write to an event stream failed; closing it")
+            self.close("write_failed")
 
     def close(self, reason: str) -> None:
         if self.closed_reason is None:
             self.closed_reason = reason
+            self.write = None
             self.queue.clear()
             self.wakeup.set()
             hub = _hub
@@ -141,7 +194,7 @@ class Hub:
         self._carrier_task: asyncio.Task | None = None
         self._poke = asyncio.Event()
         self._seen: set[str] = set()
-        self.delivered_frames = 0
+        self.direct_writes = 0  # batches written straight to a stream (stats, tests)
 
     # --- database on the hub's threads ---------------------------------------------------
     async def run_db(self, fn: Callable, *args, **kwargs):
@@ -172,9 +225,19 @@ class Hub:
 
     async def _carry_redis(self, client, pubsub) -> None:
         try:
-            async for message in pubsub.listen():
-                if message.get("type") == "message":
-                    self._dispatch_wire(message["data"])
+            while True:
+                # Wait for one message, then take every one already received without waiting
+                # (redis-py: timeout=0 returns None when nothing is buffered; its parser keeps a
+                # partly read reply for the next call) and dispatch them as one batch.
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
+                batch = []
+                while message is not None:
+                    if message.get("type") == "message":
+                        batch.append(self._wire_row(message["data"]))
+                    if len(batch) >= REDIS_BATCH_MAX:
+                        break
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0)
+                self.dispatch(batch)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001
@@ -189,10 +252,11 @@ class Hub:
             except Exception:  # noqa: BLE001
                 pass
 
-    def _dispatch_wire(self, data: bytes) -> None:
+    @staticmethod
+    def _wire_row(data: bytes) -> tuple:
         header, _, frame = data.partition(b"\n")
         routing = orjson.loads(header)
-        self.dispatch(routing["w"], routing["t"], routing["s"], routing["i"], frame)
+        return routing["w"], routing["t"], routing["s"], routing["i"], frame
 
     def _wake_from_any_thread(self) -> None:
         self.loop.call_soon_threadsafe(self._poke.set)
@@ -214,8 +278,7 @@ class Hub:
                 logger.exception("event follower poll failed")
                 await asyncio.sleep(1)
                 continue
-            for workspace_id, type_, session_id, event_id, frame in rows:
-                self.dispatch(workspace_id, type_, session_id, event_id, frame)
+            self.dispatch(rows)
 
     def _poll(self, floor: str) -> list[tuple]:
         # Runs on a hub thread; `_seen` is only touched here (one poll at a time).
@@ -239,8 +302,7 @@ class Hub:
                 if now >= next_ping:
                     next_ping = now + heartbeat
                     for stream in self.all_streams():
-                        stream.ping_due = True
-                        stream.wakeup.set()
+                        stream.ping(PING)
                 if now >= next_check:
                     next_check = now + check_every
                     await self._close_revoked()
@@ -287,20 +349,37 @@ class Hub:
     def all_streams(self) -> list[Stream]:
         return [s for group in self.streams.values() for s in group]
 
-    def dispatch(self, workspace_id: int, type: str, session_id: str, event_id: str, frame: bytes) -> None:
-        routes = self.routes.get(workspace_id)
-        if not routes:
-            return
-        # A set union: a stream on both routes gets the event once; a copy, because an
-        # overflowing stream unregisters itself while we offer.
-        for stream in routes.get((type, None), _NO_STREAMS) | routes.get((type, session_id), _NO_STREAMS):
-            stream.offer(event_id, frame)
+    def dispatch(self, rows: list[tuple]) -> None:
+        """Route a batch of (workspace_id, type, session_id, event_id, frame) rows, in order,
+        and hand each matching stream its share at once (one write per stream and batch)."""
+        shares: dict[Stream, list[tuple[str, bytes]]] = {}
+        for workspace_id, type_, session_id, event_id, frame in rows:
+            routes = self.routes.get(workspace_id)
+            if not routes:
+                continue
+            item = (event_id, frame)
+            # A set union: a stream on both routes gets the event once.
+            for stream in routes.get((type_, None), _NO_STREAMS) | routes.get((type_, session_id), _NO_STREAMS):
+                share = shares.get(stream)
+                if share is None:
+                    shares[stream] = [item]
+                else:
+                    share.append(item)
+        # Offering may close (and unregister) a stream: `shares` is our own copy.
+        direct = 0
+        for stream, items in shares.items():
+            direct += stream.offer(items)
+        self.direct_writes += direct
 
     def stats(self) -> dict[str, Any]:
+        streams = self.all_streams()
         return {
             "process": self.process,
             "streams": self.stream_count,
-            "queued": sum(len(s.queue) for s in self.all_streams()),
+            "queued": sum(len(s.queue) for s in streams),
+            "live": sum(1 for s in streams if s.write is not None),
+            "paused": sum(1 for s in streams if s.paused),
+            "directWrites": self.direct_writes,
         }
 
 

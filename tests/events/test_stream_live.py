@@ -319,15 +319,24 @@ def test_slow_reader_is_disconnected_while_a_fast_one_keeps_receiving(servers, r
     slow = raw_stream(a.port, alice_key, rcvbuf=4096, path=path)
     fast = readers(a, alice_key, params={"filters": json.dumps([{"type": "transcript.segment.created", "sessionId": session.id}])})
     wait_until(lambda: a.stats()["streams"] == 2, what="both streams open")
+    # Both live: the hub writes their frames straight to the connection, no task per stream.
+    wait_until(lambda: a.stats()["live"] == 2, what="both streams live")
+    direct_before = a.stats()["directWrites"]
     text = "x" * 40_000
     total = 240  # ~10 MB: more than loopback's socket buffers hold for the slow reader
+    paused_seen = 0
     for start in range(0, total, 20):
         recordings.append_committed_segments(session=session, segments=factories.segments([text] * 20))
         # The fast reader keeps up (fewer than 40 waiting), however slow this machine is today;
         # the slow one falls further behind with every batch.
         fast.wait_events(start + 20, timeout=60)
+        paused_seen = max(paused_seen, a.stats()["paused"])
     assert [e.json["data"]["sequence"] for e in fast.events] == list(range(total))
     wait_until(lambda: a.stats()["streams"] == 1, what="the slow stream to be dropped")
+    # Twisted's flow control paused the slow one (its later frames queued until it overflowed);
+    # the fast one is still written to directly.
+    stats = a.stats()
+    assert paused_seen >= 1 and stats["live"] == 1 and stats["directWrites"] > direct_before
     # The server cut the slow client off: draining its socket ends in EOF or a reset.
     slow.settimeout(10)
     try:
@@ -354,6 +363,36 @@ def test_abrupt_disconnect_frees_slot_queue_task_and_socket(servers, acme, alice
         what="streams and delivery tasks to end",
     )
     assert a.stats()["queued"] == 0
+    wait_until(lambda: not StreamSlot.objects.filter(workspace=acme).exists(), what="slots to free")
+    wait_until(lambda: a.open_fds() <= fds_before, what="the server to close the three sockets")
+
+
+def test_abrupt_disconnect_while_events_are_written_directly_frees_everything(servers, acme, alice_key):
+    a, _ = servers
+    before = a.stats()
+    fds_before = a.open_fds()
+    session = factories.session(acme)
+    path = STREAM + "?filters=" + quote(json.dumps([{"type": "transcript.segment.created", "sessionId": session.id}]))
+    sockets = [raw_stream(a.port, alice_key, path=path) for _ in range(3)]
+    wait_until(lambda: a.stats()["live"] == before["live"] + 3, what="three live streams")
+    recordings.append_committed_segments(session=session, segments=factories.segments(["one", "two"]))
+    for sock in sockets:
+        received = b""
+        while b'"two"' not in received:
+            chunk = sock.recv(65536)
+            assert chunk, "stream ended before its events"
+            received += chunk
+        assert received.index(b'"one"') < received.index(b'"two"')
+    for sock in sockets:
+        abort(sock)
+    # Frames for the vanished clients: written to dead connections, never an error elsewhere.
+    recordings.append_committed_segments(session=session, segments=factories.segments(["after"]))
+    wait_until(
+        lambda: (s := a.stats())["streams"] == before["streams"] and s["deliveryTasks"] == before["deliveryTasks"],
+        what="streams and delivery tasks to end",
+    )
+    stats = a.stats()
+    assert (stats["queued"], stats["live"], stats["paused"]) == (0, before["live"], before["paused"])
     wait_until(lambda: not StreamSlot.objects.filter(workspace=acme).exists(), what="slots to free")
     wait_until(lambda: a.open_fds() <= fds_before, what="the server to close the three sockets")
 

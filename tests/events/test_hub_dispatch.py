@@ -1,0 +1,165 @@
+"""The hub's delivery rules without a server: a batch reaches each matching stream as one
+write while it is live, and through its bounded queue (in order, deduplicated after a resume)
+while it is paused, replaying or not under daphne. The live tests in test_stream_live.py run
+the same rules through daphne and real sockets."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from apps.events import hub as hub_module
+from apps.events.credentials import CredentialRef
+from apps.events.filters import FilterEntry, Subscription
+from apps.events.hub import PING, Stream, get_hub
+
+SEGMENTS = "transcript.segment.created"
+
+
+def run(coro):
+    try:
+        return asyncio.run(coro)
+    finally:
+        hub_module._hub = None
+
+
+def make_stream(*, session_id: str = "ses_a", queue_size: int = 3, workspace_id: int = 1) -> Stream:
+    return Stream(
+        workspace_id=workspace_id,
+        subscription=Subscription(entries=(FilterEntry(SEGMENTS, session_id),)),
+        credential=CredentialRef(kind="api_key", credential_id="1", membership_id=1, workspace_id=workspace_id),
+        queue_size=queue_size,
+    )
+
+
+def row(event_id: str, session_id: str = "ses_a", workspace_id: int = 1) -> tuple:
+    return workspace_id, SEGMENTS, session_id, event_id, f"<{event_id}>".encode()
+
+
+class Socket:
+    """Stands in for the daphne request's write; `pause_after` bytes fill it up."""
+
+    def __init__(self, stream: Stream, pause_after: int | None = None) -> None:
+        self.stream, self.pause_after, self.writes = stream, pause_after, []
+
+    def __call__(self, data: bytes) -> None:
+        self.writes.append(data)
+        if self.pause_after is not None and sum(map(len, self.writes)) >= self.pause_after:
+            self.stream.paused = True  # as Twisted's pauseProducing does, inside the write
+
+
+def test_a_batch_is_one_write_per_live_stream_and_wakes_no_task():
+    async def scenario():
+        hub = get_hub()
+        a, b, other = make_stream(), make_stream(), make_stream(session_id="ses_b")
+        for stream in (a, b, other):
+            hub.register(stream)
+            stream.write = Socket(stream)
+        hub.dispatch([row("evt_1"), row("evt_x", session_id="ses_b"), row("evt_2"), row("evt_3", workspace_id=2)])
+        assert a.write.writes == b.write.writes == [b"<evt_1><evt_2>"]
+        assert other.write.writes == [b"<evt_x>"]
+        assert not a.wakeup.is_set() and not a.queue
+
+    run(scenario())
+
+
+def test_a_paused_stream_queues_in_order_and_overflows_alone():
+    async def scenario():
+        hub = get_hub()
+        slow, fast = make_stream(queue_size=3), make_stream(queue_size=3)
+        for stream in (slow, fast):
+            hub.register(stream)
+        slow.write, fast.write = Socket(slow, pause_after=1), Socket(fast)
+        hub.dispatch([row("evt_1")])  # fills the slow socket: paused by its own write
+        assert slow.paused and slow.write.writes == [b"<evt_1>"]
+        hub.dispatch([row("evt_2"), row("evt_3")])
+        assert [i for i, _ in slow.queue] == ["evt_2", "evt_3"] and slow.wakeup.is_set()
+        # Resumed but not yet drained by its task: new frames queue behind, never overtake.
+        slow.paused = False
+        hub.dispatch([row("evt_4")])
+        assert [i for i, _ in slow.queue] == ["evt_2", "evt_3", "evt_4"] and len(slow.write.writes) == 1
+        slow.paused = True
+        hub.dispatch([row("evt_5")])
+        assert slow.closed_reason == "overflow" and not slow.queue and slow.write is None
+        assert hub.stream_count == 1  # unregistered at once
+        hub.dispatch([row("evt_6")])
+        assert fast.write.writes == [b"<evt_1>", b"<evt_2><evt_3>", b"<evt_4>", b"<evt_5>", b"<evt_6>"]
+        assert fast.closed_reason is None
+
+    run(scenario())
+
+
+def test_frames_the_resume_replay_sent_are_dropped_on_the_direct_path():
+    async def scenario():
+        hub = get_hub()
+        stream = make_stream()
+        hub.register(stream)
+        hub.dispatch([row("evt_2")])  # while replaying: queued
+        stream.replayed = {"evt_1", "evt_2"}
+        stream.write = Socket(stream)
+        assert [i for i, _ in stream.queue] == ["evt_2"]  # the task drops it when it drains
+        stream.queue.clear()
+        hub.dispatch([row("evt_1"), row("evt_3")])
+        hub.dispatch([row("evt_2")])
+        assert stream.write.writes == [b"<evt_3>"]
+
+    run(scenario())
+
+
+def test_without_a_direct_write_everything_goes_through_the_queue():
+    async def scenario():
+        hub = get_hub()
+        stream = make_stream(queue_size=10)
+        hub.register(stream)
+        hub.dispatch([row("evt_1"), row("evt_2")])
+        stream.ping(PING)
+        assert [i for i, _ in stream.queue] == ["evt_1", "evt_2"] and stream.ping_due and stream.wakeup.is_set()
+
+    run(scenario())
+
+
+def test_pings_go_straight_to_a_live_stream_and_wait_for_a_paused_one():
+    async def scenario():
+        live, paused = make_stream(), make_stream()
+        live.write, paused.write = Socket(live), Socket(paused)
+        paused.paused = True
+        for stream in (live, paused):
+            stream.ping(PING)
+        assert live.write.writes == [PING] and not live.ping_due
+        assert paused.write.writes == [] and paused.ping_due and paused.wakeup.is_set()
+
+    run(scenario())
+
+
+def test_a_failing_write_closes_that_stream_only():
+    async def scenario():
+        hub = get_hub()
+        broken, fine = make_stream(), make_stream()
+        for stream in (broken, fine):
+            hub.register(stream)
+
+        def explode(data: bytes) -> None:
+            raise RuntimeError("Request.write called on a request after Request.finish was called.")
+
+        broken.write, fine.write = explode, Socket(fine)
+        hub.dispatch([row("evt_1")])
+        assert broken.closed_reason == "write_failed" and broken.wakeup.is_set()
+        assert fine.write.writes == [b"<evt_1>"] and hub.stream_count == 1
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("closed_reason", ["client_gone", "credential_revoked"])
+def test_a_closed_stream_gets_nothing(closed_reason):
+    async def scenario():
+        hub = get_hub()
+        stream = make_stream()
+        hub.register(stream)
+        socket = stream.write = Socket(stream)
+        stream.close(closed_reason)
+        hub.dispatch([row("evt_1")])
+        stream.ping(PING)
+        assert socket.writes == [] and not stream.queue and hub.stream_count == 0
+
+    run(scenario())
