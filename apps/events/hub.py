@@ -266,11 +266,19 @@ class Hub:
         return int(time.time() * 1000)
 
     async def _follow(self) -> None:
+        # Polls start every FOLLOW_POLL_SECONDS, not that long after the previous dispatch
+        # ended: at 1,000 streams a poll and its dispatch take ~30 ms, which stretched the period
+        # (and so every event's wait for the next poll) to ~130 ms. One poll at a time; a poll
+        # that falls behind starts the next one at once rather than catching up.
+        next_poll = self.loop.time()
         while True:
-            try:
-                await asyncio.wait_for(self._poke.wait(), FOLLOW_POLL_SECONDS)
-            except asyncio.TimeoutError:
-                pass
+            next_poll = max(next_poll + FOLLOW_POLL_SECONDS, self.loop.time())
+            delay = next_poll - self.loop.time()
+            if delay > 0 and not self._poke.is_set():
+                try:
+                    await asyncio.wait_for(self._poke.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
             self._poke.clear()
             try:
                 rows = await self.run_db(self._poll, id_floor(self._now_ms() - FOLLOW_WINDOW_SECONDS * 1000))
