@@ -4,9 +4,10 @@ Why the consumer is shaped like this (channels/generic/http.py, daphne/http_prot
 `AsyncHttpConsumer.http_request` awaits `handle()` and then stops the consumer, and messages
 are dispatched one at a time, so a stream loop inside `handle()` would never see
 `http.disconnect`. Here `http_request` only opens the stream — checks, headers, a first
-comment — and returns; a delivery task writes events and pings; `http.disconnect` (sent by
-daphne when the client goes, and also after we finish the response ourselves) cancels that
-task and frees the queue and the slot.
+comment — and returns; a delivery task replays, then writes whatever had to wait in the
+queue and ends the response (live frames are written by the hub, see "Direct writes" below);
+`http.disconnect` (sent by daphne when the client goes, and also after we finish the response
+ourselves) cancels that task and frees the queue and the slot.
 
 Daphne buffers whatever the application sends without limit (Twisted's transport), so the
 stream registers a Twisted push producer on the request: when the socket's send buffer is full
