@@ -6,6 +6,7 @@ Defaults are the embedded setup: SQLite under var/, in-memory channel layer, no 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -119,8 +120,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
         "timeout": 30,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
+        # WAL itself is switched on once per process (apps/core/sqlite.py): the file keeps it.
+        "init_command": "PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
     }
+    if sys.argv[1:2] == ["qcluster"]:
+        # django-q2's processes (no request threads) keep their connection from task to task:
+        # its ORM broker and workers close connections older than CONN_MAX_AGE before every
+        # task, and with 0 that was a new connection per delivery. A forked child drops the one
+        # it inherited (apps/core/forking.py).
+        DATABASES["default"]["CONN_MAX_AGE"] = None
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": envint("CONNECT_DB_POOL_MIN", 2),

@@ -9,7 +9,7 @@ class CoreConfig(AppConfig):
     def ready(self) -> None:
         from corsheaders.signals import check_request_enabled
 
-        from apps.core import forking, timeouts  # noqa: F401 - timeouts connects the SQLite deadline handler
+        from apps.core import forking, sqlite, timeouts  # noqa: F401 - they connect SQLite's WAL and deadline handlers
         from apps.core.cors import URLS_REGEX
         from apps.core.origins import allowed_origin
 

@@ -22,11 +22,14 @@ def forget_inherited_database_pools() -> None:
     try:
         from django.db.backends.postgresql.base import DatabaseWrapper
     except ImportError:  # psycopg not installed: no pools
-        return
-    _inherited_pools.extend(DatabaseWrapper._connection_pools.values())
-    DatabaseWrapper._connection_pools.clear()
+        pass
+    else:
+        _inherited_pools.extend(DatabaseWrapper._connection_pools.values())
+        DatabaseWrapper._connection_pools.clear()
+    # SQLite connections must not be carried across a fork either (sqlite.org/howtocorrupt.html
+    # §2.6); with persistent connections (qcluster) a child would otherwise keep its parent's.
     for wrapper in connections.all(initialized_only=True):
-        if wrapper.vendor == "postgresql" and wrapper.connection is not None:
+        if wrapper.connection is not None:
             _inherited_pools.append(wrapper.connection)
             wrapper.connection = None
 

@@ -46,3 +46,29 @@ def test_a_forked_child_opens_its_own_database_connections():
     with connection.cursor() as cursor:  # the parent's session is intact
         cursor.execute("SELECT pg_backend_pid()")
         assert cursor.fetchone()[0] == parent_backend
+
+
+def _sqlite_child(parent_connection_id: int, results) -> None:
+    from django.db import connection as child_connection
+
+    results.put(id(child_connection.connection) == parent_connection_id)
+    with child_connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        results.put(cursor.fetchone()[0])
+
+
+def test_a_forked_child_does_not_keep_its_parents_sqlite_connection():
+    """SQLite connections must not cross a fork (sqlite.org/howtocorrupt.html §2.6); `qcluster`
+    keeps connections open (settings), so its forked pusher, monitor and workers drop theirs."""
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite only")
+    connection.ensure_connection()
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=_sqlite_child, args=(id(connection.connection), results))
+    child.start()
+    try:
+        assert results.get(timeout=120) is False
+        assert results.get(timeout=120) == 1
+    finally:
+        child.join(timeout=120)
