@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from apps.core.ids import new_id
 from apps.core.timestamps import iso_ms
 from apps.events.models import EventType
 from apps.events.services import record_event
@@ -142,15 +143,18 @@ def _segment_rows(
 def append_committed_segments(
     *, session: Session, segments: Iterable[SegmentInput], at: datetime | None = None
 ) -> list[Segment]:
-    """Append realtime segments; sequence and the session's commit index continue from the last."""
+    """Append realtime segments; sequence and the session's commit index continue from the last.
+
+    The realtime path of a recording that may run for hours, so it is counted in round trips
+    (issue 9 point 4): one statement locks the session and finds its committed revision, one
+    statement per 500 segments numbers and inserts them, then each segment records its event.
+    The search index follows per inserted row (triggers, generated column), never per revision."""
     now = at or timezone.now()
-    _lock(session)
-    transcript = _transcript(session, RevisionKind.COMMITTED, now)
-    last = Segment.objects.filter(transcript=transcript).aggregate(seq=Max("sequence"), idx=Max("session_committed_index"))
-    next_seq = 0 if last["seq"] is None else last["seq"] + 1
-    next_idx = 0 if last["idx"] is None else last["idx"] + 1
-    rows = _segment_rows(transcript, segments, first_sequence=next_seq, first_commit_index=next_idx, now=now)
-    Segment.objects.bulk_create(rows, batch_size=500)
+    segments = list(segments)
+    transcript_id = _lock_for_append(session)
+    if transcript_id is None:
+        transcript_id = _transcript(session, RevisionKind.COMMITTED, now).id
+    rows = _insert_numbered(workspace_id=session.workspace_id, transcript_id=transcript_id, segments=segments, now=now)
     occurred_at = iso_ms(now)
     for row in rows:
         record_event(
@@ -160,6 +164,83 @@ def append_committed_segments(
             occurred_at=now,
             data={"sessionId": session.id, "occurredAt": occurred_at, **flat_segment_repr(row)},
         )
+    return rows
+
+
+def _lock_for_append(session: Session) -> str | None:
+    """_lock and the committed revision's id (None before the first segment) in one statement.
+    The revision row is read with the statement's snapshot, which on PostgreSQL may predate
+    the lock wait; that is safe because a revision, once created, is never removed while its
+    session lives, and a revision created meanwhile makes `_transcript` find it. The last
+    sequence is not read here for the same reason: see _insert_numbered."""
+    from django.db import connection
+
+    sql = (
+        f"SELECT s.id, t.id FROM {Session._meta.db_table} AS s LEFT JOIN {Transcript._meta.db_table} AS t"
+        " ON t.session_id = s.id AND t.revision_kind = %s WHERE s.id = %s"
+    )
+    if connection.features.has_select_for_update_of:
+        sql += " FOR UPDATE OF s"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [RevisionKind.COMMITTED, session.pk])
+        row = cursor.fetchone()
+    if row is None:
+        raise Session.DoesNotExist("Session matching query does not exist.")
+    return row[1]
+
+
+_APPEND_BATCH = 500
+
+
+def _insert_numbered(*, workspace_id, transcript_id: str, segments: list[SegmentInput], now: datetime) -> list[Segment]:
+    """Insert segments numbered after the revision's last one, the numbers computed by the
+    INSERT itself. Under the session lock that is exact: on PostgreSQL the INSERT takes its
+    snapshot after the lock was granted, so it sees every segment a previous holder committed
+    (a SELECT MAX in the locking statement would not); SQLite writers are serialised anyway."""
+    from django.db import connection
+
+    created_at = connection.ops.adapt_datetimefield_value(now)
+    rows: list[Segment] = []
+    for start in range(0, len(segments), _APPEND_BATCH):
+        batch = segments[start : start + _APPEND_BATCH]
+        ids = [new_id() for _ in batch]
+        params: list[Any] = [workspace_id, transcript_id, created_at]
+        for n, (segment_id, s) in enumerate(zip(ids, batch)):
+            params += [segment_id, n, s.timestamp_start, s.timestamp_end, s.speaker_label, s.text, s.confidence]
+        params.append(transcript_id)
+        values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(batch))
+        # VALUES columns are column1..column7 on both databases; CASTs give an all-NULL column
+        # its type on PostgreSQL (it would be text).
+        sql = (
+            f"INSERT INTO {Segment._meta.db_table} ({', '.join(_SEGMENT_COLUMNS)})"
+            " SELECT v.column1, %s, %s, last.seq + v.column2, last.idx + v.column2, v.column3, v.column4,"
+            " CAST(v.column5 AS varchar(200)), v.column6, CAST(v.column7 AS double precision), %s"
+            f" FROM (VALUES {values}) AS v, (SELECT COALESCE(MAX(sequence) + 1, 0) AS seq,"
+            f" COALESCE(MAX(session_committed_index) + 1, 0) AS idx FROM {Segment._meta.db_table}"
+            " WHERE transcript_id = %s) AS last"
+            " RETURNING id, sequence, session_committed_index"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            numbers = {segment_id: (seq, idx) for segment_id, seq, idx in cursor.fetchall()}
+        for segment_id, s in zip(ids, batch):
+            seq, idx = numbers[segment_id]
+            row = Segment(
+                id=segment_id,
+                workspace_id=workspace_id,
+                transcript_id=transcript_id,
+                sequence=seq,
+                session_committed_index=idx,
+                timestamp_start=s.timestamp_start,
+                timestamp_end=s.timestamp_end,
+                speaker_label=s.speaker_label,
+                text=s.text,
+                confidence=s.confidence,
+                created_at=now,
+            )
+            row._state.adding = False
+            row._state.db = connection.alias
+            rows.append(row)
     return rows
 
 
@@ -268,8 +349,6 @@ def import_sessions(*, workspace: Workspace, sessions: list[ImportedSession]) ->
     write (triggers on SQLite, the generated column on PostgreSQL). After the last batch of a
     bulk load, call `refresh_statistics()`."""
     from django.db import connection
-
-    from apps.core.ids import new_id
 
     datetime_value = connection.ops.adapt_datetimefield_value
     ws = workspace.pk
