@@ -139,7 +139,8 @@ def bench_database(db: Database, args: argparse.Namespace) -> dict:
 
     if "append" in args.parts:
         out["append"] = search_probe(db, "append", "--segments", "5000", "--appends", str(args.appends))
-        log(f"  {db.label}: append at 5,000 segments p50 {out['append']['p50_ms']:.1f} ms")
+        log(f"  {db.label}: append at 5,000 segments p50 {out['append']['p50_ms']:.1f} ms, "
+            f"{out['append']['statements']} statements")
 
     servers = {"connect": rest.connect_server(db, args.workers)}
     db.probe = {"workspace": {"id": info["workspace"]}, "fts_tables": [{"name": "recordings_segment_fts"}]}
@@ -278,7 +279,8 @@ def report(results: list[dict], meta: dict, args: argparse.Namespace) -> str:
             a = r["append"]
             ok = a["p50_ms"] <= TARGET_APPEND_MS
             lines.append(f"- append one segment to a session of {a['segments_before']:,}: p50 {a['p50_ms']:.1f} ms, "
-                         f"p90 {a['p90_ms']:.1f} ms (target p50 ≤ {TARGET_APPEND_MS:g}): "
+                         f"p90 {a['p90_ms']:.1f} ms, p99 {a.get('p99_ms', float('nan')):.1f} ms, "
+                         f"{a.get('statements', '?')} statements per append (target p50 ≤ {TARGET_APPEND_MS:g}): "
                          f"**{'met' if ok else 'NOT met'}**; "
                          f"found by the next search: {a['last_append_found']}")  # fmt: skip
         if "ten" in r:

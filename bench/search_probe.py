@@ -9,7 +9,8 @@ the workspace's segments it matches (the frequency the benchmark prints).
 `time`: search_transcripts() in process, per query p50/p99/max in ms (no HTTP).
 `append`: a session with N committed segments (bulk-written), then `appends` single-segment
 appends through services.append_committed_segments (the realtime path, with its event and
-index maintenance), p50/p90/max in ms; the probe workspace is deleted afterwards.
+index maintenance), p50/p90/p99/max in ms, and the statements one more (untimed) append
+sends, BEGIN and COMMIT included; the probe workspace is deleted afterwards.
 Each prints one JSON object on its last stdout line.
 """
 
@@ -33,6 +34,7 @@ import django  # noqa: E402
 django.setup()
 
 from django.db import connection  # noqa: E402
+from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from apps.recordings import services  # noqa: E402
@@ -123,13 +125,19 @@ def append(args) -> dict:
             services.append_committed_segments(session=session, segments=[segment])
             timings.append((time.perf_counter() - started) * 1000)
         hits, _ = search_transcripts(workspace=workspace, query=f"live segment {args.appends - 1}", limit=5)
+        # One more append, untimed (capturing makes every statement slower), for its statements.
+        segment = services.SegmentInput(timestamp_start=0, timestamp_end=1, text="counted", speaker_label="B")
+        with CaptureQueriesContext(connection) as captured:
+            services.append_committed_segments(session=session, segments=[segment])
         timings.sort()
         return {
             "segments_before": args.segments,
             "appends": args.appends,
             "p50_ms": statistics.median(timings),
             "p90_ms": timings[int(len(timings) * 0.9)],
+            "p99_ms": timings[min(len(timings) - 1, int(len(timings) * 0.99))],
             "max_ms": timings[-1],
+            "statements": len(captured.captured_queries),
             "last_append_found": bool(hits),
         }
     finally:
