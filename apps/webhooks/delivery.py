@@ -163,7 +163,9 @@ def _stop_reason(endpoint: WebhookEndpoint) -> str | None:
     return None
 
 
-def request_headers(delivery: Delivery, body: bytes, material: keys.SigningMaterial | None = None) -> list[tuple[str, str]]:
+def request_headers(
+    delivery: Delivery, body: bytes, material: keys.SigningMaterial | None = None
+) -> list[tuple[str, str]]:
     from apps.webhooks import signing
 
     material = material or keys.signing_material()
