@@ -114,6 +114,21 @@ def _transcript(session: Session, kind: str, now: datetime) -> Transcript:
     return transcript
 
 
+def _segment(s: SegmentInput, *, sequence: int, commit_index: int, now: datetime, **fields) -> Segment:
+    """A segment row from its input; `fields` name the workspace and transcript (and the id)."""
+    return Segment(
+        sequence=sequence,
+        session_committed_index=commit_index,
+        timestamp_start=s.timestamp_start,
+        timestamp_end=s.timestamp_end,
+        speaker_label=s.speaker_label,
+        text=s.text,
+        confidence=s.confidence,
+        created_at=now,
+        **fields,
+    )
+
+
 def _segment_rows(
     transcript: Transcript,
     segments: Iterable[SegmentInput],
@@ -123,18 +138,8 @@ def _segment_rows(
     now: datetime,
 ) -> list[Segment]:
     return [
-        Segment(
-            workspace_id=transcript.workspace_id,
-            transcript=transcript,
-            sequence=first_sequence + i,
-            session_committed_index=first_commit_index + i,
-            timestamp_start=s.timestamp_start,
-            timestamp_end=s.timestamp_end,
-            speaker_label=s.speaker_label,
-            text=s.text,
-            confidence=s.confidence,
-            created_at=now,
-        )
+        _segment(s, sequence=first_sequence + i, commit_index=first_commit_index + i, now=now,
+                 workspace_id=transcript.workspace_id, transcript=transcript)
         for i, s in enumerate(segments)
     ]
 
@@ -225,19 +230,8 @@ def _insert_numbered(*, workspace_id, transcript_id: str, segments: list[Segment
             numbers = {segment_id: (seq, idx) for segment_id, seq, idx in cursor.fetchall()}
         for segment_id, s in zip(ids, batch):
             seq, idx = numbers[segment_id]
-            row = Segment(
-                id=segment_id,
-                workspace_id=workspace_id,
-                transcript_id=transcript_id,
-                sequence=seq,
-                session_committed_index=idx,
-                timestamp_start=s.timestamp_start,
-                timestamp_end=s.timestamp_end,
-                speaker_label=s.speaker_label,
-                text=s.text,
-                confidence=s.confidence,
-                created_at=now,
-            )
+            row = _segment(s, sequence=seq, commit_index=idx, now=now,
+                           id=segment_id, workspace_id=workspace_id, transcript_id=transcript_id)
             row._state.adding = False
             row._state.db = connection.alias
             rows.append(row)
