@@ -148,11 +148,11 @@ class Stream:
         self.wakeup.set()
         return False
 
-    def ping(self, frame: bytes) -> None:
+    def ping(self) -> None:
         if self.closed_reason is not None:
             return
         if self._direct():
-            self._write_now(frame)
+            self._write_now(PING)
         else:
             self.ping_due = True
             self.wakeup.set()
@@ -310,7 +310,7 @@ class Hub:
                 if now >= next_ping:
                     next_ping = now + heartbeat
                     for stream in self.all_streams():
-                        stream.ping(PING)
+                        stream.ping()
                 if now >= next_check:
                     next_check = now + check_every
                     await self._close_revoked()

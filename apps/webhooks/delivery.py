@@ -271,7 +271,7 @@ def _record(attempt_token: str, attempted: list[tuple[Delivery, object, outbound
         if connection.features.has_select_for_update:
             held = held.select_for_update()
         live = set(held.values_list("id", flat=True))
-        groups: dict[tuple, tuple[str, dict, list[str]]] = {}
+        groups: dict[tuple, tuple[dict, list[str]]] = {}  # one UPDATE per distinct change
         rows = []
         statuses = {}
         for delivery, started_at, outcome in attempted:
@@ -280,13 +280,13 @@ def _record(attempt_token: str, attempted: list[tuple[Delivery, object, outbound
             status, changes = _outcome_changes(delivery, outcome, now)
             statuses[delivery.id] = status
             key = (status, outcome.http_status, delivery.attempt_count, delivery.kind)
-            groups.setdefault(key, (status, changes, []))[2].append(delivery.id)
+            groups.setdefault(key, (changes, []))[1].append(delivery.id)
             rows.append(DeliveryAttempt(
                 delivery_id=delivery.id, number=delivery.attempt_count + 1, started_at=started_at,
                 completed_at=started_at + timedelta(milliseconds=outcome.duration_ms),
                 http_status=outcome.http_status, duration_ms=outcome.duration_ms, error=outcome.error,
             ))
-        for _, changes, group_ids in groups.values():
+        for changes, group_ids in groups.values():
             Delivery.objects.filter(id__in=group_ids, lease_token=attempt_token).update(**changes)
         DeliveryAttempt.objects.bulk_create(rows)
     return statuses

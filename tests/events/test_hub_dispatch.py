@@ -113,7 +113,7 @@ def test_without_a_direct_write_everything_goes_through_the_queue():
         stream = make_stream(queue_size=10)
         hub.register(stream)
         hub.dispatch([row("evt_1"), row("evt_2")])
-        stream.ping(PING)
+        stream.ping()
         assert [i for i, _ in stream.queue] == ["evt_1", "evt_2"] and stream.ping_due and stream.wakeup.is_set()
 
     run(scenario())
@@ -125,7 +125,7 @@ def test_pings_go_straight_to_a_live_stream_and_wait_for_a_paused_one():
         live.write, paused.write = Socket(live), Socket(paused)
         paused.paused = True
         for stream in (live, paused):
-            stream.ping(PING)
+            stream.ping()
         assert live.write.writes == [PING] and not live.ping_due
         assert paused.write.writes == [] and paused.ping_due and paused.wakeup.is_set()
 
@@ -159,7 +159,7 @@ def test_a_closed_stream_gets_nothing(closed_reason):
         socket = stream.write = Socket(stream)
         stream.close(closed_reason)
         hub.dispatch([row("evt_1")])
-        stream.ping(PING)
+        stream.ping()
         assert socket.writes == [] and not stream.queue and hub.stream_count == 0
 
     run(scenario())
