@@ -15,9 +15,8 @@ Event-to-receipt runs from just before the event is recorded (`create_session` c
 receiver reading the request. The receiver is a process of its own (a threaded HTTP server that
 records arrival times on the shared monotonic clock), so neither the producer nor the ceiling's
 client shares its interpreter. After each phase the run waits until no delivery is pending or
-retrying, at most the queue lease plus the attempt lease plus a minute: a worker killed while
-holding a task leaves a lease the sweeper re-queues only when it expires (up to 10 minutes with
-the default `CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS`).
+retrying, at most the queue lease plus the attempt lease plus a minute: a worker killed
+mid-batch leaves an attempt lease (60 s) that must expire before the batch is due again.
 
     CONNECT_DEVELOPMENT=1 .venv/bin/python bench/webhooks.py --db sqlite postgres --events 10000
 """

@@ -218,10 +218,12 @@ CONNECT_WEBHOOK_RETRY_SCHEDULE = [
 # (base64); unset, it is derived from SECRET_KEY — then rotating SECRET_KEY needs new signing keys.
 CONNECT_WEBHOOK_KEY_ENCRYPTION_KEY = env("CONNECT_WEBHOOK_KEY_ENCRYPTION_KEY")
 CONNECT_WEBHOOK_TIMEOUT_SECONDS = float(env("CONNECT_WEBHOOK_TIMEOUT_SECONDS", "10"))
-# An attempt's lease must outlast the request timeout; a queued delivery's lease outlasts a
-# busy queue. Expired leases are re-queued by the sweeper (every CONNECT_WEBHOOK_SWEEP_SECONDS).
+# An attempt's lease must outlast the request timeout; deliveries whose lease expired are due
+# again. The queue lease is how long a queued drain task is trusted to be on its way: until it
+# passes, new deliveries queue no other (apps/webhooks/tasks.py). The sweeper (every
+# CONNECT_WEBHOOK_SWEEP_SECONDS) queues a drain while any delivery is due.
 CONNECT_WEBHOOK_LEASE_SECONDS = envint("CONNECT_WEBHOOK_LEASE_SECONDS", 60)
-CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS = envint("CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS", 600)
+CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS = envint("CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS", 60)
 CONNECT_WEBHOOK_SWEEP_SECONDS = float(env("CONNECT_WEBHOOK_SWEEP_SECONDS", "5"))
 # Extra networks webhooks may never reach (comma-separated CIDRs), beside the built-in metadata list.
 CONNECT_WEBHOOK_DENY_NETWORKS = [n.strip() for n in env("CONNECT_WEBHOOK_DENY_NETWORKS").split(",") if n.strip()]

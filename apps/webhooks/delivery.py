@@ -1,23 +1,26 @@
-"""One delivery attempt, and the sweeper that finds deliveries to attempt.
+"""Drains: claiming due deliveries in batches, attempting them, recording the results.
 
 Leases make a delivery's attempts exclusive:
-1. A queued delivery holds a *queue lease* (token T, `CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS`): it
-   was put on django-q2 with T, and the sweeper leaves it alone until the lease expires.
-2. `deliver_once(id, T)` swaps T for a fresh token A with one conditional UPDATE
-   (`… WHERE id = ? AND lease_token = T AND lease_until > now`): of two workers holding the same
-   task (a broker re-delivery, a sweeper re-queue racing a slow queue), exactly one swaps; the
-   other does nothing. The attempt lease (`CONNECT_WEBHOOK_LEASE_SECONDS`, ≥ 60 s) is longer
-   than the 10 s request timeout plus margin.
-3. The result is written only `WHERE lease_token = A`: a delivery cancelled meanwhile stays cancelled.
-4. A worker killed mid-attempt leaves a lease that expires; the sweeper re-queues the delivery
-   (new token) and it is attempted again. Nothing is lost; the receiver may see the event
-   twice (at least once, contract §6.2.5) and deduplicates on the event id.
+1. A delivery is *due* when it is pending or retrying, its `next_attempt_at` has come, and no
+   live lease holds it. Nothing is queued per delivery: a drain task (apps/webhooks/tasks.py)
+   claims due deliveries itself.
+2. `claim_batch()` takes up to `BATCH` due deliveries of one endpoint, oldest due first, under a
+   fresh attempt lease (token A, `CONNECT_WEBHOOK_LEASE_SECONDS`, ≥ 60 s: longer than the 10 s
+   request timeout plus margin) in one transaction: PostgreSQL skips rows another claim holds
+   (`FOR UPDATE SKIP LOCKED`, with READ COMMITTED's re-check of the lease on the locked row);
+   SQLite's IMMEDIATE transactions make the claim one writer's step. Two drains never hold one
+   delivery.
+3. Results are written only `WHERE lease_token = A`: a delivery cancelled meanwhile stays cancelled.
+4. A worker killed mid-attempt leaves a lease that expires; the delivery is due again and the
+   next drain (the sweeper queues one) attempts it. Nothing is lost; the receiver may see the
+   event twice (at least once, contract §6.2.5) and deduplicates on the event id.
 """
 
 from __future__ import annotations
 
 import time
 from datetime import timedelta
+from typing import Callable
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -34,7 +37,6 @@ from apps.webhooks.models import (
     StopReason,
     WebhookEndpoint,
     attempt_token,
-    queue_token,
 )
 from apps.webhooks.services import policy
 
@@ -51,58 +53,47 @@ def sender() -> outbound.Sender:
     return _sender
 
 
-def claim_due(*, limit: int = 500) -> list[tuple[str, str]]:
-    """The sweeper's claim: due deliveries with no live lease get a queue lease and are
-    returned as (id, token) to queue. PostgreSQL skips rows another sweeper holds
-    (`FOR UPDATE SKIP LOCKED`); SQLite's IMMEDIATE transactions make the select-and-update
-    one writer's step (settings: `transaction_mode`), so two sweepers never claim one row."""
+# Deliveries one claim takes at most, all for one endpoint: a backlog costs a few statements per
+# batch instead of per delivery. A batch stops at a receiver's first network error or timeout
+# (the rest are released, due again), and starts no request that could end after its drain's
+# deadline: the attempt lease, and django-q2's task timeout, minus a margin to record results.
+BATCH = 20
+LEASE_MARGIN_SECONDS = 1.0
+_STOP_BATCH_ERRORS = {"network_error", "timeout", "blocked_destination"}
+
+
+def _due(now):
+    return Delivery.objects.filter(status__in=ACTIVE_STATUSES, next_attempt_at__lte=now).filter(
+        Q(lease_until__isnull=True) | Q(lease_until__lte=now)
+    )
+
+
+def any_due() -> bool:
+    return _due(timezone.now()).exists()
+
+
+def claim_batch(*, limit: int = BATCH) -> tuple[str, list[str]]:
+    """Lease up to `limit` due deliveries of the endpoint whose delivery has waited longest, oldest
+    first. Returns (attempt token, ids), or ("", []) when nothing is due. One endpoint per batch:
+    a batch goes over one keep-alive connection, and a receiver that hangs delays only its own."""
     now = timezone.now()
-    token = queue_token()
+    skip_locked = connection.features.has_select_for_update_skip_locked
     with transaction.atomic():
-        due = (
-            Delivery.objects.filter(status__in=ACTIVE_STATUSES, next_attempt_at__lte=now)
-            .filter(Q(lease_until__isnull=True) | Q(lease_until__lte=now))
-            .order_by("next_attempt_at")
+        oldest = _due(now).order_by("next_attempt_at")
+        if skip_locked:
+            oldest = oldest.select_for_update(skip_locked=True)
+        endpoint_id = oldest.values_list("endpoint_id", flat=True).first()
+        if endpoint_id is None:
+            return "", []
+        batch = _due(now).filter(endpoint_id=endpoint_id).order_by("next_attempt_at")
+        if skip_locked:
+            batch = batch.select_for_update(skip_locked=True)
+        ids = list(batch.values_list("id", flat=True)[:limit])
+        token = attempt_token()
+        Delivery.objects.filter(id__in=ids).update(
+            lease_token=token, lease_until=now + timedelta(seconds=settings.CONNECT_WEBHOOK_LEASE_SECONDS)
         )
-        if connection.features.has_select_for_update_skip_locked:
-            due = due.select_for_update(skip_locked=True)
-        ids = list(due.values_list("id", flat=True)[:limit])
-        if ids:
-            Delivery.objects.filter(id__in=ids).update(
-                lease_until=now + timedelta(seconds=settings.CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS), lease_token=token
-            )
-    return [(delivery_id, token) for delivery_id in ids]
-
-
-def _take_attempt_lease(delivery_id: str, token: str, *, batch: int = 1) -> tuple[str | None, list[str]]:
-    """Swap the queue lease `token` of `delivery_id` for an attempt lease, and take up to
-    `batch - 1` more deliveries to the same endpoint that are queued but not started into it
-    (their own tasks then find their token gone and skip). Returns (attempt token, ids in
-    attempt order), or (None, []) when `token` no longer holds the delivery."""
-    now = timezone.now()
-    mine = Delivery.objects.filter(id=delivery_id, lease_token=token, lease_until__gt=now, status__in=ACTIVE_STATUSES)
-    # A read first: a task whose delivery went into another worker's batch skips without
-    # taking the write lock (SQLite) or a row lock (PostgreSQL).
-    endpoint_id = mine.values_list("endpoint_id", flat=True).first()
-    if endpoint_id is None:
-        return None, []
-    token_a = attempt_token()
-    lease = {"lease_token": token_a, "lease_until": now + timedelta(seconds=settings.CONNECT_WEBHOOK_LEASE_SECONDS)}
-    with transaction.atomic():
-        if not mine.update(**lease):
-            return None, []
-        others: list[str] = []
-        if batch > 1:
-            queued = Delivery.objects.filter(
-                endpoint_id=endpoint_id, status__in=ACTIVE_STATUSES, next_attempt_at__lte=now,
-                lease_token__startswith="q", lease_until__gt=now,
-            ).order_by("next_attempt_at")
-            if connection.features.has_select_for_update_skip_locked:
-                queued = queued.select_for_update(skip_locked=True)
-            others = list(queued.values_list("id", flat=True)[: batch - 1])
-            if others:
-                Delivery.objects.filter(id__in=others).update(**lease)
-    return token_a, [delivery_id, *others]
+    return token, ids
 
 
 def installation_authorized(endpoint: WebhookEndpoint) -> bool:
@@ -180,33 +171,48 @@ def request_headers(
     ]
 
 
-# Deliveries one task attempts at most: its own and those queued behind it for the same
-# endpoint. A backlog then costs a few statements per batch instead of per delivery; a batch
-# stops early rather than outlive its lease, and at a receiver's first network error or timeout.
-BATCH = 20
-LEASE_MARGIN_SECONDS = 1.0
-_STOP_BATCH_ERRORS = {"network_error", "timeout", "blocked_destination"}
+def drain_deadline() -> float:
+    """When a drain must have finished its last request (time.monotonic()): inside both the
+    attempt lease of any batch it claims and the task timeout django-q2 kills a worker at."""
+    budget = min(settings.CONNECT_WEBHOOK_LEASE_SECONDS, settings.Q_CLUSTER.get("timeout") or float("inf"))
+    return time.monotonic() + budget - LEASE_MARGIN_SECONDS
 
 
-def deliver_once(delivery_id: str, token: str, *, batch: int = 1) -> str:
-    """Attempt `delivery_id` if `token` still holds its queue lease, together with up to
-    `batch - 1` deliveries queued behind it for the same endpoint. Returns what happened to
-    `delivery_id`: `skipped` (another worker has it, or it is no longer due), `cancelled`,
-    `lease_lost`, or its status after the attempt."""
-    token_a, ids = _take_attempt_lease(delivery_id, token, batch=batch)
-    if token_a is None:
-        return "skipped"
+def drain(*, on_backlog: Callable[[], object] = lambda: None) -> list[tuple[str, str]]:
+    """Claim and attempt batches until nothing is due or no request could end before the
+    deadline. `on_backlog` is called when more may be due than this drain will reach: after a
+    full claim (so another worker joins in while this one sends) and when time runs out.
+    Returns (delivery id, what happened) in attempt order: its status after the attempt,
+    `cancelled`, or `lease_lost` (cancelled while in flight; the result was not written)."""
+    deadline = drain_deadline()
+    done: list[tuple[str, str]] = []
+    while time.monotonic() + settings.CONNECT_WEBHOOK_TIMEOUT_SECONDS <= deadline:
+        token, ids = claim_batch(limit=BATCH)
+        if not ids:
+            return done
+        if len(ids) == BATCH:
+            on_backlog()
+        done += attempt_batch(token, ids, deadline=deadline)
+    on_backlog()
+    return done
+
+
+def attempt_batch(token: str, ids: list[str], *, deadline: float) -> list[tuple[str, str]]:
+    """Attempt the deliveries `token` leases, in order, over one connection to their endpoint;
+    record them in one transaction; release the ones not attempted (due again at once)."""
     by_id = Delivery.objects.select_related("endpoint__created_by__user", "endpoint__workspace").in_bulk(ids)
     deliveries = [by_id[i] for i in ids if i in by_id]
+    if not deliveries:
+        return []
     endpoint = deliveries[0].endpoint
     reason = _stop_reason(endpoint)
     if reason is not None:
         now = timezone.now()
-        Delivery.objects.filter(id__in=ids, lease_token=token_a).update(
+        Delivery.objects.filter(id__in=ids, lease_token=token).update(
             status=DeliveryStatus.CANCELLED, stop_reason=reason, terminal_at=now, updated_at=now,
             lease_until=None, lease_token="",
         )
-        return "cancelled"
+        return [(d.id, "cancelled") for d in deliveries]
 
     try:
         ssrf.check_url(endpoint.url, policy())
@@ -214,15 +220,11 @@ def deliver_once(delivery_id: str, token: str, *, batch: int = 1) -> str:
     except ssrf.UnsafeDestination:
         blocked = True
     material = keys.signing_material()
-    # Each request may take the whole timeout: start one only if it ends inside the lease,
-    # with a margin for recording it.
-    lease_ends = time.monotonic() + settings.CONNECT_WEBHOOK_LEASE_SECONDS - LEASE_MARGIN_SECONDS
     attempted = []
     for delivery in deliveries:
-        if attempted and (
-            time.monotonic() + settings.CONNECT_WEBHOOK_TIMEOUT_SECONDS > lease_ends
-            or attempted[-1][2].error in _STOP_BATCH_ERRORS
-        ):
+        if attempted and attempted[-1][2].error in _STOP_BATCH_ERRORS:
+            break
+        if time.monotonic() + settings.CONNECT_WEBHOOK_TIMEOUT_SECONDS > deadline:
             break
         started_at = timezone.now()
         if blocked:
@@ -231,11 +233,11 @@ def deliver_once(delivery_id: str, token: str, *, batch: int = 1) -> str:
             body = delivery.body.encode("utf-8")
             outcome = sender().post(endpoint.url, request_headers(delivery, body, material), body)
         attempted.append((delivery, started_at, outcome))
-    statuses = _record(token_a, attempted)
-    unattempted = ids[len(attempted):]
-    if unattempted:  # due again at once: the sweeper queues them
-        Delivery.objects.filter(id__in=unattempted, lease_token=token_a).update(lease_until=None, lease_token="")
-    return statuses.get(delivery_id, "lease_lost")
+    statuses = _record(token, attempted)
+    unattempted = [d.id for d in deliveries[len(attempted):]]
+    if unattempted:
+        Delivery.objects.filter(id__in=unattempted, lease_token=token).update(lease_until=None, lease_token="")
+    return [(d.id, statuses.get(d.id, "lease_lost")) for d, _, _ in attempted]
 
 
 def _outcome_changes(delivery: Delivery, outcome: outbound.Outcome, now) -> tuple[str, dict]:

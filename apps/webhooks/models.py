@@ -1,8 +1,8 @@
 """Webhook endpoints, deliveries, attempts and signing keys.
 
 A Delivery row is the truth about a delivery: its status, attempt count, next attempt time
-and lease. django-q2 tasks only carry a delivery id and a lease token; losing a task loses
-nothing, because the sweeper re-queues any delivery that is due or whose lease expired.
+and lease. django-q2 tasks carry nothing: a drain task claims due deliveries from these rows, so
+losing a task loses nothing; the sweeper queues a drain while any delivery is due or its lease expired.
 """
 
 from __future__ import annotations
@@ -19,15 +19,9 @@ def new_endpoint_id() -> str:
     return new_id("wh_")
 
 
-def queue_token() -> str:
-    """A queue lease's token. Its first letter says which lease a delivery holds: `q`, put on
-    django-q2 and not started (another worker may take it into its batch), or `a`, an attempt
-    in flight (never taken over). Tokens written before the prefix (hex) are neither."""
-    return "q" + uuid.uuid4().hex[:31]
-
-
 def attempt_token() -> str:
-    return "a" + uuid.uuid4().hex[:31]
+    """The token of one batch's attempt lease (apps/webhooks/delivery.py)."""
+    return uuid.uuid4().hex
 
 
 def new_delivery_id() -> str:
@@ -90,8 +84,8 @@ class Delivery(models.Model):
     and replays never depend on the outbox row (which is purged on its own schedule).
 
     Invariant: an attempt runs only while its worker holds the lease (`lease_token` matches and
-    `lease_until` is in the future), and taking the lease is one atomic conditional write, so a
-    delivery is never attempted by two workers at once."""
+    `lease_until` is in the future), and leases are taken only by an atomic claim of due rows
+    without a live lease, so a delivery is never attempted by two workers at once."""
 
     id = models.CharField(primary_key=True, max_length=40, default=new_delivery_id, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
@@ -128,6 +122,12 @@ class Delivery(models.Model):
             models.Index(fields=["status", "created_at"], name="delivery_status_created"),
             # The admin's default order: dead letters first, newest first.
             models.Index(fields=["is_dead_letter", "created_at", "id"], name="delivery_dead_first"),
+            # A drain's claim: one endpoint's due deliveries, oldest first, among active ones only
+            # (an endpoint's terminal history, kept 30 days, is not walked).
+            models.Index(
+                fields=["endpoint", "next_attempt_at"], name="delivery_endpoint_due",
+                condition=models.Q(status__in=ACTIVE_STATUSES),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -136,6 +136,20 @@ class Delivery(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+
+class QueuedDrain(models.Model):
+    """One row: whether a drain task is on django-q2's queue and not yet started, and until when
+    that is trusted (`CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS`). Whoever finds it unset or expired
+    sets it and queues a drain; a drain unsets it as it starts, before it claims anything, so a
+    delivery committed after that claim's snapshot queues the next drain (apps/webhooks/tasks.py).
+    A drain lost with its broker is replaced once `until` passes."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"drain queued until {self.until}" if self.until else "no drain queued"
 
 
 class AttemptError(models.TextChoices):

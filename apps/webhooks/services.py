@@ -1,7 +1,7 @@
 """Writes to webhooks: endpoints, deliveries (created, replayed, cancelled, purged).
 
-New deliveries are created `pending` under a queue lease and queued on django-q2 after commit;
-if that queueing is lost, the sweeper finds them when the lease expires (apps/webhooks/delivery.py).
+New deliveries are created `pending` and due; after commit a drain task is queued on django-q2
+unless one is already waiting (apps/webhooks/tasks.py). If that is lost, the sweeper queues one.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from apps.webhooks.models import (
     DeliveryStatus,
     StopReason,
     WebhookEndpoint,
-    queue_token,
 )
 from apps.webhooks.representations import request_body
 from apps.webhooks.selectors import RETENTION_DAYS
@@ -141,10 +140,6 @@ def cancel_active_deliveries(*, endpoint_ids: Iterable[str], reason: str) -> int
     )
 
 
-def _queue_lease() -> timedelta:
-    return timedelta(seconds=settings.CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS)
-
-
 def _new_delivery(*, endpoint: WebhookEndpoint, event_id: str, event_type: str, kind: str, body: str, now,
                   replay_of: Delivery | None = None) -> Delivery:
     return Delivery(
@@ -156,25 +151,16 @@ def _new_delivery(*, endpoint: WebhookEndpoint, event_id: str, event_type: str, 
         body=body,
         status=DeliveryStatus.PENDING,
         next_attempt_at=now,
-        lease_until=now + _queue_lease(),
-        lease_token=queue_token(),
         replay_of=replay_of,
         created_at=now,
         updated_at=now,
     )
 
 
-def _queue_after_commit(deliveries: list[Delivery]) -> None:
-    if not deliveries:
-        return
-    pairs = [(d.id, d.lease_token) for d in deliveries]
+def _drain_after_commit() -> None:
+    from apps.webhooks import tasks
 
-    def queue() -> None:
-        from apps.webhooks import tasks
-
-        tasks.queue_attempts(pairs)
-
-    transaction.on_commit(queue)
+    transaction.on_commit(tasks.request_drain)
 
 
 def create_event_deliveries(
@@ -198,7 +184,7 @@ def create_event_deliveries(
         for e in matching
     ]
     Delivery.objects.bulk_create(deliveries)
-    _queue_after_commit(deliveries)
+    _drain_after_commit()
     return deliveries
 
 
@@ -217,7 +203,7 @@ def send_test_delivery(*, endpoint: WebhookEndpoint) -> Delivery:
         endpoint=endpoint, event_id=event_id, event_type=TEST_EVENT_TYPE, kind=DeliveryKind.TEST, body=body, now=now
     )
     delivery.save(force_insert=True)
-    _queue_after_commit([delivery])
+    _drain_after_commit()
     return delivery
 
 
@@ -244,7 +230,7 @@ def replay_delivery(*, delivery: Delivery) -> Delivery:
         replay_of=delivery,
     )
     replay.save(force_insert=True)
-    _queue_after_commit([replay])
+    _drain_after_commit()
     return replay
 
 

@@ -150,7 +150,7 @@ def endpoint(alice_http):
 
 
 def test_another_workspaces_endpoint_and_delivery_are_404_for_every_operation(bob_http, endpoint, monkeypatch):
-    monkeypatch.setattr("apps.webhooks.tasks.queue_attempts", lambda pairs: None)
+    monkeypatch.setattr("apps.webhooks.tasks.request_drain", lambda: None)
     delivery = make_delivery(endpoint)
     for method, path, body in [
         ("get", f"/api/v1/webhooks/{endpoint.id}", None),
@@ -168,10 +168,8 @@ def test_another_workspaces_endpoint_and_delivery_are_404_for_every_operation(bo
 
 
 def test_test_delivery_is_202_with_a_test_delivery(alice_http, endpoint, monkeypatch):
-    queued = []
-    monkeypatch.setattr("apps.webhooks.tasks.queue_attempts", queued.extend)
-    with pytest.MonkeyPatch.context():
-        response = alice_http.call("post", f"/api/v1/webhooks/{endpoint.id}/test")
+    monkeypatch.setattr("apps.webhooks.tasks.request_drain", lambda: None)
+    response = alice_http.call("post", f"/api/v1/webhooks/{endpoint.id}/test")
     assert response.status_code == 202
     body = response.json()
     assert body["kind"] == "test" and body["status"] == "pending" and body["eventType"] == "webhook.test"
@@ -180,7 +178,7 @@ def test_test_delivery_is_202_with_a_test_delivery(alice_http, endpoint, monkeyp
 
 
 def test_replay_rules(alice_http, endpoint, monkeypatch):
-    monkeypatch.setattr("apps.webhooks.tasks.queue_attempts", lambda pairs: None)
+    monkeypatch.setattr("apps.webhooks.tasks.request_drain", lambda: None)
     dead = make_delivery(endpoint, DeliveryStatus.DEAD_LETTER)
     response = alice_http.call("post", f"/api/v1/webhook-deliveries/{dead.id}/replay")
     assert response.status_code == 202
@@ -196,7 +194,7 @@ def test_replay_rules(alice_http, endpoint, monkeypatch):
 
 
 def test_delivery_list_filters_and_read_with_attempts(alice_http, endpoint, monkeypatch):
-    monkeypatch.setattr("apps.webhooks.tasks.queue_attempts", lambda pairs: None)
+    monkeypatch.setattr("apps.webhooks.tasks.request_drain", lambda: None)
     ok = make_delivery(endpoint, DeliveryStatus.SUCCEEDED)
     dead = make_delivery(endpoint, DeliveryStatus.DEAD_LETTER)
     ok.attempts.create(number=1, started_at=ok.created_at, completed_at=ok.created_at, http_status=204, duration_ms=3)
