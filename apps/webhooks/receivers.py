@@ -1,9 +1,9 @@
 """Signal receivers: deliveries for recorded events, prompt cancellation when an
-installation loses its right, and the periodic jobs on django-q2's scheduler."""
+installation loses its right."""
 
 from __future__ import annotations
 
-from django.db.models.signals import post_migrate, post_save
+from django.db.models.signals import post_save
 
 from apps.webhooks.models import StopReason, WebhookEndpoint
 
@@ -42,23 +42,6 @@ def on_membership_saved(sender, instance, **kwargs) -> None:  # noqa: ARG001
         _cancel_for(WebhookEndpoint.objects.filter(created_by=instance))
 
 
-def ensure_schedules(sender, **kwargs) -> None:  # noqa: ARG001
-    """The sweeper every minute (a backstop for `qcluster`-only deployments; `serve` also sweeps
-    every CONNECT_WEBHOOK_SWEEP_SECONDS) and the daily purge of expired deliveries."""
-    from django.db import DEFAULT_DB_ALIAS
-    from django_q.models import Schedule
-
-    if kwargs.get("using", DEFAULT_DB_ALIAS) != DEFAULT_DB_ALIAS:
-        return
-    for name, func, kind, minutes in (
-        ("connect.webhooks.sweep", "apps.webhooks.tasks.sweep", Schedule.MINUTES, 1),
-        ("connect.webhooks.purge", "apps.webhooks.tasks.purge", Schedule.DAILY, None),
-    ):
-        Schedule.objects.get_or_create(
-            name=name, defaults={"func": func, "schedule_type": kind, "minutes": minutes, "repeats": -1}
-        )
-
-
 def connect() -> None:
     from apps.tenancy.models import ApiKey, Membership
 
@@ -70,4 +53,3 @@ def connect() -> None:
         event_recorded.connect(on_event_recorded, dispatch_uid="webhooks.event_recorded")
     post_save.connect(on_api_key_saved, sender=ApiKey, dispatch_uid="webhooks.api_key_saved")
     post_save.connect(on_membership_saved, sender=Membership, dispatch_uid="webhooks.membership_saved")
-    post_migrate.connect(ensure_schedules, dispatch_uid="webhooks.schedules")
