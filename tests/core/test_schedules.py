@@ -10,6 +10,7 @@ from django_q.models import Schedule
 
 SCHEDULES = {
     "connect.events.purge": ("apps.events.services.purge_events", Schedule.HOURLY, None),
+    "connect.recordings.compact_search_index": ("apps.recordings.services.compact_search_index", Schedule.HOURLY, None),
     "connect.webhooks.sweep": ("apps.webhooks.tasks.sweep", Schedule.MINUTES, 1),
     "connect.webhooks.purge": ("apps.webhooks.tasks.purge", Schedule.DAILY, None),
 }

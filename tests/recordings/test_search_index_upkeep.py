@@ -1,0 +1,86 @@
+"""Search index upkeep (issue 9): `services.compact_search_index` merges what writes left
+scattered, hourly on the task cluster and after bulk loads, and no search result changes."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.utils.module_loading import import_string
+from django_q.models import Schedule
+
+from apps.recordings import services
+from apps.recordings.search import search_transcripts
+from tests import factories
+
+
+def fts5_btrees() -> int:
+    """SQLite: how many b-trees (segments) the FTS5 index holds now."""
+    with connection.cursor() as db:
+        db.execute("SELECT count(DISTINCT segid) FROM recordings_segment_fts_idx")
+        return db.fetchone()[0]
+
+
+def every_hit(workspace, query: str) -> list[tuple[str, str]]:
+    hits, _ = search_transcripts(workspace=workspace, query=query, limit=100)
+    return [(hit.transcript.id, hit.snippet) for hit in hits]
+
+
+@pytest.fixture
+def appended_one_by_one(acme):
+    """Twelve sessions, each written in transactions of its own: FTS5 flushes a b-tree per write."""
+    for i in range(12):
+        session = factories.session(acme, label=f"Session {i}")
+        for words in (f"budget review number {i}", f"roadmap talk {i}", "budget again"):
+            services.append_committed_segments(session=session, segments=factories.segments([words]))
+    return acme
+
+
+def test_compacting_keeps_every_match_and_its_order(appended_one_by_one):
+    acme = appended_one_by_one
+    queries = ["budget", "roadmap", "budget review", "again number", "zeppelin"]
+    before = {q: every_hit(acme, q) for q in queries}
+
+    assert services.compact_search_index() >= 1
+
+    assert {q: every_hit(acme, q) for q in queries} == before
+    assert len(before["budget"]) == 12 and before["zeppelin"] == []
+
+
+def test_sqlite_compacting_merges_the_index_btrees(appended_one_by_one):
+    if connection.vendor != "sqlite":
+        pytest.skip("FTS5 is SQLite's index")
+    scattered = fts5_btrees()
+    assert scattered > 2, "the appends should have left several b-trees to merge"
+
+    steps = services.compact_search_index()
+
+    # usermerge 2 (migration 0004): at most one b-tree per level is left, far fewer than before.
+    assert steps > 1 and 1 <= fts5_btrees() < scattered
+    # Nothing left to merge: one step that changes nothing.
+    merged = fts5_btrees()
+    assert services.compact_search_index() == 1 and fts5_btrees() == merged
+
+
+def test_sqlite_merge_setting_is_installed_by_the_migration(db):
+    if connection.vendor != "sqlite":
+        pytest.skip("FTS5 is SQLite's index")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT v FROM recordings_segment_fts_config WHERE k = 'usermerge'")
+        assert cursor.fetchone() == (2,)
+
+
+def test_the_hourly_schedule_compacts_the_index(appended_one_by_one):
+    schedule = Schedule.objects.get(name="connect.recordings.compact_search_index")
+    assert (schedule.schedule_type, schedule.repeats) == (Schedule.HOURLY, -1)
+    assert import_string(schedule.func)() >= 1
+    if connection.vendor == "sqlite":
+        assert services.compact_search_index() == 1  # the scheduled run left nothing to merge
+
+
+def test_a_bulk_load_ends_compacted(acme):
+    """seed_demo's path: import, then refresh_statistics, which compacts the index."""
+    factories.session(acme, committed=["budget review"])
+    services.refresh_statistics()
+    if connection.vendor == "sqlite":
+        assert services.compact_search_index() == 1
+    assert every_hit(acme, "budget") != []
