@@ -42,13 +42,14 @@ data written as it happens.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import re
 import unicodedata
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection, transaction
@@ -208,7 +209,7 @@ def _page_sql(
     PostgreSQL: the direct plan, the `limit` newest matching revisions older than `resume`
     ((created_at, transcript id); None = from the newest), no newer than `through` and no older
     than `down_to` (a pinned window, both inclusive), with the first CANDIDATE_SEGMENTS
-    matching sequences of each: (transcript id, sequence, created_at)."""
+    matching segments of each: (transcript id, sequence, created_at, text, session created_at)."""
     if vendor == "sqlite":
         # FTS5 seeks one rowid range (>= and <=) and walks it upwards (newest revision first:
         # migration 0003), so LIMIT stops it early. CROSS JOIN: from the matches into revision
@@ -249,7 +250,11 @@ def _page_sql(
                 SELECT DISTINCT transcript_id, created_at FROM m
                 ORDER BY created_at DESC, transcript_id DESC LIMIT %s
             )
-            SELECT m.transcript_id, m.sequence, m.created_at FROM m JOIN r USING (transcript_id)
+            SELECT m.transcript_id, m.sequence, m.created_at, seg.text, s.created_at
+            FROM m JOIN r USING (transcript_id)
+            JOIN recordings_segment AS seg ON seg.transcript_id = m.transcript_id AND seg.sequence = m.sequence
+            JOIN recordings_transcript AS t ON t.id = m.transcript_id
+            JOIN recordings_session AS s ON s.id = t.session_id
             WHERE m.nth <= %s
             ORDER BY m.created_at DESC, m.transcript_id DESC, m.sequence
         """
@@ -279,21 +284,23 @@ def _walk_sql(
 ):
     """PostgreSQL, common words: `revisions` of the workspace's revisions older than `resume`
     (and within `through` … `down_to`, as in _page_sql), newest first, each with its first
-    CANDIDATE_SEGMENTS matching sequences (NULL when none): (transcript id, sequence, created_at)."""
+    CANDIDATE_SEGMENTS matching segments (NULLs when none): (transcript id, sequence, created_at,
+    text, session created_at)."""
     where, params = [], [workspace_id]
     if revision_kind:
         where.append("revision_kind = %s")
         params.append(revision_kind)
     where += _postgresql_range("", resume, through, down_to, params)
     sql = f"""
-        SELECT t.id, m.sequence, t.created_at
+        SELECT t.id, m.sequence, t.created_at, m.text, s.created_at
         FROM (
-            SELECT id, created_at FROM recordings_transcript WHERE workspace_id = %s
+            SELECT id, created_at, session_id FROM recordings_transcript WHERE workspace_id = %s
             {"".join(" AND " + w for w in where)}
             ORDER BY created_at DESC, id DESC LIMIT %s
         ) AS t
+        JOIN recordings_session AS s ON s.id = t.session_id
         LEFT JOIN LATERAL (
-            SELECT seg.sequence FROM recordings_segment AS seg
+            SELECT seg.sequence, seg.text FROM recordings_segment AS seg
             WHERE seg.transcript_id = t.id AND seg.search_vector @@ {_TSQUERY}
             -- the unique (transcript_id, sequence) index in order: stops at the first matches
             ORDER BY seg.transcript_id, seg.sequence LIMIT %s
@@ -408,14 +415,17 @@ class _Pin:
 
 @dataclass
 class _Window:
-    """The candidates of one window, in walk order (newest first), and where it lies: `first`
-    the newest candidate's position (None: no candidates), `last` where the window stops (the
-    next window starts past it), `more` whether anything past `last` may match."""
+    """The candidates of one window, in walk order (newest first), with their texts, and where
+    it lies: `first` the newest candidate's position (None: no candidates), `last` where the
+    window stops (the next window starts past it), `more` whether anything past `last` may match."""
 
     candidates: dict[str, list[int]]
     first: Any = None
     last: Any = None
     more: bool = False
+    # The candidate segments' texts and each candidate revision's session created_at.
+    texts: dict[tuple[str, int], str] = field(default_factory=dict)
+    created: dict[str, datetime] = field(default_factory=dict)
 
     def settle(self, pin: _Pin | None) -> _Window:
         # A pinned window that still ends where it did keeps what was known past its end.
@@ -428,13 +438,16 @@ def _sqlite_window(
     terms: list[str], workspace_id: Any, revision_kind: str | None, start: int | None, pin: _Pin | None
 ) -> _Window:
     sql, _ = _page_sql("sqlite", terms, workspace_id, revision_kind, None, CANDIDATE_SEGMENTS)
-    sql = sql.replace("%s", "?")  # the sqlite3 cursor directly: this runs once per step
+    sql = sql.replace("%s", "?")
     match = fts5_match(terms)
     candidates: dict[str, list[int]] = {}
     keys: dict[str, int] = {}  # transcript id: revision key
     resume, steps, exhausted = (pin.first if pin else start), 0, False
-    with connection.cursor() as db:
-        raw = db.cursor
+    # The sqlite3 module's own cursor, as a step runs up to SQLITE_MAX_STEPS times: Django's
+    # wrapper rewrites the SQL's placeholders on every execute (1.5 ms of a 100-step search).
+    # Errors are still Django's (the request deadline's `interrupted` among them).
+    connection.ensure_connection()
+    with connection.wrap_database_errors, contextlib.closing(connection.connection.cursor()) as raw:
         # A pinned window ends where it ended; a new one where the common words' range ends.
         until = pin.last if pin else _sqlite_common_until(raw, terms, workspace_id, start)
         while len(candidates) < CANDIDATE_REVISIONS and steps < SQLITE_MAX_STEPS:
@@ -467,6 +480,8 @@ def _sqlite_window(
     else:
         # The step bound: the window ends where the walk stopped, at a revision's end.
         window.last, window.more = (resume + SEQUENCE_MASK) >> SEQUENCE_BITS << SEQUENCE_BITS, True
+    if window.candidates:
+        window.texts, window.created = _segment_texts(window.candidates)
     return window.settle(pin)
 
 
@@ -476,6 +491,8 @@ def _postgresql_window(
     through, down_to = (pin.first, pin.last) if pin else (None, None)
     candidates: dict[str, list[int]] = {}
     positions: dict[str, tuple[datetime, str]] = {}
+    texts: dict[tuple[str, int], str] = {}
+    created: dict[str, datetime] = {}
     with connection.cursor() as db:
         # Several words: the planner multiplies their frequencies as if independent, which
         # for common words that go together is off by orders of magnitude (measured: 1.8 s
@@ -486,22 +503,24 @@ def _postgresql_window(
             sql = _page_sql("postgresql", terms, workspace_id, revision_kind, start, CANDIDATE_REVISIONS + 1,
                             through=through, down_to=down_to)  # fmt: skip
             db.execute(*sql)
-            for transcript_id, sequence, created_at in db.fetchall():
+            for transcript_id, sequence, created_at, text, session_created in db.fetchall():
                 candidates.setdefault(transcript_id, []).append(sequence)
                 positions[transcript_id] = (created_at, transcript_id)
-            window = _Window(dict(list(candidates.items())[:CANDIDATE_REVISIONS]))
+                texts[transcript_id, sequence], created[transcript_id] = text, session_created
+            window = _Window(dict(list(candidates.items())[:CANDIDATE_REVISIONS]), texts=texts, created=created)
             if len(candidates) > CANDIDATE_REVISIONS:
                 window.last, window.more = positions[list(window.candidates)[-1]], True
             else:
                 window.last, window.more = (pin.last, pin.more) if pin else (None, False)
         else:
-            window = _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common, positions)
+            window = _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common, positions, texts,
+                                      created)  # fmt: skip
     if window.candidates:
         window.first = positions[next(iter(window.candidates))]
     return window.settle(pin)
 
 
-def _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common, positions) -> _Window:
+def _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common, positions, texts, created) -> _Window:
     candidates: dict[str, list[int]] = {}
     resume, oldest = start, None
     through, down_to = (pin.first, pin.last) if pin else (None, None)
@@ -516,10 +535,11 @@ def _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common,
             db.execute(*_walk_sql(terms, workspace_id, revision_kind, resume, batch, through, down_to))
             rows = db.fetchall()
         rows.sort(key=lambda r: (r[2], r[0], -(r[1] or 0)), reverse=True)
-        for transcript_id, sequence, created_at in rows:
+        for transcript_id, sequence, created_at, text, session_created in rows:
             if sequence is not None and (transcript_id in candidates or len(candidates) < CANDIDATE_REVISIONS):
                 candidates.setdefault(transcript_id, []).append(sequence)
                 positions[transcript_id] = (created_at, transcript_id)
+                texts[transcript_id, sequence], created[transcript_id] = text, session_created
         if rows:
             oldest = (rows[-1][2], rows[-1][0])
         if len({r[0] for r in rows}) < batch:
@@ -528,7 +548,7 @@ def _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common,
         if len(candidates) >= CANDIDATE_REVISIONS:
             break
         resume = oldest
-    window = _Window(candidates)
+    window = _Window(candidates, texts=texts, created=created)
     if len(candidates) >= CANDIDATE_REVISIONS:
         window.last, window.more = positions[list(candidates)[-1]], True
     elif exhausted:
@@ -552,20 +572,35 @@ def _window(
     raise NotImplementedError(f"transcript search has no full-text index for {connection.vendor}")
 
 
-def _segment_texts(candidates: dict[str, list[int]]) -> dict[tuple[str, int], str]:
+def _segment_texts(candidates: dict[str, list[int]]) -> tuple[dict[tuple[str, int], str], dict[str, datetime]]:
+    """SQLite, whose index is contentless: the candidate segments' texts, and when each
+    candidate revision's session was created (the ranking's tie-break), in one query.
+    (PostgreSQL's candidate queries read both as they find the segments.)"""
     pairs = [(t, seq) for t, sequences in candidates.items() for seq in sequences]
     values = ", ".join(["(%s, %s)"] * len(pairs))
     # From the pairs into segments by the (transcript_id, sequence) index (CROSS JOIN fixes that
-    # order on SQLite, which would otherwise scan segments for a row-value IN).
-    join = "CROSS JOIN" if connection.vendor == "sqlite" else "JOIN"
+    # order, as SQLite would otherwise scan segments for a row-value IN).
     with connection.cursor() as db:
         db.execute(
-            "SELECT seg.transcript_id, seg.sequence, seg.text"
+            "SELECT seg.transcript_id, seg.sequence, seg.text, s.created_at"
             f" FROM (SELECT column1 AS t, column2 AS s FROM (VALUES {values}) AS v) AS p"
-            f" {join} recordings_segment AS seg ON seg.transcript_id = p.t AND seg.sequence = p.s",
+            " CROSS JOIN recordings_segment AS seg ON seg.transcript_id = p.t AND seg.sequence = p.s"
+            " JOIN recordings_transcript AS tr ON tr.id = seg.transcript_id"
+            " JOIN recordings_session AS s ON s.id = tr.session_id",
             [v for pair in pairs for v in pair],
         )
-        return {(t, seq): text for t, seq, text in db.fetchall()}
+        rows = db.fetchall()
+    texts = {(t, seq): text for t, seq, text, _ in rows}
+    created = {t: _datetime(created_at) for t, _, _, created_at in rows}
+    return texts, created
+
+
+def _datetime(value: Any) -> datetime:
+    """A timestamp column read without the ORM: PostgreSQL gives an aware datetime, SQLite the
+    naive UTC text Django wrote."""
+    if isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(value).replace(tzinfo=UTC)
 
 
 def _encode_position(position: Any) -> Any:
@@ -640,8 +675,7 @@ def search_transcripts(
     if not window.candidates:
         return [], next_window
     candidates = window.candidates
-    texts = _segment_texts(candidates)
-    created = dict(Transcript.objects.filter(id__in=list(candidates)).values_list("id", "session__created_at"))
+    texts, created = window.texts, window.created
     keys = list(dict.fromkeys(_fold(t) for t in terms))
     ranked = []
     for transcript_id, sequences in candidates.items():
