@@ -9,7 +9,7 @@ class CoreConfig(AppConfig):
     def ready(self) -> None:
         from corsheaders.signals import check_request_enabled
 
-        from apps.core import forking, sqlite, timeouts  # noqa: F401 - they connect SQLite's WAL and deadline handlers
+        from apps.core import forking, sqlite, taskcluster, timeouts  # noqa: F401 - they connect SQLite's WAL and deadline handlers
         from apps.core.cors import URLS_REGEX
         from apps.core.origins import allowed_origin
 
@@ -23,3 +23,4 @@ class CoreConfig(AppConfig):
 
         check_request_enabled.connect(cors_allowed, weak=False, dispatch_uid="connect-cors-policy")
         forking.register()
+        taskcluster.install()

@@ -134,6 +134,42 @@ def test_a_worker_killed_mid_attempt_loses_nothing(webhook_server, live_receiver
     assert all(r.verified for r in requests)
 
 
+def _sentinel_children(server_pid: int) -> list[int]:
+    """The processes django-q2's sentinel runs (workers, monitor, pusher): the children of the
+    one task-cluster process that has several."""
+    pids = descendants(server_pid)
+    parents = {}
+    for pid in pids:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if b"qcluster" in cmdline:
+            parents.setdefault(ppid, []).append(pid)
+    sentinel, children = max(parents.items(), key=lambda item: len(item[1]))
+    assert len(children) >= 3, parents
+    return children
+
+
+def test_the_cluster_keeps_delivering_after_its_idle_workers_are_killed(webhook_server, live_receiver, alice):
+    """django-q2#23: an idle worker waits holding the task queue's reader lock, and killed there
+    it used to leave every other worker waiting for that lock forever (bench/webhooks.py's kill
+    phase: 4,995 deliveries stuck). Every sentinel child is killed at once, so the holder is."""
+    endpoint_id = subscribe(webhook_server, alice, live_receiver.url)
+    factories.session(alice.workspace)
+    live_receiver.wait_for(1)
+    wait_until(settled(endpoint_id=endpoint_id))
+    for pid in _sentinel_children(webhook_server.process.pid):
+        os.kill(pid, signal.SIGKILL)
+
+    session = factories.session(alice.workspace)
+
+    [_, second] = live_receiver.wait_for(2, timeout=90)
+    assert second.verified and second.event["data"]["sessionId"] == session.id
+    wait_until(lambda: Delivery.objects.filter(endpoint_id=endpoint_id, status="succeeded").count() == 2)
+
+
 def test_the_documented_receiver_verifies_and_deduplicates_live_deliveries(webhook_server, webhook_settings, alice):
     """docs/webhooks.md's receiver, run as written (its own HTTP server, JWKS fetched over HTTP)."""
     from tests.servers import free_port

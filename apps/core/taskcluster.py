@@ -1,0 +1,106 @@
+"""The task cluster keeps working after an idle worker is killed.
+
+django-q2 (1.11.1) hands tasks from its pusher to its workers through one multiprocessing.Queue.
+An idle worker waits in `Queue.get()`, which holds the queue's reader lock (a process-shared
+semaphore) for as long as it blocks on the pipe. A worker killed there — SIGKILL, the kernel's
+OOM killer — never releases it: the reincarnated worker and every other one then wait for the
+lock forever and the cluster runs no task again (drains, sweeps, schedules), while its
+sentinel reports it healthy. Reported upstream as django-q2/django-q2#23 (open since 2022;
+Koed00/django-q#394 before it); reproduced here by killing the idle worker that `py-spy dump`
+showed in `Connection._recv`, and by bench/webhooks.py's kill phase (4,995 deliveries stuck).
+
+The remedy the maintainer names in #23 is to release that lock, which is only safe when no live
+process holds it. The sentinel can tell: a live holder is blocked reading the pipe, so it takes
+the next task at once. When tasks have been waiting for STALL_SECONDS while the lock stays
+taken, and a worker died since the lock was last seen free, the holder is that dead worker, and
+the sentinel releases the lock for it. A task the dead worker had not taken yet is not lost; one
+it was running is what the row leases already recover (apps/webhooks/delivery.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+logger = logging.getLogger("connect.tasks")
+
+STALL_SECONDS = 5.0
+CHECK_SECONDS = 1.0
+
+
+@dataclass
+class StallWatch:
+    """Decides, from periodic looks at the task queue, when its reader lock was left by a dead
+    worker. Pure: the caller looks and releases."""
+
+    stall_seconds: float = STALL_SECONDS
+    deaths_seen: int = 0  # worker deaths before the lock was last seen free
+    stalled_since: float | None = None
+
+    def observe(self, now: float, *, waiting: int, lock_free: bool, deaths: int) -> bool:
+        """One look: tasks `waiting` in the queue, whether the reader lock was free, how many
+        workers have died so far. True: release the lock now."""
+        if lock_free:
+            # Nobody holds it, so no dead worker does: deaths until now are harmless.
+            self.deaths_seen, self.stalled_since = deaths, None
+            return False
+        if waiting == 0 or deaths == self.deaths_seen:
+            # An idle live worker holds it (nothing to read yet), or no worker died that could.
+            self.stalled_since = None
+            return False
+        if self.stalled_since is None:
+            self.stalled_since = now
+            return False
+        if now - self.stalled_since < self.stall_seconds:
+            return False
+        self.deaths_seen, self.stalled_since = deaths, None
+        return True
+
+
+def watch_task_queue(task_queue, stop_event, deaths, *, check_seconds: float = CHECK_SECONDS,
+                     watch: StallWatch | None = None) -> None:  # fmt: skip
+    """Runs in the sentinel until the cluster stops: frees the task queue's reader lock when
+    `watch` says its holder died. `deaths` returns how many workers have died so far."""
+    watch = watch or StallWatch()
+    lock = task_queue._rlock  # multiprocessing.Queue's reader lock (CPython 3.11)
+    while not stop_event.wait(check_seconds):
+        lock_free = lock.acquire(False)
+        if lock_free:
+            lock.release()
+        if watch.observe(time.monotonic(), waiting=task_queue.qsize(), lock_free=lock_free, deaths=deaths()):
+            logger.critical("task queue stalled behind a dead worker's lock; releasing it (django-q2#23)")
+            lock.release()
+
+
+def install() -> None:
+    """Make django-q2's cluster start its sentinel with the watch (CoreConfig.ready, so every
+    `qcluster` and `serve` has it). Checked against the django-q2 internals it relies on."""
+    from django_q import cluster
+
+    if getattr(cluster.Sentinel, "watches_task_queue", False):
+        return
+    base = cluster.Sentinel
+    if not all(hasattr(base, name) for name in ("start", "reincarnate", "spawn_worker")):
+        logger.warning("django-q2's Sentinel has changed; the task queue watch is not installed")
+        return
+
+    class WatchedSentinel(base):
+        watches_task_queue = True
+
+        def start(self) -> None:
+            self.worker_deaths = 0
+            if hasattr(self.task_queue, "_rlock"):
+                threading.Thread(
+                    target=watch_task_queue, args=(self.task_queue, self.stop_event, lambda: self.worker_deaths),
+                    name="connect-task-queue-watch", daemon=True,
+                ).start()  # fmt: skip
+            super().start()
+
+        def reincarnate(self, process) -> None:
+            if process in self.pool:
+                self.worker_deaths += 1
+            super().reincarnate(process)
+
+    cluster.Sentinel = WatchedSentinel
