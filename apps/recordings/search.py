@@ -178,6 +178,11 @@ POSTGRES_MAX_BATCHES = 4  # batches of CANDIDATE_REVISIONS revisions the walk lo
 # the planner's statistics on PostgreSQL.
 COMMON_SHARE = 0.02
 COMMON_QUERY_REVISIONS = 100
+# PostgreSQL, several common words: up to this many words, a range's matches are first sought
+# through the GIN index (`_range_matches`), and used when there are at most RANGE_MATCHES_MAX.
+# More words make GIN intersect more long lists (12 common words: 131 ms against 36 for the walk).
+RANGE_LOOKUP_MAX_WORDS = 3
+RANGE_MATCHES_MAX = COMMON_QUERY_REVISIONS * CANDIDATE_SEGMENTS
 SAMPLE_REVISIONS = 8
 REVISION_BITS = 20
 
@@ -307,6 +312,48 @@ def _walk_sql(
         ) AS m ON true
     """
     return sql, params + [revisions, workspace_id, " ".join(terms), CANDIDATE_SEGMENTS]
+
+
+def _range_matches(
+    db, terms: list[str], workspace_id: Any, revision_kind: str | None, resume: Any, revisions: int,
+    through: Any = None, down_to: Any = None,
+) -> list[tuple] | None:
+    """PostgreSQL, a few common words: the walk's rows for the same range of revisions, found
+    through the GIN index instead of probing every segment of every revision; None when the
+    range holds more than RANGE_MATCHES_MAX matches (then the walk, which stops at each
+    revision's first matches, is the cheaper plan). GIN intersects the words' posting lists
+    from the rarest, and a bitmap of the range's segments keeps only theirs: 'release renewal'
+    (0.75 % of segments) 9 ms against the walk's 23 ms, which checks all 46,000 segments."""
+    where, params = [], [workspace_id]
+    if revision_kind:
+        where.append("revision_kind = %s")
+        params.append(revision_kind)
+    where += _postgresql_range("t.", resume, through, down_to, params)
+    db.execute(
+        "SELECT t.id, t.created_at, s.created_at FROM recordings_transcript AS t"
+        " JOIN recordings_session AS s ON s.id = t.session_id WHERE t.workspace_id = %s"
+        f"{''.join(' AND ' + w for w in where)} ORDER BY t.created_at DESC, t.id DESC LIMIT %s",
+        params + [revisions],
+    )
+    revision_rows = db.fetchall()
+    if not revision_rows:
+        return []
+    db.execute(
+        "SELECT seg.transcript_id, seg.sequence, seg.text FROM recordings_segment AS seg"
+        f" WHERE seg.transcript_id = ANY(%s) AND seg.search_vector @@ {_TSQUERY} LIMIT %s",
+        [[r[0] for r in revision_rows], workspace_id, " ".join(terms), RANGE_MATCHES_MAX + 1],
+    )
+    matches = db.fetchall()
+    if len(matches) > RANGE_MATCHES_MAX:
+        return None
+    found: dict[str, list[tuple[int, str]]] = {}
+    for transcript_id, sequence, text in sorted(matches, key=lambda m: m[1]):
+        found.setdefault(transcript_id, []).append((sequence, text))
+    return [
+        (transcript_id, sequence, created_at, text, session_created)
+        for transcript_id, created_at, session_created in revision_rows
+        for sequence, text in (found.get(transcript_id, [])[:CANDIDATE_SEGMENTS] or [(None, None)])
+    ]
 
 
 def _estimated_rows(sql: str, params: list[Any]) -> float:
@@ -531,9 +578,13 @@ def _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common,
             # The planner would read each revision whole through the transcript_id index and
             # sort; reading the (transcript_id, sequence) index in order stops at the first
             # matches, which for a common word are a few rows away (4x faster measured).
-            db.execute("SET LOCAL enable_sort = off")
-            db.execute(*_walk_sql(terms, workspace_id, revision_kind, resume, batch, through, down_to))
-            rows = db.fetchall()
+            rows = None
+            if common and len(terms) <= RANGE_LOOKUP_MAX_WORDS:
+                rows = _range_matches(db, terms, workspace_id, revision_kind, resume, batch, through, down_to)
+            if rows is None:
+                db.execute("SET LOCAL enable_sort = off")
+                db.execute(*_walk_sql(terms, workspace_id, revision_kind, resume, batch, through, down_to))
+                rows = db.fetchall()
         rows.sort(key=lambda r: (r[2], r[0], -(r[1] or 0)), reverse=True)
         for transcript_id, sequence, created_at, text, session_created in rows:
             if sequence is not None and (transcript_id in candidates or len(candidates) < CANDIDATE_REVISIONS):

@@ -331,6 +331,43 @@ def test_several_common_words_search_the_newest_revisions_only(api, acme, alice_
     assert old.id in hit_sessions(search_api(api, alice_key, query="alpha", limit=100))
 
 
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+@pytest.mark.parametrize("limit", [1, 3, 100])
+def test_postgresql_range_lookup_and_walk_agree_for_several_common_words(api, acme, alice_key, common_words_window,
+                                                                          monkeypatch, limit):  # fmt: skip
+    """A range of revisions searched through the GIN index (`_range_matches`) gives what the
+    walk gives: the same revisions, their first matching segments, window after window; and a
+    range with too many matches falls back to the walk."""
+    for i in range(10):
+        texts = ["alpha beta"] * (i % 6) + ["alpha", "beta", f"beta alpha {i}"] * (i % 2) + ["other"]
+        factories.session(acme, committed=texts, final=["alpha beta final"] if i % 3 == 0 else None, at=at(i))
+    # Only a revision's first matches are scored: its fifth, the best, must not give the snippet.
+    long = "alpha and beta in a long segment with many more words than the last one {}"
+    factories.session(acme, committed=[long.format(n) for n in range(4)] + ["alpha beta"], at=at(4))
+    results = {}
+    for plan, words, matches in (("walk", 0, 400), ("range", 3, 400), ("fallback", 3, 2)):
+        monkeypatch.setattr(search, "RANGE_LOOKUP_MAX_WORDS", words)
+        monkeypatch.setattr(search, "RANGE_MATCHES_MAX", matches)
+        results[plan] = [
+            [(item["transcriptId"], item["snippet"]) for item in page]
+            for page in pages(api, alice_key, query="alpha beta", limit=limit)
+        ] + pages(api, alice_key, query="beta alpha", revisionKind="committed", limit=limit)
+    assert results["range"] == results["walk"] == results["fallback"]
+    assert sum(len(page) for page in results["walk"]) > 10
+
+
+def pages(api, key, **params) -> list[list[dict]]:
+    """Every page of a query, items and all."""
+    out, cursor = [], None
+    for _ in range(200):
+        body = search_api(api, key, **params, **({"cursor": cursor} if cursor else {}))
+        out.append(body["items"])
+        cursor = body["nextCursor"]
+        if cursor is None:
+            return out
+    raise AssertionError("more pages than hits")
+
+
 @pytest.mark.skipif("connection.vendor != 'sqlite'")
 def test_sqlite_workspace_keys_are_spent_once_per_workspace(acme, globex):
     factories.session(acme, committed=[f"budget {i}" for i in range(40)], final=["budget"] * 10)
