@@ -33,7 +33,13 @@ How a window's candidates are found (`_window`), from where the previous window 
 
 Windows of several words that are all common are ranges of revisions, matching or not (SQLite
 the next `common_window` revisions, PostgreSQL one walk batch), so a rare combination of them
-costs one range per page, and pages through ranges without a match come back empty.
+costs one range per page, and pages through ranges without a match come back empty. On
+PostgreSQL a range of two or three such words is first looked up through the GIN index, and
+walked only when it holds many matches (`_range_matches`).
+
+The texts of the candidate segments come with them on PostgreSQL and in one query after the
+walk on SQLite, whose index is contentless. `services.compact_search_index` keeps both indexes
+merged (hourly).
 
 Windows follow the revisions by when they were first indexed (SQLite: revision key; bulk
 imports index oldest first) or created (PostgreSQL: transcript created_at): the same order for
