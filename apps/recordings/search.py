@@ -294,16 +294,17 @@ def _walk_sql(
     down_to: Any = None,
 ):
     """PostgreSQL, common words: `revisions` of the workspace's revisions older than `resume`
-    (and within `through` … `down_to`, as in _page_sql), newest first, each with its first
-    CANDIDATE_SEGMENTS matching segments (NULLs when none): (transcript id, sequence, created_at,
-    text, session created_at)."""
+    (and within `through` … `down_to`, as in _page_sql), newest first, one row each with its
+    first CANDIDATE_SEGMENTS matching segments: (transcript id, created_at, session created_at,
+    sequences, texts), the two arrays NULL when none matches. (A row per revision, not per
+    segment: psycopg parses each timestamp it returns, 900 of them a page before.)"""
     where, params = [], [workspace_id]
     if revision_kind:
         where.append("revision_kind = %s")
         params.append(revision_kind)
     where += _postgresql_range("", resume, through, down_to, params)
     sql = f"""
-        SELECT t.id, m.sequence, t.created_at, m.text, s.created_at
+        SELECT t.id, t.created_at, s.created_at, m.sequences, m.texts
         FROM (
             SELECT id, created_at, session_id FROM recordings_transcript WHERE workspace_id = %s
             {"".join(" AND " + w for w in where)}
@@ -311,10 +312,14 @@ def _walk_sql(
         ) AS t
         JOIN recordings_session AS s ON s.id = t.session_id
         LEFT JOIN LATERAL (
-            SELECT seg.sequence, seg.text FROM recordings_segment AS seg
-            WHERE seg.transcript_id = t.id AND seg.search_vector @@ {_TSQUERY}
-            -- the unique (transcript_id, sequence) index in order: stops at the first matches
-            ORDER BY seg.transcript_id, seg.sequence LIMIT %s
+            SELECT array_agg(x.sequence ORDER BY x.sequence) AS sequences,
+                   array_agg(x.text ORDER BY x.sequence) AS texts
+            FROM (
+                SELECT seg.sequence, seg.text FROM recordings_segment AS seg
+                WHERE seg.transcript_id = t.id AND seg.search_vector @@ {_TSQUERY}
+                -- the unique (transcript_id, sequence) index in order: stops at the first matches
+                ORDER BY seg.transcript_id, seg.sequence LIMIT %s
+            ) AS x
         ) AS m ON true
     """
     return sql, params + [revisions, workspace_id, " ".join(terms), CANDIDATE_SEGMENTS]
@@ -324,8 +329,8 @@ def _range_matches(
     db, terms: list[str], workspace_id: Any, revision_kind: str | None, resume: Any, revisions: int,
     through: Any = None, down_to: Any = None,
 ) -> list[tuple] | None:
-    """PostgreSQL, a few common words: the walk's rows for the same range of revisions, found
-    through the GIN index instead of probing every segment of every revision; None when the
+    """PostgreSQL, a few common words: the walk's rows (`_walk_sql`) for the same range of
+    revisions, found through the GIN index instead of probing every segment of every revision; None when the
     range holds more than RANGE_MATCHES_MAX matches (then the walk, which stops at each
     revision's first matches, is the cheaper plan). GIN intersects the words' posting lists
     from the rarest, and a bitmap of the range's segments keeps only theirs: 'release renewal'
@@ -355,11 +360,12 @@ def _range_matches(
     found: dict[str, list[tuple[int, str]]] = {}
     for transcript_id, sequence, text in sorted(matches, key=lambda m: m[1]):
         found.setdefault(transcript_id, []).append((sequence, text))
-    return [
-        (transcript_id, sequence, created_at, text, session_created)
-        for transcript_id, created_at, session_created in revision_rows
-        for sequence, text in (found.get(transcript_id, [])[:CANDIDATE_SEGMENTS] or [(None, None)])
-    ]
+    rows = []
+    for transcript_id, created_at, session_created in revision_rows:
+        first = found.get(transcript_id, [])[:CANDIDATE_SEGMENTS]
+        sequences, texts = ([s for s, _ in first], [t for _, t in first]) if first else (None, None)
+        rows.append((transcript_id, created_at, session_created, sequences, texts))
+    return rows
 
 
 def _estimated_rows(sql: str, params: list[Any]) -> float:
@@ -591,15 +597,16 @@ def _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common,
                 db.execute("SET LOCAL enable_sort = off")
                 db.execute(*_walk_sql(terms, workspace_id, revision_kind, resume, batch, through, down_to))
                 rows = db.fetchall()
-        rows.sort(key=lambda r: (r[2], r[0], -(r[1] or 0)), reverse=True)
-        for transcript_id, sequence, created_at, text, session_created in rows:
-            if sequence is not None and (transcript_id in candidates or len(candidates) < CANDIDATE_REVISIONS):
-                candidates.setdefault(transcript_id, []).append(sequence)
+        rows.sort(key=lambda r: (r[1], r[0]), reverse=True)
+        for transcript_id, created_at, session_created, sequences, segment_texts in rows:
+            if sequences and len(candidates) < CANDIDATE_REVISIONS:
+                candidates[transcript_id] = list(sequences)
                 positions[transcript_id] = (created_at, transcript_id)
-                texts[transcript_id, sequence], created[transcript_id] = text, session_created
+                created[transcript_id] = session_created
+                texts.update(((transcript_id, seq), text) for seq, text in zip(sequences, segment_texts))
         if rows:
-            oldest = (rows[-1][2], rows[-1][0])
-        if len({r[0] for r in rows}) < batch:
+            oldest = (rows[-1][1], rows[-1][0])
+        if len(rows) < batch:
             exhausted = True  # no older revisions (in the pinned window: none left in it)
             break
         if len(candidates) >= CANDIDATE_REVISIONS:
