@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from apps.recordings import services as recordings
 from apps.webhooks import keys
 from apps.webhooks.models import Delivery
 from tests import factories
