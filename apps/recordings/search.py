@@ -219,8 +219,9 @@ def _page_sql(
     kind is filtered by the caller.
     PostgreSQL: the direct plan, the `limit` newest matching revisions older than `resume`
     ((created_at, transcript id); None = from the newest), no newer than `through` and no older
-    than `down_to` (a pinned window, both inclusive), with the first CANDIDATE_SEGMENTS
-    matching segments of each: (transcript id, sequence, created_at, text, session created_at)."""
+    than `down_to` (a pinned window, both inclusive), one row each with its first
+    CANDIDATE_SEGMENTS matching segments, newest first: (transcript id, created_at, session
+    created_at, sequences, texts), as `_walk_sql` returns them."""
     if vendor == "sqlite":
         # FTS5 seeks one rowid range (>= and <=) and walks it upwards (newest revision first:
         # migration 0003), so LIMIT stops it early. CROSS JOIN: from the matches into revision
@@ -261,13 +262,15 @@ def _page_sql(
                 SELECT DISTINCT transcript_id, created_at FROM m
                 ORDER BY created_at DESC, transcript_id DESC LIMIT %s
             )
-            SELECT m.transcript_id, m.sequence, m.created_at, seg.text, s.created_at
+            SELECT m.transcript_id, m.created_at, s.created_at,
+                   array_agg(m.sequence ORDER BY m.sequence), array_agg(seg.text ORDER BY m.sequence)
             FROM m JOIN r USING (transcript_id)
             JOIN recordings_segment AS seg ON seg.transcript_id = m.transcript_id AND seg.sequence = m.sequence
             JOIN recordings_transcript AS t ON t.id = m.transcript_id
             JOIN recordings_session AS s ON s.id = t.session_id
             WHERE m.nth <= %s
-            ORDER BY m.created_at DESC, m.transcript_id DESC, m.sequence
+            GROUP BY m.transcript_id, m.created_at, s.created_at
+            ORDER BY m.created_at DESC, m.transcript_id DESC
         """
         return sql, params + [limit, CANDIDATE_SEGMENTS]
     raise NotImplementedError(f"transcript search has no full-text index for {vendor}")
@@ -562,12 +565,10 @@ def _postgresql_window(
             sql = _page_sql("postgresql", terms, workspace_id, revision_kind, start, CANDIDATE_REVISIONS + 1,
                             through=through, down_to=down_to)  # fmt: skip
             db.execute(*sql)
-            for transcript_id, sequence, created_at, text, session_created in db.fetchall():
-                candidates.setdefault(transcript_id, []).append(sequence)
-                positions[transcript_id] = (created_at, transcript_id)
-                texts[transcript_id, sequence], created[transcript_id] = text, session_created
-            window = _Window(dict(list(candidates.items())[:CANDIDATE_REVISIONS]), texts=texts, created=created)
-            if len(candidates) > CANDIDATE_REVISIONS:
+            rows = db.fetchall()
+            _take_revisions(rows[:CANDIDATE_REVISIONS], candidates, positions, texts, created)
+            window = _Window(candidates, texts=texts, created=created)
+            if len(rows) > CANDIDATE_REVISIONS:
                 window.last, window.more = positions[list(window.candidates)[-1]], True
             else:
                 window.last, window.more = (pin.last, pin.more) if pin else (None, False)
@@ -577,6 +578,17 @@ def _postgresql_window(
     if window.candidates:
         window.first = positions[next(iter(window.candidates))]
     return window.settle(pin)
+
+
+def _take_revisions(rows, candidates, positions, texts, created) -> None:
+    """PostgreSQL: adds the revisions of `rows` (`_walk_sql`'s shape, newest first) that have
+    matching segments to the window's candidates, up to CANDIDATE_REVISIONS."""
+    for transcript_id, created_at, session_created, sequences, segment_texts in rows:
+        if sequences and len(candidates) < CANDIDATE_REVISIONS:
+            candidates[transcript_id] = list(sequences)
+            positions[transcript_id] = (created_at, transcript_id)
+            created[transcript_id] = session_created
+            texts.update(((transcript_id, seq), text) for seq, text in zip(sequences, segment_texts))
 
 
 def _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common, positions, texts, created) -> _Window:
@@ -598,12 +610,7 @@ def _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common,
                 db.execute(*_walk_sql(terms, workspace_id, revision_kind, resume, batch, through, down_to))
                 rows = db.fetchall()
         rows.sort(key=lambda r: (r[1], r[0]), reverse=True)
-        for transcript_id, created_at, session_created, sequences, segment_texts in rows:
-            if sequences and len(candidates) < CANDIDATE_REVISIONS:
-                candidates[transcript_id] = list(sequences)
-                positions[transcript_id] = (created_at, transcript_id)
-                created[transcript_id] = session_created
-                texts.update(((transcript_id, seq), text) for seq, text in zip(sequences, segment_texts))
+        _take_revisions(rows, candidates, positions, texts, created)
         if rows:
             oldest = (rows[-1][1], rows[-1][0])
         if len(rows) < batch:
