@@ -1,8 +1,11 @@
-"""`serve [--host H] [--port P] [--workers N]`: N daphne processes on one listening socket.
+"""`serve [--host H] [--port P] [--workers N]`: N daphne processes listening on one port.
 
-Daphne has no worker option, so this command binds the socket once and hands its file
-descriptor to each child (`daphne --fd`); the kernel spreads accepted connections across
-them, and both cores serve. A child that dies is restarted; SIGINT/SIGTERM stop all.
+Daphne has no worker option, so this command binds the sockets and hands each child its own
+(`daphne --fd`). Each socket is bound with SO_REUSEPORT, so the kernel spreads new connections
+across the processes by hash. One socket shared by all processes spread them by who woke first:
+a process could accept a whole burst of keep-alive connections and serve them alone while the
+other idled (seen in bench/search.py: 51 against 132-143 req/s in the same run, one process at
+120 % CPU). A child that dies is restarted on its socket; SIGINT/SIGTERM stop all.
 
 Beside daphne it runs the task side (unless `--no-tasks`): the django-q2 cluster (`qcluster`;
 ORM broker by default, Redis when REDIS_URL is set) and the webhook sweeper, which re-queues
@@ -24,7 +27,7 @@ from django.core.management.base import BaseCommand
 
 
 class Command(BaseCommand):
-    help = "Serve the ASGI app with N daphne processes sharing one socket."
+    help = "Serve the ASGI app with N daphne processes listening on one port."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
@@ -36,20 +39,13 @@ class Command(BaseCommand):
     def handle(
         self, *args, host: str, port: int, workers: int, access_log: bool, no_tasks: bool = False, **options
     ) -> None:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(1024)
-        sock.set_inheritable(True)
-        fd = sock.fileno()
-
-        command = [sys.executable, "-m", "daphne", "--fd", str(fd), "-v", "1" if access_log else "0"]
+        sockets = listening_sockets(host, port, max(1, workers))
+        daphne = [sys.executable, "-m", "daphne", "-v", "1" if access_log else "0"]
         if access_log:
-            command += ["--access-log", "-"]
-        command.append(settings.ASGI_APPLICATION.replace(".application", ":application"))
+            daphne += ["--access-log", "-"]
+        app = settings.ASGI_APPLICATION.replace(".application", ":application")
 
-        commands = [command] * max(1, workers)
+        commands = [daphne + ["--fd", str(sock.fileno()), app] for sock in sockets]
         if not no_tasks:
             django = [sys.executable, "-m", "django"]  # DJANGO_SETTINGS_MODULE is inherited
             commands.append(django + ["qcluster"])
@@ -57,7 +53,7 @@ class Command(BaseCommand):
             commands.append(django + ["sweep_webhook_deliveries", "--every", sweep_every])
 
         def spawn(i: int) -> subprocess.Popen:
-            return subprocess.Popen(commands[i], pass_fds=[fd] if commands[i] is command else [])
+            return subprocess.Popen(commands[i], pass_fds=[sockets[i].fileno()] if i < len(sockets) else [])
 
         children = [spawn(i) for i in range(len(commands))]
         stopping = False
@@ -91,4 +87,31 @@ class Command(BaseCommand):
                     child.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     child.kill()
-            sock.close()
+            for sock in sockets:
+                sock.close()
+
+
+def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
+    """`count` sockets listening on (host, port) with SO_REUSEPORT, one per daphne process.
+
+    SO_REUSEPORT would also let this group join sockets that another process (of the same user)
+    bound with it, such as a second `serve` started by mistake on the same port, and split its
+    traffic silently. So the port is first bound once without it: a port in use fails with
+    EADDRINUSE as it always did, and port 0 picks the port the group then shares."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    def bound(port: int, *, reuse_port: bool) -> socket.socket:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+        return sock
+
+    with bound(port, reuse_port=False) as probe:
+        port = probe.getsockname()[1]
+    sockets = [bound(port, reuse_port=True) for _ in range(count)]
+    for sock in sockets:
+        sock.listen(1024)
+        sock.set_inheritable(True)
+    return sockets
