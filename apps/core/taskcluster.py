@@ -82,7 +82,7 @@ def install() -> None:
     if getattr(cluster.Sentinel, "watches_task_queue", False):
         return
     base = cluster.Sentinel
-    if not all(hasattr(base, name) for name in ("start", "reincarnate", "spawn_worker")):
+    if not all(hasattr(base, name) for name in ("start", "reincarnate")):
         logger.warning("django-q2's Sentinel has changed; the task queue watch is not installed")
         return
 

@@ -242,11 +242,8 @@ def _page_sql(
         """
         return sql, [fts5_match(terms), resume, workspace_id, until, workspace_id, limit]
     if vendor == "postgresql":
-        where, params = ["t.workspace_id = %s"], [workspace_id, " ".join(terms), workspace_id]
-        if revision_kind:
-            where.append("t.revision_kind = %s")
-            params.append(revision_kind)
-        where += _postgresql_range("t.", resume, through, down_to, params)
+        where, params = _revision_filters("t.", workspace_id, revision_kind, resume, through, down_to)
+        params = [workspace_id, " ".join(terms), *params]
         # The matches first (MATERIALIZED: the planner must not trade the index for an index
         # scan in transcript order to feed the window), then the newest revisions among them.
         sql = f"""
@@ -276,15 +273,21 @@ def _page_sql(
     raise NotImplementedError(f"transcript search has no full-text index for {vendor}")
 
 
-def _postgresql_range(prefix: str, resume: Any, through: Any, down_to: Any, params: list[Any]) -> list[str]:
-    """WHERE terms on (created_at, id): older than `resume`, no newer than `through`, no older
-    than `down_to` (each a pair or None); their values are appended to `params`."""
-    where = []
+def _revision_filters(
+    prefix: str, workspace_id: Any, revision_kind: str | None, resume: Any, through: Any, down_to: Any
+) -> tuple[list[str], list[Any]]:
+    """PostgreSQL: WHERE terms on transcripts (columns prefixed with `prefix`) and their values:
+    the workspace's, of `revision_kind` if given, older than `resume`, no newer than `through`
+    and no older than `down_to` (each a (created_at, id) pair or None)."""
+    where, params = [f"{prefix}workspace_id = %s"], [workspace_id]
+    if revision_kind:
+        where.append(f"{prefix}revision_kind = %s")
+        params.append(revision_kind)
     for bound, op in ((resume, "<"), (through, "<="), (down_to, ">=")):
         if bound is not None:
             where.append(f"({prefix}created_at, {prefix}id) {op} (%s, %s)")
             params += list(bound)
-    return where
+    return where, params
 
 
 def _walk_sql(
@@ -301,16 +304,11 @@ def _walk_sql(
     first CANDIDATE_SEGMENTS matching segments: (transcript id, created_at, session created_at,
     sequences, texts), the two arrays NULL when none matches. (A row per revision, not per
     segment: psycopg parses each timestamp it returns, 900 of them a page before.)"""
-    where, params = [], [workspace_id]
-    if revision_kind:
-        where.append("revision_kind = %s")
-        params.append(revision_kind)
-    where += _postgresql_range("", resume, through, down_to, params)
+    where, params = _revision_filters("", workspace_id, revision_kind, resume, through, down_to)
     sql = f"""
         SELECT t.id, t.created_at, s.created_at, m.sequences, m.texts
         FROM (
-            SELECT id, created_at, session_id FROM recordings_transcript WHERE workspace_id = %s
-            {"".join(" AND " + w for w in where)}
+            SELECT id, created_at, session_id FROM recordings_transcript WHERE {" AND ".join(where)}
             ORDER BY created_at DESC, id DESC LIMIT %s
         ) AS t
         JOIN recordings_session AS s ON s.id = t.session_id
@@ -333,20 +331,16 @@ def _range_matches(
     through: Any = None, down_to: Any = None,
 ) -> list[tuple] | None:
     """PostgreSQL, a few common words: the walk's rows (`_walk_sql`) for the same range of
-    revisions, found through the GIN index instead of probing every segment of every revision; None when the
-    range holds more than RANGE_MATCHES_MAX matches (then the walk, which stops at each
+    revisions, found through the GIN index instead of probing every segment of every revision;
+    None when the range holds more than RANGE_MATCHES_MAX matches (then the walk, which stops at each
     revision's first matches, is the cheaper plan). GIN intersects the words' posting lists
     from the rarest, and a bitmap of the range's segments keeps only theirs: 'release renewal'
     (0.75 % of segments) 9 ms against the walk's 23 ms, which checks all 46,000 segments."""
-    where, params = [], [workspace_id]
-    if revision_kind:
-        where.append("revision_kind = %s")
-        params.append(revision_kind)
-    where += _postgresql_range("t.", resume, through, down_to, params)
+    where, params = _revision_filters("t.", workspace_id, revision_kind, resume, through, down_to)
     db.execute(
         "SELECT t.id, t.created_at, s.created_at FROM recordings_transcript AS t"
-        " JOIN recordings_session AS s ON s.id = t.session_id WHERE t.workspace_id = %s"
-        f"{''.join(' AND ' + w for w in where)} ORDER BY t.created_at DESC, t.id DESC LIMIT %s",
+        f" JOIN recordings_session AS s ON s.id = t.session_id WHERE {' AND '.join(where)}"
+        " ORDER BY t.created_at DESC, t.id DESC LIMIT %s",
         params + [revisions],
     )
     revision_rows = db.fetchall()
@@ -551,10 +545,8 @@ def _postgresql_window(
     terms: list[str], workspace_id: Any, revision_kind: str | None, start: Any, pin: _Pin | None
 ) -> _Window:
     through, down_to = (pin.first, pin.last) if pin else (None, None)
-    candidates: dict[str, list[int]] = {}
+    window = _Window({})
     positions: dict[str, tuple[datetime, str]] = {}
-    texts: dict[tuple[str, int], str] = {}
-    created: dict[str, datetime] = {}
     with connection.cursor() as db:
         # Several words: the planner multiplies their frequencies as if independent, which
         # for common words that go together is off by orders of magnitude (measured: 1.8 s
@@ -566,33 +558,32 @@ def _postgresql_window(
                             through=through, down_to=down_to)  # fmt: skip
             db.execute(*sql)
             rows = db.fetchall()
-            _take_revisions(rows[:CANDIDATE_REVISIONS], candidates, positions, texts, created)
-            window = _Window(candidates, texts=texts, created=created)
+            _take_revisions(rows[:CANDIDATE_REVISIONS], window, positions)
             if len(rows) > CANDIDATE_REVISIONS:
                 window.last, window.more = positions[list(window.candidates)[-1]], True
             else:
                 window.last, window.more = (pin.last, pin.more) if pin else (None, False)
         else:
-            window = _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common, positions, texts,
-                                      created)  # fmt: skip
+            _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common, window, positions)
     if window.candidates:
         window.first = positions[next(iter(window.candidates))]
     return window.settle(pin)
 
 
-def _take_revisions(rows, candidates, positions, texts, created) -> None:
+def _take_revisions(rows, window: _Window, positions: dict[str, tuple[datetime, str]]) -> None:
     """PostgreSQL: adds the revisions of `rows` (`_walk_sql`'s shape, newest first) that have
     matching segments to the window's candidates, up to CANDIDATE_REVISIONS."""
     for transcript_id, created_at, session_created, sequences, segment_texts in rows:
-        if sequences and len(candidates) < CANDIDATE_REVISIONS:
-            candidates[transcript_id] = list(sequences)
+        if sequences and len(window.candidates) < CANDIDATE_REVISIONS:
+            window.candidates[transcript_id] = list(sequences)
             positions[transcript_id] = (created_at, transcript_id)
-            created[transcript_id] = session_created
-            texts.update(((transcript_id, seq), text) for seq, text in zip(sequences, segment_texts))
+            window.created[transcript_id] = session_created
+            window.texts.update(((transcript_id, seq), text) for seq, text in zip(sequences, segment_texts))
 
 
-def _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common, positions, texts, created) -> _Window:
-    candidates: dict[str, list[int]] = {}
+def _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common, window, positions) -> None:
+    """Fills `window` (empty) by walking the workspace's revisions, and sets where it ends."""
+    candidates = window.candidates
     resume, oldest = start, None
     through, down_to = (pin.first, pin.last) if pin else (None, None)
     batch = common_window(terms) if common else CANDIDATE_REVISIONS
@@ -610,7 +601,7 @@ def _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common,
                 db.execute(*_walk_sql(terms, workspace_id, revision_kind, resume, batch, through, down_to))
                 rows = db.fetchall()
         rows.sort(key=lambda r: (r[1], r[0]), reverse=True)
-        _take_revisions(rows, candidates, positions, texts, created)
+        _take_revisions(rows, window, positions)
         if rows:
             oldest = (rows[-1][1], rows[-1][0])
         if len(rows) < batch:
@@ -619,7 +610,6 @@ def _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common,
         if len(candidates) >= CANDIDATE_REVISIONS:
             break
         resume = oldest
-    window = _Window(candidates, texts=texts, created=created)
     if len(candidates) >= CANDIDATE_REVISIONS:
         window.last, window.more = positions[list(candidates)[-1]], True
     elif exhausted:
@@ -628,7 +618,6 @@ def _postgresql_walk(db, terms, workspace_id, revision_kind, start, pin, common,
         # The walk's bound (or the common words' range): the next window starts past the
         # oldest revision it looked at.
         window.last, window.more = oldest, True
-    return window
 
 
 def _window(
