@@ -651,16 +651,15 @@ def _segment_texts(candidates: dict[str, list[int]]) -> tuple[dict[tuple[str, in
         )
         rows = db.fetchall()
     texts = {(t, seq): text for t, seq, text, _ in rows}
-    created = {t: _datetime(created_at) for t, _, _, created_at in rows}
+    created = {t: _aware(created_at) for t, _, _, created_at in rows}
     return texts, created
 
 
-def _datetime(value: Any) -> datetime:
-    """A timestamp column read without the ORM: PostgreSQL gives an aware datetime, SQLite the
-    naive UTC text Django wrote."""
-    if isinstance(value, datetime):
-        return value
-    return datetime.fromisoformat(value).replace(tzinfo=UTC)
+def _aware(value: str | datetime) -> datetime:
+    """A timestamp read from SQLite without the ORM: the naive UTC value Django wrote, as text
+    or already parsed by the connection's converters; aware, as the ORM would return it."""
+    value = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
 
 
 def _encode_position(position: Any) -> Any:

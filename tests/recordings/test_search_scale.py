@@ -377,3 +377,13 @@ def test_sqlite_workspace_keys_are_spent_once_per_workspace(acme, globex):
         db.execute("SELECT workspace_id, id FROM recordings_search_workspace")
         keys = dict(db.fetchall())
     assert keys[globex.id] == keys[acme.id] + 1
+
+
+@pytest.mark.skipif("connection.vendor != 'sqlite'")
+def test_sqlite_candidate_times_are_aware_as_the_orm_returns_them(acme):
+    session = factories.session(acme, committed=["budget review"])
+    transcript = Transcript.objects.get(session=session)
+    texts, created = search._segment_texts({transcript.id: [0]})
+    assert texts == {(transcript.id, 0): "budget review"}
+    assert created == {transcript.id: Transcript.objects.get(id=transcript.id).session.created_at}
+    assert created[transcript.id].tzinfo is not None
