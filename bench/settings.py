@@ -27,3 +27,5 @@ if os.environ.get("BENCH_DB_POOL") == "1" and DATABASES["default"]["ENGINE"].end
 # LaneASGIHandler, everything else equal (bench/asgi_stock.py).
 if os.environ.get("BENCH_STOCK_HANDLER") == "1":
     ASGI_APPLICATION = "bench.asgi_stock.application"
+    # A thread per request: a kept SQLite connection would be one per request, never reused.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405

@@ -17,7 +17,10 @@ from connect.urls import handler400, handler403, handler404, handler500, urlpatt
 
 def thread_view(request):
     time.sleep(float(request.GET.get("hold", "0")))
-    return JsonResponse({"thread": threading.get_ident(), "process": os.getpid()})
+    connection.ensure_connection()
+    return JsonResponse(
+        {"thread": threading.get_ident(), "process": os.getpid(), "connection": id(connection.connection)}
+    )
 
 
 def sleep_view(request):

@@ -10,13 +10,20 @@ queued behind it in that process.
 Lanes sit between the two, like a WSGI server's thread pool: each request runs all of its
 sync code on one lane (Django requires one thread per request), the least busy one, so up to
 `CONNECT_SYNC_THREADS` requests per process proceed at once and no thread is started per request.
+
+The middleware chain runs as it does under WSGI: loaded in sync mode and entered once on the
+lane. Django's async mode would run each async-capable middleware's process_request and
+process_response as two more hops between the event loop and the lane (15 per request with
+our MIDDLEWARE), which cost more than a small view: /healthz took 2.8 ms in process, 0.65 ms
+in sync mode (docs/decisions.md "One hop per request"). No view of ours is async; one that
+were would run through async_to_sync, as under WSGI.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from asgiref.sync import ThreadSensitiveContext
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core.handlers.asgi import ASGIHandler
 
 
@@ -25,6 +32,13 @@ class LaneASGIHandler(ASGIHandler):
         super().__init__()
         self._lanes = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"django-lane-{i}") for i in range(lanes)]
         self._busy = [0] * lanes  # requests on each lane; touched only on the event loop thread
+
+    def load_middleware(self, is_async: bool = False) -> None:  # noqa: ARG002 - always sync
+        super().load_middleware(is_async=False)
+
+    async def get_response_async(self, request):
+        # thread_sensitive: the lane this request's ThreadSensitiveContext names.
+        return await sync_to_async(self.get_response, thread_sensitive=True)(request)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
