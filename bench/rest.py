@@ -221,8 +221,11 @@ def analyze(db: Database) -> None:
 class Server:
     log_dir = RESULTS
 
-    def __init__(self, name: str, command: list[str], env: dict[str, str], port: int, ready_path: str) -> None:
+    def __init__(
+        self, name: str, command: list[str], env: dict[str, str], port: int, ready_path: str, cwd: Path = ROOT
+    ) -> None:
         self.name, self.command, self.env, self.port, self.ready_path = name, command, env, port, ready_path
+        self.cwd = cwd
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -238,7 +241,7 @@ class Server:
         self.log_file = open(self.log_path, "w")
         # Its own process group, so stopping it stops its children (daphne / uvicorn workers).
         self.proc = subprocess.Popen(
-            self.command, cwd=ROOT, env=self.env, stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True
+            self.command, cwd=self.cwd, env=self.env, stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -271,15 +274,18 @@ class Server:
         return [int(p) for p in out.split()]
 
 
-def connect_server(db: Database, workers: int, *, stock_handler: bool = False) -> Server:
+def connect_server(db: Database, workers: int, *, stock_handler: bool = False, root: Path | None = None) -> Server:
     """Production: `serve --workers N`. With `stock_handler`, the same with Django's own
-    ASGIHandler (a thread and a connection per request) instead of LaneASGIHandler."""
+    ASGIHandler (a thread and a connection per request) instead of LaneASGIHandler. With
+    `root`, the Connect checked out there (another commit, for side-by-side runs)."""
     command = [PYTHON, "manage.py", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", str(workers)]
     port = free_port()
     command = [c.replace("{port}", str(port)) for c in command]
     env = {**db.env(), **({"BENCH_STOCK_HANDLER": "1"} if stock_handler else {})}
-    name = f"connect-{'stock-' if stock_handler else ''}{db.label}"
-    return Server(name, command, env, port, "/.well-known/oauth-protected-resource")
+    name = f"connect-{'stock-' if stock_handler else ''}{'baseline-' if root else ''}{db.label}"
+    if root:
+        env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+    return Server(name, command, env, port, "/.well-known/oauth-protected-resource", cwd=root or ROOT)
 
 
 def uvicorn_server(db: Database, workers: int) -> Server:

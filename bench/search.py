@@ -19,6 +19,10 @@ missing; the seed time is printed). Parts, each on both databases:
 - ten: the workspace `solo` (200 sessions) at 1 connection, then again after ten more workspaces
   of the same size are seeded into the same database (seeded once, kept).
 
+With `--baseline REF` the same parts also run against Connect at git commit REF (a worktree
+under the run's results directory, removed afterwards) on the same database, alternating with
+the working tree's Connect query by query and round by round: before/after figures from one run.
+
 Rounds alternate the measured things and each figure is the median over the rounds: the machine
 is shared and noisy, neighbours in time are what compare. Results: a markdown table on stdout
 and in bench/results/search-<time>/results.md, raw numbers in results.json.
@@ -143,6 +147,8 @@ def bench_database(db: Database, args: argparse.Namespace) -> dict:
             f"{out['append']['statements']} statements")
 
     servers = {"connect": rest.connect_server(db, args.workers)}
+    if args.baseline_root:
+        servers["baseline"] = rest.connect_server(db, args.workers, root=args.baseline_root)
     db.probe = {"workspace": {"id": info["workspace"]}, "fts_tables": [{"name": "recordings_segment_fts"}]}
     if db.kind == "sqlite" and "load" in args.parts:
         for workers in args.datasette_workers:
@@ -150,25 +156,36 @@ def bench_database(db: Database, args: argparse.Namespace) -> dict:
     with contextlib.ExitStack() as stack:
         running = {name: stack.enter_context(server) for name, server in servers.items()}
         connect = running["connect"]
+        compared = [running[name] for name in ("connect", "baseline") if name in running]
         for path in [search_path(q) for q in queries]:  # warm the caches the way service would
-            rest.wrk(connect.base, Endpoint("warm", "connect", [path], auth), 1, 1, 1)
+            for server in compared:
+                rest.wrk(server.base, Endpoint("warm", "connect", [path], auth), 1, 1, 1)
         rest.drain(running, limit_s=args.drain)
         if "rotation" in args.parts or "shapes" in args.parts:
             plan = [(what, q, "rotation") for what, q in ROTATION if "rotation" in args.parts]
             plan += [(what, q, "shapes") for what, q in SHAPES if "shapes" in args.parts]
             runs: dict[str, list[dict]] = {q: [] for _, q, _ in plan}
+            baseline_runs: dict[str, list[dict]] = {q: [] for _, q, _ in plan}
             for round_ in range(args.rounds):
                 for what, q, _ in plan:
                     runs[q].append(one_connection(connect, search_path(q), auth, args.unloaded))
+                    if "baseline" in running:
+                        baseline_runs[q].append(one_connection(running["baseline"], search_path(q), auth, args.unloaded))
                 log(f"  {db.label}: 1-connection round {round_ + 1}/{args.rounds} done")
             out["one_connection"] = [
                 {"part": part, "what": what, "query": q, "p50_ms": median_of(runs[q], "p50_ms"),
                  "p99_ms": median_of(runs[q], "p99_ms"), "max_ms": max(r["max_ms"] for r in runs[q]),
-                 "errors": sum(r["errors"] for r in runs[q]), "rounds": runs[q]}
+                 "errors": sum(r["errors"] for r in runs[q]), "rounds": runs[q],
+                 **({"baseline": {"p50_ms": median_of(baseline_runs[q], "p50_ms"),
+                                  "p99_ms": median_of(baseline_runs[q], "p99_ms"), "rounds": baseline_runs[q]}}
+                    if baseline_runs[q] else {})}
                 for what, q, part in plan
             ]  # fmt: skip
         if "load" in args.parts:
             endpoints = [Endpoint("Connect search rotation", "connect", [search_path(q) for q in queries], auth)]
+            if "baseline" in running:
+                endpoints.append(Endpoint(f"Connect search rotation at {args.baseline} (baseline)", "baseline",
+                                          [search_path(q) for q in queries], auth))  # fmt: skip
             if db.kind == "sqlite":
                 paths = rest.datasette_search_paths(db, queries)
                 endpoints += [Endpoint(f"Datasette FTS search ({w} proc)", f"datasette-{w}p", paths)
@@ -187,10 +204,10 @@ def bench_database(db: Database, args: argparse.Namespace) -> dict:
                     log(f"  [{round_ + 1}/{args.rounds}] {e.name}: {r['rps']:.1f} req/s, p50 {r['p50_ms']:.0f} ms, "
                         f"{r['non_2xx'] + r['socket_errors']} errors")  # fmt: skip
             out["load"] = [
-                {"endpoint": name, "rps": median_of(rs, "rps"), "p50_ms": median_of(rs, "p50_ms"),
+                {"endpoint": name, "server": server, "rps": median_of(rs, "rps"), "p50_ms": median_of(rs, "p50_ms"),
                  "p99_ms": median_of(rs, "p99_ms"), "errors": sum(r["non_2xx"] + r["socket_errors"] for r in rs),
                  "requests": sum(r["requests"] for r in rs), "rounds": rs}
-                for name, rs in load.items()
+                for (name, rs), server in zip(load.items(), [e.server for e in endpoints])
             ]  # fmt: skip
 
     if "ten" in args.parts:
@@ -231,6 +248,19 @@ def ten_workspaces(db: Database, args: argparse.Namespace) -> dict:
     return {"before": before, "after": after, "ratio": ratios}
 
 
+@contextlib.contextmanager
+def baseline_worktree(ref: str, run_dir: Path):
+    """A detached git worktree of `ref` for the baseline server, removed afterwards."""
+    path = run_dir / "baseline"
+    subprocess.run(["git", "worktree", "add", "--detach", str(path), ref], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
+    log(f"baseline: {ref} = {subprocess.check_output(['git', 'rev-parse', '--short', ref], cwd=ROOT, text=True).strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
+
+
 def report(results: list[dict], meta: dict, args: argparse.Namespace) -> str:
     lines = [
         f"Run {meta['started']} on {meta['machine']}; load average before/after {meta['load_before']:.1f}/"
@@ -244,8 +274,10 @@ def report(results: list[dict], meta: dict, args: argparse.Namespace) -> str:
         lines += [f"### {r['db']}: workspace `bench`, {seg:,} segments"
                   + (f" (seeded in {r['seed_s']:.0f} s)" if "seed_s" in r else ""), ""]  # fmt: skip
         if "one_connection" in r:
-            lines += ["| part | query | matches | p50 ms | p99 ms | max ms | target |",
-                      "|---|---|---:|---:|---:|---:|---|"]
+            baseline = any("baseline" in row for row in r["one_connection"])
+            extra = f" baseline p50 / p99 ms ({args.baseline}) |" if baseline else ""
+            lines += [f"| part | query | matches | p50 ms | p99 ms | max ms |{extra} target |",
+                      f"|---|---|---:|---:|---:|---:|{'---:|' if baseline else ''}---|"]
             for row in r["one_connection"]:
                 q = row["query"]
                 matches = r["matches"].get(q)
@@ -257,8 +289,9 @@ def report(results: list[dict], meta: dict, args: argparse.Namespace) -> str:
                     ok = row["max_ms"] <= TARGET_SHAPE_MS
                     target = f"max ≤ {TARGET_SHAPE_MS:g}: **{'met' if ok else 'NOT met'}**"
                 shown = q if len(q) <= 40 else f"{q[:37]}… ({len(q)} chars)"
+                then = f" {row['baseline']['p50_ms']:.1f} / {row['baseline']['p99_ms']:.1f} |" if baseline else ""
                 lines.append(f"| {row['what']} | `{shown}` | {share} | {row['p50_ms']:.1f} | {row['p99_ms']:.1f} | "
-                             f"{row['max_ms']:.1f} | {target} |")  # fmt: skip
+                             f"{row['max_ms']:.1f} |{then} {target} |")  # fmt: skip
             lines.append("")
         if "load" in r:
             lines += ["| at 32 connections | req/s | p50 ms | p99 ms | errors |", "|---|---:|---:|---:|---:|"]
@@ -271,6 +304,9 @@ def report(results: list[dict], meta: dict, args: argparse.Namespace) -> str:
             lines.append(f"- req/s ≥ {TARGET_RPS:g}: {connect['rps']:.1f}, **{'met' if ok else 'NOT met'}**")
             for row in r["load"][1:]:
                 ratio = connect["rps"] / row["rps"] if row["rps"] else float("inf")
+                if row["server"] == "baseline":
+                    lines.append(f"- vs {row['endpoint']}: {ratio:.2f}× the req/s, same rounds")
+                    continue
                 ok = ratio >= TARGET_VS_DATASETTE
                 lines.append(f"- vs {row['endpoint']}: {ratio:.1f}× (target ≥ {TARGET_VS_DATASETTE:g}×), "
                              f"**{'met' if ok else 'NOT met'}**")  # fmt: skip
@@ -315,6 +351,7 @@ def main() -> int:
     parser.add_argument("--ten-before-only", action="store_true",
                         help="ten: measure `solo` alone and stop (seed the ten workspaces yourself, in parallel)")
     parser.add_argument("--datasette-workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--baseline", metavar="REF", help="also run Connect at this git commit, side by side")
     args = parser.parse_args()
 
     DATA.mkdir(parents=True, exist_ok=True)
@@ -324,7 +361,9 @@ def main() -> int:
     run_dir.mkdir()
     Server.log_dir = run_dir
     load_before = os.getloadavg()[0]
-    results = [bench_database(make_database(kind), args) for kind in args.db]
+    with contextlib.ExitStack() as stack:
+        args.baseline_root = stack.enter_context(baseline_worktree(args.baseline, run_dir)) if args.baseline else None
+        results = [bench_database(make_database(kind), args) for kind in args.db]
     meta = {"started": f"{started:%Y-%m-%d %H:%M} UTC", "machine": rest.machine(), "load_before": load_before,
             "load_after": os.getloadavg()[0], "args": vars(args)}  # fmt: skip
     table = report(results, meta, args)
