@@ -25,8 +25,10 @@ How a window's candidates are found (`_window`), from where the previous window 
   for the next few matching rowids above the last one, and jumps to the next revision once a
   revision has given its segments. Every step is a seek in the index, so the cost follows the candidates, never the
   number of matches; a word that matches nothing costs one step.
-- PostgreSQL asks the planner how many segments of the workspace match. Few: one query over the
-  GIN index reads them all and keeps the newest revisions. Many (`_walk_is_cheaper`): it walks
+- PostgreSQL asks the planner how many segments of the workspace match, or, for a word its
+  table-wide statistics do not know, counts them through the index up to where the answer is
+  clear (`_matching_segments`). Few: one query over the GIN index reads them all and keeps the
+  newest revisions. Many (`_walk_is_cheaper`): it walks
   the workspace's revisions newest first in batches and probes each for its first matching
   segments (the segment order index, filtered by the stored vector), which for a common word
   finds them within a few rows. A word of middling frequency is the expensive case for both.
@@ -177,7 +179,12 @@ def segment_score(text: str, keys: list[str]) -> float:
 CANDIDATE_REVISIONS = 100  # the newest matching revisions that are ranked
 CANDIDATE_SEGMENTS = 4  # matching segments scored per revision (its first ones)
 SQLITE_MAX_STEPS = 4 * CANDIDATE_REVISIONS  # walk steps; a revisionKind filter skips the other kind
-POSTGRES_COMMON_MATCHES = 2000  # below this estimate of matches PostgreSQL always ranks them all
+POSTGRES_COMMON_MATCHES = 2000  # below this many matches PostgreSQL always ranks them all
+# What a segment the walk checks costs against a match the direct plan ranks (_walk_is_cheaper).
+# Measured in process on `solo` (146,051 segments), direct / walk p50: 'lisbon' (111 matches)
+# 5.3 / 78.6 ms, 'renewal' (4,076) 15.5 / 10.5, 'numbers' (7,642) 21.6 / 8.3, 'customer'
+# (10,689) 25.4 / 7.9: the plans cross near 3,000 matches, where sqrt(R·P·N) said 7,600.
+WALK_SEGMENT_COST = 1 / 6
 POSTGRES_MAX_BATCHES = 4  # batches of CANDIDATE_REVISIONS revisions the walk looks at
 # Several words that are all common: only the newest revisions are searched (see
 # _sqlite_common_until). "Common" is judged on the newest SAMPLE_REVISIONS on SQLite and on
@@ -374,34 +381,53 @@ def _estimated_rows(sql: str, params: list[Any]) -> float:
     return float(plan[0]["Plan"]["Plan Rows"])
 
 
+_MATCHES_SQL = f"SELECT 1 FROM recordings_segment AS seg WHERE seg.search_vector @@ {_TSQUERY}"
+
+
+def _unknown_estimate() -> float:
+    """PostgreSQL: the planner's estimate for a word its statistics do not know. They are the
+    whole table's and keep only its most common lexemes (a few thousand at the default target);
+    any other gets one fixed guess (half the least common kept frequency), so in a table of many
+    workspaces most words of a small one are guessed alike, whether in 0 or 7,000 segments
+    (measured: `solo` beside ten others, 'numbers' in 7,642 and 'lisbon' in 111 both 4,519).
+    No workspace id is empty: '' names a lexeme never indexed."""
+    return _estimated_rows(_MATCHES_SQL, ["", "unknown"])
+
+
+def _matching_segments(workspace_id: Any, word: str, enough: float, unknown: float) -> float:
+    """PostgreSQL: how many of the workspace's segments contain `word`, as far as it takes to
+    tell whether `enough` do: the planner's estimate when its statistics know the word (it is
+    above `unknown`, `_unknown_estimate()`), else a count through the index that stops there."""
+    estimate = _estimated_rows(_MATCHES_SQL, [workspace_id, word])
+    if estimate > unknown:
+        return estimate
+    with connection.cursor() as db:
+        db.execute(f"SELECT count(*) FROM ({_MATCHES_SQL} LIMIT %s) AS m", [workspace_id, word, math.ceil(enough)])
+        return db.fetchone()[0]
+
+
 def _all_words_common(terms: list[str], workspace_id: Any) -> bool:
     """PostgreSQL: whether a query of several words has only common words (each in COMMON_SHARE
-    of the workspace's segments or more, by the planner's statistics). GIN intersects their
-    long posting lists whole, so such a query only walks the newest COMMON_QUERY_REVISIONS."""
+    of the workspace's segments or more). GIN intersects their long posting lists whole, so such
+    a query only walks the newest COMMON_QUERY_REVISIONS."""
     if len(terms) < 2:
         return False
     segments = _estimated_rows("SELECT 1 FROM recordings_segment WHERE workspace_id = %s", [workspace_id])
     if segments < COMMON_QUERY_REVISIONS * CANDIDATE_SEGMENTS:
         return False
-    return all(
-        _estimated_rows(f"SELECT 1 FROM recordings_segment AS seg WHERE seg.search_vector @@ {_TSQUERY}",
-                        [workspace_id, term]) >= COMMON_SHARE * segments  # fmt: skip
-        for term in terms
-    )
+    common, unknown = COMMON_SHARE * segments, _unknown_estimate()
+    return all(_matching_segments(workspace_id, term, common, unknown) >= common for term in terms)
 
 
 def _walk_is_cheaper(terms: list[str], workspace_id: Any) -> bool:
-    """PostgreSQL: whether walking revisions beats ranking every match. The walk reads about
-    R·P/d segments for a density d of matches, the direct plan every match (d·N for N segments
-    in the workspace): the walk wins from d·N > sqrt(R·P·N)."""
-    matches = _estimated_rows(
-        f"SELECT 1 FROM recordings_segment AS seg WHERE seg.search_vector @@ {_TSQUERY}",
-        [workspace_id, " ".join(terms)],
-    )
-    if matches < POSTGRES_COMMON_MATCHES:
-        return False
+    """PostgreSQL, one word: whether walking revisions beats ranking every match. The walk
+    checks about R·P/d segments for a density d of matches, the direct plan ranks every match
+    (d·N for N segments in the workspace), each WALK_SEGMENT_COST times as costly as a check:
+    the walk wins from d·N > sqrt(WALK_SEGMENT_COST·R·P·N)."""
     segments = _estimated_rows("SELECT 1 FROM recordings_segment WHERE workspace_id = %s", [workspace_id])
-    return matches > math.sqrt(CANDIDATE_REVISIONS * CANDIDATE_SEGMENTS * segments)
+    walk_from = max(POSTGRES_COMMON_MATCHES,
+                    math.sqrt(WALK_SEGMENT_COST * CANDIDATE_REVISIONS * CANDIDATE_SEGMENTS * segments))  # fmt: skip
+    return _matching_segments(workspace_id, " ".join(terms), walk_from + 1, _unknown_estimate()) > walk_from
 
 
 def _sqlite_common_until(db, terms: list[str], workspace_id: Any, start: int | None = None) -> int | None:

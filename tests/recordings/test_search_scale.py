@@ -138,6 +138,31 @@ def test_postgresql_walk_is_chosen_for_common_words_only(acme, monkeypatch):
     assert not search._walk_is_cheaper(["rare"], acme.id)
 
 
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_postgresql_counts_the_words_its_statistics_do_not_know(acme, globex, monkeypatch):
+    """The planner's statistics are the whole table's: they keep its most common lexemes (here
+    at most 10, statistics target 1), which another workspace's words fill, and guess every
+    other word alike. acme's 'budget' (in 500 of its 501 segments) and 'rare' (in 1) both get
+    that guess; counted through the index, the first walks and the second does not."""
+    monkeypatch.setattr(search, "POSTGRES_COMMON_MATCHES", 10)
+    with connection.cursor() as db:  # before any row: not with the test transaction's pending FK checks
+        db.execute("ALTER TABLE recordings_segment ALTER COLUMN search_vector SET STATISTICS 1")
+    busy = " ".join(f"word{i}" for i in range(10))  # as many as the statistics keep
+    services.append_committed_segments(session=factories.session(globex), segments=factories.segments([busy] * 2000))
+    texts = [f"budget routine {i}" for i in range(500)] + ["rare words"]
+    services.append_committed_segments(session=factories.session(acme), segments=factories.segments(texts))
+    with connection.cursor() as db:
+        db.execute("ANALYZE recordings_segment")
+    unknown = search._unknown_estimate()
+    for word in ("budget", "rare"):
+        assert search._estimated_rows(search._MATCHES_SQL, [acme.id, word]) <= unknown  # only the guess
+    assert search._estimated_rows(search._MATCHES_SQL, [globex.id, "word3"]) > unknown  # known
+    assert search._walk_is_cheaper(["budget"], acme.id)
+    assert not search._walk_is_cheaper(["rare"], acme.id)
+    assert search._all_words_common(["budget", "routine"], acme.id)
+    assert not search._all_words_common(["budget", "rare"], acme.id)
+
+
 # --- Query shapes that must stay bounded -------------------------------------------------
 
 
