@@ -28,10 +28,9 @@ How a window's candidates are found (`_window`), from where the previous window 
 - PostgreSQL asks the planner how many segments of the workspace match, or, for a word its
   table-wide statistics do not know, counts them through the index up to where the answer is
   clear (`_matching_segments`). Few: one query over the GIN index reads them all and keeps the
-  newest revisions. Many (`_walk_is_cheaper`): it walks
-  the workspace's revisions newest first in batches and probes each for its first matching
-  segments (the segment order index, filtered by the stored vector), which for a common word
-  finds them within a few rows. A word of middling frequency is the expensive case for both.
+  newest revisions. Many (`_walk_is_cheaper`): it walks the workspace's revisions newest first
+  in batches and probes each for its first matching segments (the segment order index,
+  filtered by the stored vector), which for a common word finds them within a few rows. A word of middling frequency is the expensive case for both.
 
 Windows of several words that are all common are ranges of revisions, matching or not (SQLite
 the next `common_window` revisions, PostgreSQL one walk batch), so a rare combination of them
