@@ -662,21 +662,26 @@ def _segment_texts(candidates: dict[str, list[int]]) -> tuple[dict[tuple[str, in
     candidate revision's session was created (the ranking's tie-break), in one query.
     (PostgreSQL's candidate queries read both as they find the segments.)"""
     pairs = [(t, seq) for t, sequences in candidates.items() for seq in sequences]
-    values = ", ".join(["(%s, %s)"] * len(pairs))
+    values = ", ".join(["(?, ?)"] * len(pairs))
     # From the pairs into segments by the (transcript_id, sequence) index (CROSS JOIN fixes that
-    # order, as SQLite would otherwise scan segments for a row-value IN).
-    with connection.cursor() as db:
-        db.execute(
-            "SELECT seg.transcript_id, seg.sequence, seg.text, s.created_at"
+    # order, as SQLite would otherwise scan segments for a row-value IN). The sqlite3 cursor, as
+    # in the walk: Django's rewrites up to 800 placeholders. created_at as text: the connection
+    # would parse it once per segment, where once per revision is needed.
+    connection.ensure_connection()
+    with connection.wrap_database_errors, contextlib.closing(connection.connection.cursor()) as raw:
+        rows = raw.execute(
+            "SELECT seg.transcript_id, seg.sequence, seg.text, CAST(s.created_at AS TEXT)"
             f" FROM (SELECT column1 AS t, column2 AS s FROM (VALUES {values}) AS v) AS p"
             " CROSS JOIN recordings_segment AS seg ON seg.transcript_id = p.t AND seg.sequence = p.s"
             " JOIN recordings_transcript AS tr ON tr.id = seg.transcript_id"
             " JOIN recordings_session AS s ON s.id = tr.session_id",
             [v for pair in pairs for v in pair],
-        )
-        rows = db.fetchall()
-    texts = {(t, seq): text for t, seq, text, _ in rows}
-    created = {t: _aware(created_at) for t, _, _, created_at in rows}
+        ).fetchall()
+    texts, created = {}, {}
+    for transcript_id, sequence, text, created_at in rows:
+        texts[transcript_id, sequence] = text
+        if transcript_id not in created:
+            created[transcript_id] = _aware(created_at)
     return texts, created
 
 
