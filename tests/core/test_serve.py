@@ -4,13 +4,17 @@ the kernel spreads connections across them; a port in use still fails."""
 from __future__ import annotations
 
 import errno
+import os
+import signal
 import socket
+import time
+from pathlib import Path
 
 import httpx
 import pytest
 
 from apps.core.management.commands.serve import listening_sockets
-from tests.servers import serve
+from tests.servers import descendants, serve, start
 
 
 def test_each_process_gets_its_own_socket_on_one_port():
@@ -50,3 +54,44 @@ def test_connections_are_spread_over_both_processes(tmp_path, transactional_db):
             with httpx.Client(base_url=server.url, timeout=30) as client:
                 processes.append(client.get("/test/thread").json()["process"])
     assert len(set(processes)) == 2, processes
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.e2e
+def test_stopping_leaves_no_process_behind_even_when_a_child_does_not_stop(tmp_path, transactional_db):
+    """django-q2's qcluster forks its sentinel, which forks workers, a monitor and a pusher. A
+    qcluster that does not stop in time is killed; before, its sentinel and workers were left
+    running, orphaned, with their database connections (seen after the test suite: a sentinel
+    holding three sessions on the test database, so that it could not be dropped)."""
+    server = start(tmp_path, tasks=True)
+    try:
+        wait = time.monotonic() + 60
+        while time.monotonic() < wait and sum(b"qcluster" in _cmdline(p) for p in descendants(server.process.pid)) < 4:
+            time.sleep(0.2)  # the sentinel and its children are up
+        qcluster = next(p for p in descendants(server.process.pid)
+                        if b"qcluster" in _cmdline(p) and _parent(p) == server.process.pid)  # fmt: skip
+        family = descendants(server.process.pid)
+        assert sum(b"qcluster" in _cmdline(p) for p in family) >= 4
+        os.kill(qcluster, signal.SIGSTOP)  # it cannot stop gracefully now
+    finally:
+        server.stop()
+    time.sleep(1)
+    assert [p for p in family if _alive(p)] == []
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])

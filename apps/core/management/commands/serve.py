@@ -5,7 +5,9 @@ Daphne has no worker option, so this command binds the sockets and hands each ch
 across the processes by hash. One socket shared by all processes spread them by who woke first:
 a process could accept a whole burst of keep-alive connections and serve them alone while the
 other idled (seen in bench/search.py: 51 against 132-143 req/s in the same run, one process at
-120 % CPU). A child that dies is restarted on its socket; SIGINT/SIGTERM stop all.
+120 % CPU). A child that dies is restarted on its socket; SIGINT/SIGTERM stop all. Each child leads a
+process group, killed whole once the child has stopped or failed to within 10 s, so nothing a
+child forked outlives it.
 
 Beside daphne it runs the task side (unless `--no-tasks`): the django-q2 cluster (`qcluster`;
 ORM broker by default, Redis when REDIS_URL is set) and the webhook sweeper, which re-queues
@@ -53,7 +55,9 @@ class Command(BaseCommand):
             commands.append(django + ["sweep_webhook_deliveries", "--every", sweep_every])
 
         def spawn(i: int) -> subprocess.Popen:
-            return subprocess.Popen(commands[i], pass_fds=[sockets[i].fileno()] if i < len(sockets) else [])
+            # Each child leads its own process group, so that what it forked goes with it.
+            fds = [sockets[i].fileno()] if i < len(sockets) else []
+            return subprocess.Popen(commands[i], pass_fds=fds, process_group=0)
 
         children = [spawn(i) for i in range(len(commands))]
         stopping = False
@@ -75,6 +79,7 @@ class Command(BaseCommand):
                 for i, child in enumerate(children):
                     if child.poll() is not None and not stopping:
                         self.stderr.write(f"child process {child.pid} exited ({child.returncode}); restarting")
+                        kill_group(child)
                         time.sleep(0.5)
                         children[i] = spawn(i)
                 time.sleep(0.2)
@@ -86,9 +91,22 @@ class Command(BaseCommand):
                 try:
                     child.wait(timeout=10)
                 except subprocess.TimeoutExpired:
-                    child.kill()
+                    pass
+                kill_group(child)
             for sock in sockets:
                 sock.close()
+
+
+def kill_group(child: subprocess.Popen) -> None:
+    """Kills what is left of a child's process group, the child included, and reaps the child.
+    django-q2's qcluster forks a sentinel that forks workers, a monitor and a pusher: a qcluster
+    that died or did not stop in time left them running, orphaned, with their database
+    connections."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # the group is gone: everything in it has exited
+    child.wait()
 
 
 def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
