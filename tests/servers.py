@@ -168,3 +168,18 @@ def collected_static(tmp_path_factory) -> Path:
         cwd=ROOT, env=env, check=True, timeout=300, capture_output=True,
     )
     return root
+
+
+def forget_rate_limit_counts() -> None:
+    """Deletes this test database's rate-limit counters from Redis (when configured): a live
+    test with a window of 10^9 s would otherwise leave keys that expire in 2 × 10^9 s."""
+    from django.conf import settings
+
+    if not settings.REDIS_URL:
+        return
+    from apps.core.ratelimit import _redis
+
+    client = _redis()
+    keys = list(client.scan_iter(f"connect:ratelimit:{settings.DATABASES['default']['NAME']}:*"))
+    if keys:
+        client.delete(*keys)

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests import factories
-from tests.servers import serve
+from tests.servers import forget_rate_limit_counts, serve
 
 pytestmark = [pytest.mark.e2e]
 
@@ -28,6 +28,7 @@ def limited_server(django_db_setup, django_db_blocker, tmp_path_factory):
     }
     with serve(tmp_path_factory.mktemp("rate-limits"), workers=2, env=env) as server:
         yield server
+    forget_rate_limit_counts()
 
 
 def fresh_get(url: str, path: str, key: str | None = None) -> httpx.Response:

@@ -8,6 +8,7 @@ import pytest
 
 from apps.events.models import StreamSlot
 from tests.events.live import STREAM, Reader, start_server
+from tests.servers import forget_rate_limit_counts
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,6 +26,7 @@ def limited(django_db_setup, django_db_blocker, tmp_path_factory):
     )
     yield server
     server.stop()
+    forget_rate_limit_counts()
 
 
 @pytest.fixture
