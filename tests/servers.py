@@ -54,16 +54,40 @@ def server_env(base_url: str | None = None, **overrides: str) -> dict[str, str]:
     return env
 
 
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/<pid>/stat after the command name: state, parent, …; [] once the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def parent_of(pid: int) -> int | None:
+    fields = _stat_fields(pid)
+    return int(fields[1]) if fields else None
+
+
+def alive(pid: int) -> bool:
+    """Running, not gone and not a zombie waiting to be reaped."""
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] != "Z"
+
+
+def cmdline_of(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def descendants(pid: int) -> list[int]:
     """Every process below `pid` (its children, theirs, …), from /proc."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
+            ppid = parent_of(int(entry.name))
+            if ppid is not None:
+                children.setdefault(ppid, []).append(int(entry.name))
     found, todo = [], [pid]
     while todo:
         for child in children.get(todo.pop(), []):
@@ -168,6 +192,13 @@ def collected_static(tmp_path_factory) -> Path:
         cwd=ROOT, env=env, check=True, timeout=300, capture_output=True,
     )
     return root
+
+
+# Rate-limit windows are aligned to the clock, so even an hour's window starts during a test
+# that runs across a full hour (seen: the counts reset halfway at 21:00:00). One of 10^9 s next
+# starts in May 2033. The counters' Redis keys expire after two windows, so the tests that use
+# it delete them after (`forget_rate_limit_counts`).
+UNTURNING_WINDOW_SECONDS = "1000000000"
 
 
 def forget_rate_limit_counts() -> None:

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests import factories
-from tests.servers import forget_rate_limit_counts, serve
+from tests.servers import UNTURNING_WINDOW_SECONDS, forget_rate_limit_counts, serve
 
 pytestmark = [pytest.mark.e2e]
 
@@ -18,13 +18,10 @@ LIMIT = 12
 
 @pytest.fixture(scope="module")
 def limited_server(django_db_setup, django_db_blocker, tmp_path_factory):
-    # Windows are aligned to the clock, so an hour's window still started during a test that
-    # ran across a full hour (seen: the counts reset halfway at 21:00:00). One of 10^9 s
-    # starts next in May 2033.
     env = {
         "CONNECT_RATE_LIMIT_PER_CREDENTIAL": str(LIMIT),
         "CONNECT_RATE_LIMIT_PER_WORKSPACE": str(LIMIT * 3),
-        "CONNECT_RATE_LIMIT_WINDOW_SECONDS": "1000000000",
+        "CONNECT_RATE_LIMIT_WINDOW_SECONDS": UNTURNING_WINDOW_SECONDS,
     }
     with serve(tmp_path_factory.mktemp("rate-limits"), workers=2, env=env) as server:
         yield server

@@ -30,7 +30,8 @@ How a window's candidates are found (`_window`), from where the previous window 
   clear (`_matching_segments`). Few: one query over the GIN index reads them all and keeps the
   newest revisions. Many (`_walk_is_cheaper`): it walks the workspace's revisions newest first
   in batches and probes each for its first matching segments (the segment order index,
-  filtered by the stored vector), which for a common word finds them within a few rows. A word of middling frequency is the expensive case for both.
+  filtered by the stored vector), which for a common word finds them within a few rows. A word
+  of middling frequency is the expensive case for both.
 
 Windows of several words that are all common are ranges of revisions, matching or not (SQLite
 the next `common_window` revisions, PostgreSQL one walk batch), so a rare combination of them
@@ -338,8 +339,8 @@ def _range_matches(
 ) -> list[tuple] | None:
     """PostgreSQL, a few common words: the walk's rows (`_walk_sql`) for the same range of
     revisions, found through the GIN index instead of probing every segment of every revision;
-    None when the range holds more than RANGE_MATCHES_MAX matches (then the walk, which stops at each
-    revision's first matches, is the cheaper plan). GIN intersects the words' posting lists
+    None when the range holds more than RANGE_MATCHES_MAX matches (then the walk, which stops at
+    each revision's first matches, is the cheaper plan). GIN intersects the words' posting lists
     from the rarest, and a bitmap of the range's segments keeps only theirs: 'release renewal'
     (0.75 % of segments) 9 ms against the walk's 23 ms, which checks all 46,000 segments."""
     where, params = _revision_filters("t.", workspace_id, revision_kind, resume, through, down_to)
@@ -515,6 +516,17 @@ class _Window:
         return self
 
 
+@contextlib.contextmanager
+def _sqlite_cursor():
+    """The sqlite3 module's own cursor on Django's connection, for statements run many times or
+    with many placeholders: Django's wrapper rewrites every placeholder on every execute (1.5 ms
+    of a 100-step walk). Errors are still Django's (the request deadline's `interrupted` among
+    them)."""
+    connection.ensure_connection()
+    with connection.wrap_database_errors, contextlib.closing(connection.connection.cursor()) as raw:
+        yield raw
+
+
 def _sqlite_window(
     terms: list[str], workspace_id: Any, revision_kind: str | None, start: int | None, pin: _Pin | None
 ) -> _Window:
@@ -524,11 +536,7 @@ def _sqlite_window(
     candidates: dict[str, list[int]] = {}
     keys: dict[str, int] = {}  # transcript id: revision key
     resume, steps, exhausted = (pin.first if pin else start), 0, False
-    # The sqlite3 module's own cursor, as a step runs up to SQLITE_MAX_STEPS times: Django's
-    # wrapper rewrites the SQL's placeholders on every execute (1.5 ms of a 100-step search).
-    # Errors are still Django's (the request deadline's `interrupted` among them).
-    connection.ensure_connection()
-    with connection.wrap_database_errors, contextlib.closing(connection.connection.cursor()) as raw:
+    with _sqlite_cursor() as raw:  # a step runs up to SQLITE_MAX_STEPS times
         # A pinned window ends where it ended; a new one where the common words' range ends.
         until = pin.last if pin else _sqlite_common_until(raw, terms, workspace_id, start)
         while len(candidates) < CANDIDATE_REVISIONS and steps < SQLITE_MAX_STEPS:
@@ -664,11 +672,10 @@ def _segment_texts(candidates: dict[str, list[int]]) -> tuple[dict[tuple[str, in
     pairs = [(t, seq) for t, sequences in candidates.items() for seq in sequences]
     values = ", ".join(["(?, ?)"] * len(pairs))
     # From the pairs into segments by the (transcript_id, sequence) index (CROSS JOIN fixes that
-    # order, as SQLite would otherwise scan segments for a row-value IN). The sqlite3 cursor, as
-    # in the walk: Django's rewrites up to 800 placeholders. created_at as text: the connection
-    # would parse it once per segment, where once per revision is needed.
-    connection.ensure_connection()
-    with connection.wrap_database_errors, contextlib.closing(connection.connection.cursor()) as raw:
+    # order, as SQLite would otherwise scan segments for a row-value IN). Up to 800 placeholders.
+    # created_at as text: the connection would parse it once per segment, where once per
+    # revision is needed.
+    with _sqlite_cursor() as raw:
         rows = raw.execute(
             "SELECT seg.transcript_id, seg.sequence, seg.text, CAST(s.created_at AS TEXT)"
             f" FROM (SELECT column1 AS t, column2 AS s FROM (VALUES {values}) AS v) AS p"
@@ -685,11 +692,11 @@ def _segment_texts(candidates: dict[str, list[int]]) -> tuple[dict[tuple[str, in
     return texts, created
 
 
-def _aware(value: str | datetime) -> datetime:
-    """A timestamp read from SQLite without the ORM: the naive UTC value Django wrote, as text
-    or already parsed by the connection's converters; aware, as the ORM would return it."""
-    value = value if isinstance(value, datetime) else datetime.fromisoformat(value)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+def _aware(value: str) -> datetime:
+    """A timestamp read from SQLite as text, without the ORM: the naive UTC value Django wrote;
+    aware, as the ORM would return it."""
+    parsed = datetime.fromisoformat(value)
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
 
 
 def _encode_position(position: Any) -> Any:

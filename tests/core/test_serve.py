@@ -8,13 +8,12 @@ import os
 import signal
 import socket
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
 from apps.core.management.commands.serve import listening_sockets
-from tests.servers import descendants, serve, start
+from tests.servers import alive, cmdline_of, descendants, parent_of, serve, start
 
 
 def test_each_process_gets_its_own_socket_on_one_port():
@@ -56,14 +55,6 @@ def test_connections_are_spread_over_both_processes(tmp_path, transactional_db):
     assert len(set(processes)) == 2, processes
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.mark.e2e
 def test_stopping_leaves_no_process_behind_even_when_a_child_does_not_stop(tmp_path, transactional_db):
     """django-q2's qcluster forks its sentinel, which forks workers, a monitor and a pusher. A
@@ -73,25 +64,15 @@ def test_stopping_leaves_no_process_behind_even_when_a_child_does_not_stop(tmp_p
     server = start(tmp_path, tasks=True)
     try:
         wait = time.monotonic() + 60
-        while time.monotonic() < wait and sum(b"qcluster" in _cmdline(p) for p in descendants(server.process.pid)) < 4:
+        while time.monotonic() < wait and sum(b"qcluster" in cmdline_of(p) for p in descendants(server.process.pid)) < 4:
             time.sleep(0.2)  # the sentinel and its children are up
         qcluster = next(p for p in descendants(server.process.pid)
-                        if b"qcluster" in _cmdline(p) and _parent(p) == server.process.pid)  # fmt: skip
+                        if b"qcluster" in cmdline_of(p) and parent_of(p) == server.process.pid)  # fmt: skip
         family = descendants(server.process.pid)
-        assert sum(b"qcluster" in _cmdline(p) for p in family) >= 4
+        assert sum(b"qcluster" in cmdline_of(p) for p in family) >= 4
         os.kill(qcluster, signal.SIGSTOP)  # it cannot stop gracefully now
     finally:
         server.stop()
     time.sleep(1)
-    assert [p for p in family if _alive(p)] == []
+    assert [p for p in family if alive(p)] == []
 
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])

@@ -8,7 +8,7 @@ import pytest
 
 from apps.events.models import StreamSlot
 from tests.events.live import STREAM, Reader, start_server
-from tests.servers import forget_rate_limit_counts
+from tests.servers import UNTURNING_WINDOW_SECONDS, forget_rate_limit_counts
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,9 +20,7 @@ def limited(django_db_setup, django_db_blocker, tmp_path_factory):
     server = start_server(
         tmp_path_factory.mktemp("events-rate"),
         CONNECT_RATE_LIMIT_PER_CREDENTIAL=str(LIMIT),
-        # Windows are aligned to the clock: an hour's started at 21:00:00 in the middle of a run
-        # of this test and reset its counts. One of 10^9 s starts next in May 2033.
-        CONNECT_RATE_LIMIT_WINDOW_SECONDS="1000000000",
+        CONNECT_RATE_LIMIT_WINDOW_SECONDS=UNTURNING_WINDOW_SECONDS,
     )
     yield server
     server.stop()

@@ -13,7 +13,7 @@ import pytest
 from apps.webhooks import keys
 from apps.webhooks.models import Delivery
 from tests import factories
-from tests.servers import descendants
+from tests.servers import cmdline_of, descendants, parent_of
 from tests.webhooks.conftest import wait_until
 from tests.webhooks.receiver import Receiver
 
@@ -136,15 +136,10 @@ def test_a_worker_killed_mid_attempt_loses_nothing(webhook_server, live_receiver
 def _sentinel_children(server_pid: int) -> list[int]:
     """The processes django-q2's sentinel runs (workers, monitor, pusher): the children of the
     one task-cluster process that has several."""
-    pids = descendants(server_pid)
     parents = {}
-    for pid in pids:
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        if b"qcluster" in cmdline:
+    for pid in descendants(server_pid):
+        ppid = parent_of(pid)
+        if ppid is not None and b"qcluster" in cmdline_of(pid):
             parents.setdefault(ppid, []).append(pid)
     sentinel, children = max(parents.items(), key=lambda item: len(item[1]))
     assert len(children) >= 3, parents
@@ -203,12 +198,7 @@ def test_only_the_webhook_server_runs_a_sweeper_and_workers(webhook_server, live
     minutes later (seen: a dead-letter test waiting 90 s after its second attempt)."""
 
     def task_processes(server) -> list[str]:
-        commands = []
-        for pid in descendants(server.process.pid):
-            try:
-                commands.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
-            except OSError:
-                continue
+        commands = [cmdline_of(pid).replace(b"\0", b" ").decode() for pid in descendants(server.process.pid)]
         return [c for c in commands if "sweep_webhook_deliveries" in c or "qcluster" in c]
 
     assert task_processes(webhook_server)

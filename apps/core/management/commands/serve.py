@@ -5,9 +5,9 @@ Daphne has no worker option, so this command binds the sockets and hands each ch
 across the processes by hash. One socket shared by all processes spread them by who woke first:
 a process could accept a whole burst of keep-alive connections and serve them alone while the
 other idled (seen in bench/search.py: 51 against 132-143 req/s in the same run, one process at
-120 % CPU). A child that dies is restarted on its socket; SIGINT/SIGTERM stop all. Each child leads a
-process group, killed whole once the child has stopped or failed to within 10 s, so nothing a
-child forked outlives it.
+120 % CPU). A child that dies is restarted on its socket; SIGINT/SIGTERM stop all. Each child
+leads a process group, killed whole once the child has stopped or failed to within 10 s, so
+nothing a child forked outlives it.
 
 Beside daphne it runs the task side (unless `--no-tasks`): the django-q2 cluster (`qcluster`;
 ORM broker by default, Redis when REDIS_URL is set) and the webhook sweeper, which re-queues
