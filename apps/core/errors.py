@@ -64,6 +64,39 @@ class NotAllowed(ApiError):
     status, code = 409, "not_allowed"
 
 
+class PayloadTooLarge(ApiError):
+    status, code = 413, "payload_too_large"
+
+
+class InvalidFilters(ApiError):
+    status, code = 400, "invalid_filters"
+
+
+class FilterCostExceeded(ApiError):
+    """Body adds `cost`, `budget` and `entries` (contract §7)."""
+
+    status, code = 400, "filter_cost_exceeded"
+
+
+class RateLimited(ApiError):
+    status, code = 429, "rate_limited"
+
+
+class ConnectionLimit(ApiError):
+    status, code = 429, "connection_limit"
+
+
+class RequestTimeout(ApiError):
+    status, code = 503, "timeout"
+
+
+class Unavailable(ApiError):
+    """A dependency (database, Redis) cannot be reached, or the process is saturated; the
+    response carries `Retry-After`."""
+
+    status, code = 503, "unavailable"
+
+
 def www_authenticate() -> str:
     return f'Bearer resource_metadata="{settings.CONNECT_BASE_URL}/.well-known/oauth-protected-resource"'
 
@@ -100,7 +133,7 @@ def as_api_error(exc: Exception) -> ApiError | None:
     for kind, error in _DRF_CODES.items():
         if isinstance(exc, kind):
             return error
-    from apps.core.timeouts import RequestTimeout, is_timeout
+    from apps.core.timeouts import is_timeout
 
     if is_timeout(exc):
         return RequestTimeout()

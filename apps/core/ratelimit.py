@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import connection
 
-from apps.core.errors import ApiError
+from apps.core.errors import RateLimited
 from apps.tenancy.authentication import BearerAuthentication
 from apps.tenancy.openapi import BearerScheme
 from apps.tenancy.principal import Principal
@@ -41,10 +41,6 @@ from apps.tenancy.principal import Principal
 logger = logging.getLogger("connect.ratelimit")
 
 HEADER_NAMES = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Retry-After")
-
-
-class RateLimited(ApiError):
-    status, code = 429, "rate_limited"
 
 
 @dataclass(frozen=True)

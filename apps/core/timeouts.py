@@ -21,17 +21,13 @@ from django.conf import settings
 from django.db.backends.signals import connection_created
 from django.db.utils import OperationalError
 
-from apps.core.errors import ApiError, error_response
+from apps.core.errors import RequestTimeout, error_response
 
 _request = threading.local()  # .deadline: time.monotonic() value, or None outside requests
 
 # How many SQLite virtual-machine instructions run between two deadline checks: about a
 # millisecond of work, so the check costs nothing measurable and overshoots by little.
 SQLITE_PROGRESS_STEPS = 10_000
-
-
-class RequestTimeout(ApiError):
-    status, code = 503, "timeout"
 
 
 def _past_deadline() -> int:

@@ -51,8 +51,18 @@ from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
 
-from apps.core.errors import ApiError, InsufficientScope, InvalidRequest, MethodNotAllowed, www_authenticate
-from apps.core.ratelimit import RateDecision, RateLimited, check_rate_limit_sync
+from apps.core.errors import (
+    ApiError,
+    ConnectionLimit,
+    FilterCostExceeded,
+    InsufficientScope,
+    InvalidFilters,
+    InvalidRequest,
+    MethodNotAllowed,
+    RateLimited,
+    www_authenticate,
+)
+from apps.core.ratelimit import RateDecision, check_rate_limit_sync
 from apps.events import filters, slots
 from apps.events.credentials import CredentialRef
 from apps.events.hub import PING, Stream, get_hub, resume_frames
@@ -67,18 +77,6 @@ STREAM_HEADERS = [
     (b"x-accel-buffering", b"no"),
 ]
 REPLAY_CHUNK = 200
-
-
-class InvalidFilters(ApiError):
-    status, code = 400, "invalid_filters"
-
-
-class FilterCostExceeded(ApiError):
-    status, code = 400, "filter_cost_exceeded"
-
-
-class ConnectionLimit(ApiError):
-    status, code = 429, "connection_limit"
 
 
 class _Producer:

@@ -20,9 +20,9 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
-from apps.core.errors import ApiError, Unauthorized
+from apps.core.errors import ApiError, RateLimited, Unauthorized
 from apps.core.origins import allowed_origin
-from apps.core.ratelimit import RateLimited, check_rate_limit_sync
+from apps.core.ratelimit import check_rate_limit_sync
 from apps.mcp import protocol
 from apps.mcp.tools import WorkspaceTools
 from apps.tenancy.authentication import authenticate_bearer
