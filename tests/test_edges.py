@@ -240,3 +240,108 @@ def test_stream_filters_say_where_and_why(raw, detail):
 
 def test_webhook_and_stream_filters_share_one_error_class():
     assert webhook_filters.InvalidFilters is stream_filters.InvalidFilters
+
+
+# --- 414 / 431: the request head over daphne's limits (connect/engine/http_limits.py) --------
+
+
+@pytest.fixture(scope="module")
+def limits_server(django_db_setup, tmp_path_factory):
+    """daphne with the adaptation installed, as connect/asgi.py installs it in service."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.servers import ROOT, free_port, server_env
+
+    port = free_port()
+    code = (
+        "from connect.engine import http_limits; http_limits.install(); "
+        "from daphne.cli import CommandLineInterface; CommandLineInterface.entrypoint()"
+    )
+    log = tmp_path_factory.mktemp("limits") / "daphne.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-c", code, "-p", str(port), "connect.asgi:application"],
+            cwd=ROOT, env=server_env(), stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180  # generous: a busy machine imports slowly
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def raw_exchange(url: str, request: bytes) -> bytes:
+    """Send `request` on a raw socket and read until the server closes: what a client sees."""
+    import socket
+
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as sock:
+        try:
+            sock.sendall(request)
+        except OSError:
+            pass  # the server may stop reading: what it answered is still to be read
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    return received
+
+
+@pytest.mark.e2e
+def test_a_request_line_over_the_limit_is_414_json(limits_server):
+    with httpx.Client(base_url=limits_server, timeout=60) as http:
+        response = http.get("/api/v1/sessions", params={"cursor": "a" * 20_000})
+        assert response.status_code == 414 and response.json() == {"error": "uri_too_long"}
+        assert response.headers["connection"] == "close"
+        assert http.get("/healthz").status_code == 200  # a new connection is served as usual
+
+
+@pytest.mark.e2e
+def test_a_request_line_the_client_is_still_sending_gets_its_answer(limits_server):
+    """2 MB of request line: the server answers after 16 KiB and drains the rest, so the
+    answer is not lost to a reset."""
+    received = raw_exchange(limits_server, b"GET /healthz?x=" + b"a" * 2_000_000 + b" HTTP/1.1\r\nHost: h\r\n\r\n")
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 414 ") and json.loads(body) == {"error": "uri_too_long"}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("headers", [
+    {f"X-Filler-{i}": "v" * 100 for i in range(200)},  # 16 KiB of header block
+    {f"X-{i}": "v" for i in range(600)},  # more than 500 headers
+], ids=["bytes", "count"])
+def test_a_header_block_over_the_limit_is_431_json(limits_server, headers):
+    response = httpx.get(f"{limits_server}/healthz", headers=headers, timeout=60)
+    assert response.status_code == 431 and response.json() == {"error": "request_header_fields_too_large"}
+
+
+@pytest.mark.e2e
+def test_heads_within_the_limits_are_served(limits_server):
+    with httpx.Client(base_url=limits_server, timeout=60) as http:
+        assert http.get("/healthz", params={"x": "a" * 15_000}).status_code == 200
+        assert http.get("/healthz", headers={f"X-{i}": "v" for i in range(400)}).status_code == 200
+        response = http.post("/api/v1/webhooks", content=b"{}", headers={"Content-Type": "application/json"})
+        assert response.status_code == 401 and response.json() == {"error": "unauthorized"}  # same connection
+
+
+def test_the_private_names_the_adaptation_relies_on_exist():
+    import importlib
+
+    from connect.engine import http_limits
+
+    for module, path in http_limits.PRIVATE_NAMES:
+        target = importlib.import_module(module)
+        for name in path.split("."):
+            assert hasattr(target, name), (module, path)
+            target = getattr(target, name)

@@ -82,6 +82,18 @@ class PayloadTooLarge(ApiError):
     status, code = 413, "payload_too_large"
 
 
+class UriTooLong(ApiError):
+    """The request line is over the HTTP server's limit (connect/engine/http_limits.py)."""
+
+    status, code = 414, "uri_too_long"
+
+
+class HeadersTooLarge(ApiError):
+    """The request's header block is over the HTTP server's limit (connect/engine/http_limits.py)."""
+
+    status, code = 431, "request_header_fields_too_large"
+
+
 class InvalidFilters(ApiError):
     status, code = 400, "invalid_filters"
 
