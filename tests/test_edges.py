@@ -52,7 +52,7 @@ def oversized(content_type: str) -> bytes:
 def test_a_body_over_the_upload_limit_is_413_everywhere(server, transactional_db, method, path, content_type):
     key = factories.api_key(factories.member(factories.workspace("edges"), "e@edges.test"), factories.ALL_SCOPES)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": content_type}
-    with server.client() as http:
+    with httpx.Client(base_url=server.url, timeout=60) as http:
         response = http.request(method, path, content=oversized(content_type), headers=headers)
         assert response.status_code == 413, response.text
         assert response.json() == {"error": "payload_too_large"}
@@ -73,7 +73,7 @@ def test_a_chunked_body_without_content_length_is_measured_too(server, transacti
         f"{server.url}/api/v1/webhooks",
         content=chunks(),
         headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-        timeout=30,
+        timeout=60,
     )
     assert "content-length" not in {k.lower() for k in response.request.headers}
     assert response.status_code == 413 and response.json() == {"error": "payload_too_large"}
@@ -89,10 +89,29 @@ def test_a_body_at_the_limit_reaches_the_view(server, transactional_db):
         f"{server.url}/api/v1/webhooks",
         content=body,
         headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-        timeout=30,
+        timeout=60,
     )
     # Read and judged by the view: the body misses url and filters.
     assert response.status_code == 400 and response.json() == {"error": "invalid_request", "detail": "filters: required"}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    "params, headers, body",
+    [
+        ({"filters": json.dumps([{"type": "session.created"}, {"type": "transcript.segment.created"}])}, {},
+         {"error": "invalid_filters", "detail": "filters[1].sessionId: required for transcript.segment.created"}),
+        ({"filters": "not json"}, {}, {"error": "invalid_filters", "detail": "filters: not JSON"}),
+        ({}, {"Last-Event-ID": "e" * 65}, {"error": "invalid_request", "detail": "Last-Event-ID: at most 64 characters"}),
+    ],
+)
+def test_the_event_stream_says_what_is_wrong_too(server, transactional_db, params, headers, body):
+    key = factories.api_key(factories.member(factories.workspace("stream"), "s@stream.test"), factories.ALL_SCOPES)
+    response = httpx.get(
+        f"{server.url}/api/v1/events/stream", params=params, headers={"Authorization": f"Bearer {key}", **headers},
+        timeout=60,
+    )
+    assert response.status_code == 400 and response.json() == body
 
 
 def test_a_drf_view_reading_an_oversized_body_is_413_not_500(db, settings):
