@@ -126,6 +126,18 @@ def manage(db: Database, *args: str, capture: bool = False) -> str:
     return result.stdout or ""
 
 
+def probe(db: Database, *extra: str) -> dict:
+    out = subprocess.run(
+        [PYTHON, "-m", "bench.probe", "--workspace", "bench", *extra],
+        cwd=ROOT,
+        env=db.env(),
+        check=True,
+        text=True,
+        stdout=subprocess.PIPE,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def after_seed(db: Database) -> None:
     """The search index's hourly upkeep, as the task cluster runs it in service (a database
     seeded before it existed is otherwise measured as if it never ran). PostgreSQL: VACUUM

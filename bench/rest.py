@@ -51,6 +51,7 @@ from bench.harness import (  # noqa: E402 - the shared harness (bench/harness.py
     log,
     machine,
     manage,
+    probe,
     sanity_check,
     wrk,
 )
@@ -74,18 +75,6 @@ def make_database(label: str, quick: bool) -> Database:
     ensure_postgres_database(name)
     extra = {"BENCH_DB_POOL": "1"} if label == "postgres-pool" else {}
     return Database("postgres", f"postgres://postgres@127.0.0.1:5432/{name}", label=label, extra_env=extra)
-
-
-def probe(db: Database, *extra: str) -> dict:
-    out = subprocess.run(
-        [PYTHON, "-m", "bench.probe", "--workspace", "bench", *extra],
-        cwd=ROOT,
-        env=db.env(),
-        check=True,
-        text=True,
-        stdout=subprocess.PIPE,
-    ).stdout
-    return json.loads(out.strip().splitlines()[-1])
 
 
 def seeded(db: Database, sessions: int, segments: int) -> bool:
