@@ -230,6 +230,8 @@ def _live_grants(
     for r in grants:
         wanted |= Q(application_id=r.credential_id, user_id=users[r.membership_id], workspace_id=r.workspace_id)
     fields = ("application_id", "user_id", "workspace_id")
+    # `token_holds` and a live refresh token, said in SQL: a grant needs only to exist, so the
+    # database answers with the union instead of every token of every grant.
     tokens = AccessToken.objects.filter(wanted, expires__gt=now)
     refresh = RefreshToken.objects.filter(wanted, revoked__isnull=True)
     if scope is not None:
