@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.access.rest import HasScope
 from apps.core.cursors import InvalidCursor
 from apps.core.errors import InvalidRequest
 from apps.core.openapi import error_responses
@@ -22,7 +23,6 @@ from apps.recordings.representations import (
     session_repr,
     transcript_revision_repr,
 )
-from apps.tenancy.authentication import HasScope
 
 SESSIONS_READ = HasScope.of("svc:sessions:read")
 TRANSCRIPTS_READ = HasScope.of("svc:transcripts:read")
