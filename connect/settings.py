@@ -73,6 +73,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # CORS first: it answers preflights on the Bearer-only paths (apps/core/cors.py).
     "corsheaders.middleware.CorsMiddleware",
+    "apps.core.middleware.UploadLimitMiddleware",
     "apps.core.middleware.NulCharacterMiddleware",
     "apps.core.middleware.PlainOptionsHeadMiddleware",
     "apps.core.timeouts.RequestDeadlineMiddleware",

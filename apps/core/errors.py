@@ -10,6 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import (
+    DisallowedHost,
+    RequestDataTooBig,
+    SuspiciousMultipartForm,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -32,6 +39,13 @@ class ApiError(Exception):
 
 class InvalidRequest(ApiError):
     status, code = 400, "invalid_request"
+
+
+def invalid(name: str, why: str, error: type[ApiError] = InvalidRequest) -> ApiError:
+    """A 400 that says which parameter or field is wrong and why: `{"error": code, "detail":
+    "limit: must be an integer from 1 to 100"}`. `why` is ours: never the client's value, which
+    may be a secret (a URL's credentials, a token pasted in the wrong place)."""
+    return error(detail=f"{name}: {why}")
 
 
 class Unauthorized(ApiError):
@@ -64,6 +78,18 @@ class NotAllowed(ApiError):
 
 class PayloadTooLarge(ApiError):
     status, code = 413, "payload_too_large"
+
+
+class UriTooLong(ApiError):
+    """The request line is over the HTTP server's limit (connect/engine/http_limits.py)."""
+
+    status, code = 414, "uri_too_long"
+
+
+class HeadersTooLarge(ApiError):
+    """The request's header block is over the HTTP server's limit (connect/engine/http_limits.py)."""
+
+    status, code = 431, "request_header_fields_too_large"
 
 
 class InvalidFilters(ApiError):
@@ -106,8 +132,8 @@ _DRF_CODES: dict[type[Exception], ApiError] = {
     drf.PermissionDenied: Forbidden(),
     drf.NotFound: NotFound(),
     drf.MethodNotAllowed: MethodNotAllowed(),
-    drf.ValidationError: InvalidRequest(),
-    drf.ParseError: InvalidRequest(),
+    drf.ValidationError: invalid("request", "fails validation"),
+    drf.ParseError: invalid("body", "malformed for its Content-Type"),
     drf.UnsupportedMediaType: ApiError("unsupported_media_type", status=415),
     drf.NotAcceptable: ApiError("not_acceptable", status=406),
     drf.Throttled: ApiError("rate_limited", status=429),
@@ -121,6 +147,10 @@ def as_api_error(exc: Exception) -> ApiError | None:
         return NotFound()
     if isinstance(exc, DjangoPermissionDenied):
         return Forbidden()
+    if isinstance(exc, RequestDataTooBig):
+        # Django's upload limit (DATA_UPLOAD_MAX_MEMORY_SIZE), raised when a view or middleware
+        # first reads the body. Django would answer 400 (it is a SuspiciousOperation); DRF, 500.
+        return PayloadTooLarge()
     for kind, error in _DRF_CODES.items():
         if isinstance(exc, kind):
             return error
@@ -142,8 +172,25 @@ def server_error_view(request) -> JsonResponse:  # noqa: ARG001
     return error_response(ApiError())
 
 
+# Django's SuspiciousOperation family, which it answers with handler400: what each one says.
+_SUSPICIOUS_DETAILS: dict[type[Exception], tuple[str, str]] = {
+    DisallowedHost: ("Host", "not a host this service answers for"),
+    TooManyFieldsSent: ("body", "more form fields than DATA_UPLOAD_MAX_NUMBER_FIELDS"),
+    TooManyFilesSent: ("body", "more files than DATA_UPLOAD_MAX_NUMBER_FILES"),
+    SuspiciousMultipartForm: ("body", "malformed multipart form"),
+}
+
+
 def bad_request_view(request, exception=None) -> JsonResponse:  # noqa: ARG001
-    return error_response(InvalidRequest())
+    """Django's handler400. RequestDataTooBig (a SuspiciousOperation) is `413 payload_too_large`."""
+    error = as_api_error(exception) if exception is not None else None
+    if error is None:
+        name, why = next(
+            (pair for kind, pair in _SUSPICIOUS_DETAILS.items() if isinstance(exception, kind)),
+            ("request", "refused by the request parser"),
+        )
+        error = invalid(name, why)
+    return error_response(error)
 
 
 def permission_denied_view(request, exception=None) -> JsonResponse:  # noqa: ARG001

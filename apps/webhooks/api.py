@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.access.credentials import require_scope
-from apps.core.errors import InvalidRequest
+from apps.core.errors import invalid
 from apps.core.openapi import error_responses
 from apps.core.params import DEFAULT_PAGE_SIZE, CursorField, LimitField, validate_query
 from apps.core.text import NotText, loads_text
@@ -30,16 +30,22 @@ Timestamp = serializers.CharField
 
 def json_body(request: Request, *, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:
     """The request's JSON object. A missing or other content type, malformed JSON, a string
-    that is not Unicode text, a non-object, unknown or missing fields: `400 invalid_request`."""
+    that is not Unicode text, a non-object, unknown or missing fields: `400 invalid_request`,
+    whose `detail` names the part at fault (never a value the client sent)."""
     content_type = (request.content_type or "").split(";")[0].strip().lower()
     if content_type != "application/json":
-        raise InvalidRequest()
+        raise invalid("Content-Type", "must be application/json")
     try:
         body = loads_text(request.body or b"")
     except NotText:
-        raise InvalidRequest() from None
-    if not isinstance(body, dict) or set(body) - allowed or required - set(body):
-        raise InvalidRequest()
+        raise invalid("body", "must be JSON text (UTF-8, no U+0000, no lone surrogate)") from None
+    if not isinstance(body, dict):
+        raise invalid("body", "must be a JSON object")
+    if set(body) - allowed:
+        raise invalid("body", "unknown field; the fields are " + ", ".join(sorted(allowed)))
+    missing = sorted(required - set(body))
+    if missing:
+        raise invalid(missing[0], "required")
     return body
 
 
