@@ -1,4 +1,4 @@
-"""Per-request time limit (apps/core/timeouts.py): a slow statement is cut off at
+"""Per-request time limit (connect/engine/deadlines.py): a slow statement is cut off at
 CONNECT_REQUEST_TIMEOUT_SECONDS and the client gets 503 timeout — on a real server, where
 PostgreSQL's statement_timeout and SQLite's progress handler are set as in production."""
 
@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.db.utils import OperationalError
 
-from apps.core.timeouts import is_timeout
+from connect.engine.database import is_timeout
 from tests.servers import ROOT, serve
 
 pytestmark = [pytest.mark.e2e]

@@ -15,6 +15,8 @@ from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf
 
+from connect.engine.database import is_timeout
+
 logger = logging.getLogger("connect.errors")
 
 
@@ -133,8 +135,6 @@ def as_api_error(exc: Exception) -> ApiError | None:
     for kind, error in _DRF_CODES.items():
         if isinstance(exc, kind):
             return error
-    from apps.core.timeouts import is_timeout
-
     if is_timeout(exc):
         return RequestTimeout()
     return None

@@ -5,18 +5,15 @@ protection, 403) and the Host, the method (GET and DELETE → 405: no SSE stream
 the body size (413); then, on a lane thread, the Bearer credential (401 with the `/mcp`
 resource metadata, 404 workspace_not_found, 403 forbidden), the rate limit (429, REST's
 buckets) and the media types (415, 406). Authentication, the protocol and the tools run as
-one call on one of a few long-lived threads per process (as apps/core/asgi.py runs Django's
-views), so a request costs one thread hop and one pooled database connection.
+one call on one of the process's lanes (connect/engine/lanes.py, shared with Django's views),
+so a request costs one thread hop and one pooled database connection.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
-from asgiref.sync import ThreadSensitiveContext
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
@@ -26,6 +23,7 @@ from apps.core.ratelimit import check_rate_limit_sync
 from apps.mcp import protocol
 from apps.mcp.tools import WorkspaceTools
 from apps.tenancy.authentication import authenticate_bearer
+from connect.engine.lanes import Lanes, process_lanes
 
 
 def www_authenticate_mcp() -> str:
@@ -62,24 +60,6 @@ def answer(headers: dict[str, str], body: bytes, duplicated: set[str]) -> tuple[
     return protocol.respond(headers, body, WorkspaceTools(principal), duplicated=duplicated), limit_headers
 
 
-class Lanes:
-    """A few long-lived single-thread executors; each request runs its sync code on the least
-    busy one (the policy of apps/core/asgi.py's LaneASGIHandler)."""
-
-    def __init__(self, count: int) -> None:
-        self._executors = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mcp-lane-{i}") for i in range(count)]
-        self._busy = [0] * count
-
-    async def run(self, fn, *args):
-        lane = min(range(len(self._executors)), key=self._busy.__getitem__)
-        self._busy[lane] += 1
-        try:
-            async with ThreadSensitiveContext(executor=self._executors[lane]):
-                return await database_sync_to_async(fn)(*args)
-        finally:
-            self._busy[lane] -= 1
-
-
 def _media_type(value: str) -> str:
     return value.split(";", 1)[0].strip().lower()
 
@@ -94,14 +74,9 @@ def accepts_json(accept: str | None) -> bool:
 class McpEndpoint:
     """The ASGI application for /mcp."""
 
-    def __init__(self) -> None:
-        self._lanes: Lanes | None = None
-
     @property
     def lanes(self) -> Lanes:
-        if self._lanes is None:
-            self._lanes = Lanes(settings.CONNECT_SYNC_THREADS)
-        return self._lanes
+        return process_lanes()
 
     async def __call__(self, scope: dict[str, Any], receive, send) -> None:
         headers, duplicated = protocol.routing_headers(scope.get("headers", []))

@@ -1,5 +1,6 @@
 """Per-request time limit (`CONNECT_REQUEST_TIMEOUT_SECONDS`, default 10): a request's database
-work is cut off there and the client gets `503 {"error": "timeout"}`.
+work is cut off there and the client gets `503 {"error": "timeout"}` (`RequestTimeout`, defined
+in apps/core/errors.py).
 
 - PostgreSQL: `statement_timeout` on the server processes' connections (set in the connection
   options by `apply_statement_timeout`, which the ASGI entry point calls, so migrations, seeds
@@ -10,6 +11,10 @@ work is cut off there and the client gets `503 {"error": "timeout"}`.
 
 What is bounded is the time spent in the database, where slow requests spend it (search, large
 transcripts). Pure Python work in a view cannot be interrupted from outside its thread.
+
+Relies on: the `connection_created` signal and the raw `sqlite3.Connection` behind
+`connection.connection` (its `set_progress_handler`); PostgreSQL's `options` connection
+parameter (libpq `-c statement_timeout=…`), read by psycopg's pool when it opens connections.
 """
 
 from __future__ import annotations
@@ -19,9 +24,9 @@ import time
 
 from django.conf import settings
 from django.db.backends.signals import connection_created
-from django.db.utils import OperationalError
 
 from apps.core.errors import RequestTimeout, error_response
+from connect.engine.database import is_timeout
 
 _request = threading.local()  # .deadline: time.monotonic() value, or None outside requests
 
@@ -53,16 +58,6 @@ def apply_statement_timeout() -> None:
     options = database.setdefault("OPTIONS", {})
     existing = options.get("options", "")
     options["options"] = f"{existing} -c statement_timeout={milliseconds}".strip()
-
-
-def is_timeout(exc: BaseException) -> bool:
-    """A statement the deadline cut off: SQLite's `interrupted`, PostgreSQL's query_canceled."""
-    if not isinstance(exc, OperationalError):
-        return False
-    cause = exc.__cause__
-    if getattr(cause, "sqlstate", None) == "57014":  # query_canceled (statement_timeout)
-        return True
-    return "interrupted" in str(exc)
 
 
 class RequestDeadlineMiddleware:
