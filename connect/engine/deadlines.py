@@ -28,7 +28,8 @@ from django.db.backends.signals import connection_created
 from apps.core.errors import RequestTimeout, error_response
 from connect.engine.database import is_timeout
 
-_request = threading.local()  # .deadline: time.monotonic() value, or None outside requests
+_request = threading.local()  # .deadline: a _clock() value, or None outside requests
+_clock = time.monotonic  # module-level so that a test can stand the clock still
 
 # How many SQLite virtual-machine instructions run between two deadline checks: about a
 # millisecond of work, so the check costs nothing measurable and overshoots by little.
@@ -37,7 +38,7 @@ SQLITE_PROGRESS_STEPS = 10_000
 
 def _past_deadline() -> int:
     deadline = getattr(_request, "deadline", None)
-    return 1 if deadline is not None and time.monotonic() > deadline else 0
+    return 1 if deadline is not None and _clock() > deadline else 0
 
 
 def install_sqlite_deadline(sender, connection, **kwargs) -> None:  # noqa: ARG001 - signal
@@ -68,7 +69,7 @@ class RequestDeadlineMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        _request.deadline = time.monotonic() + settings.CONNECT_REQUEST_TIMEOUT_SECONDS
+        _request.deadline = _clock() + settings.CONNECT_REQUEST_TIMEOUT_SECONDS
         try:
             return self.get_response(request)
         finally:
