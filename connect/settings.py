@@ -133,8 +133,13 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": envint("CONNECT_DB_POOL_MIN", 2),
         "max_size": envint("CONNECT_DB_POOL_MAX", 10),  # per server process
-        "timeout": 10,
+        # How long a request waits for a connection: when the database is unreachable it
+        # answers 503 unavailable after this, well inside the request timeout.
+        "timeout": 5,
     }
+    # Django's backend, with each connection tried as it leaves the pool, so one the server or
+    # a proxy closed while idle is replaced before a request gets it (connect/engine/postgresql).
+    DATABASES["default"]["ENGINE"] = "connect.engine.postgresql"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -67,9 +67,9 @@ PINS: list[tuple[str, str, Callable[[], object]]] = [
     # --- Django ---------------------------------------------------------------------------------
     ("connect/engine/forking.py", "DatabaseWrapper._connection_pools (class-level dict of pools)",
      lambda: isinstance(_attr("django.db.backends.postgresql.base:DatabaseWrapper._connection_pools"), dict)),
-    ("connect/settings.py (CONN_HEALTH_CHECKS on PostgreSQL)", "Django's pool passes check_connection when health checks are on",
-     lambda: _source_has("django.db.backends.postgresql.base:DatabaseWrapper.pool.fget",
-                         "check=ConnectionPool.check_connection if enable_checks else None")),
+    ("connect/engine/postgresql/base.py", "DatabaseWrapper.get_new_connection(conn_params) takes pool.getconn()",
+     lambda: _parameters("django.db.backends.postgresql.base:DatabaseWrapper.get_new_connection") == ["self", "conn_params"]
+     and _source_has("django.db.backends.postgresql.base:DatabaseWrapper.get_new_connection", "self.pool.getconn()")),
     ("apps/oauth/views.py", "HttpRequest._body is what HttpRequest.body returns once set",
      _django_request_body_is_read_from__body),
     ("apps/recordings/services.py, apps/tenancy/admin.py", "Model._state.adding and ._state.db",
@@ -134,8 +134,12 @@ PINS: list[tuple[str, str, Callable[[], object]]] = [
     ("connect/engine/lanes.py", "channels.db.database_sync_to_async closes old connections around the call",
      lambda: _source_has("channels.db:DatabaseSyncToAsync.thread_handler", "close_old_connections")),
     # --- psycopg_pool ---------------------------------------------------------------------------
-    ("connect/settings.py", "psycopg_pool.ConnectionPool.check_connection(conn)",
+    ("connect/engine/postgresql/base.py", "psycopg_pool.ConnectionPool.check_connection(conn)",
      lambda: _parameters("psycopg_pool:ConnectionPool.check_connection") == ["conn"]),
+    ("connect/engine/postgresql/base.py", "psycopg_pool.ConnectionPool.check() tests every idle connection",
+     lambda: _parameters("psycopg_pool:ConnectionPool.check") == ["self"]),
+    ("connect/engine/postgresql/base.py, connect/engine/faults.py", "ConnectionPool.putconn discards a closed connection",
+     lambda: _source_has("psycopg_pool:ConnectionPool._return_connection", "discarding closed connection")),
 ]
 
 
@@ -186,10 +190,11 @@ def test_every_engine_module_says_what_it_relies_on():
     from pathlib import Path
 
     engine = Path(__file__).resolve().parent.parent / "connect" / "engine"
-    modules = [path for path in engine.glob("*.py") if path.name != "__init__.py"]
+    modules = [path for path in engine.rglob("*.py") if path.name != "__init__.py"]
     assert modules
     for path in modules:
-        assert "Relies on" in (inspect.getdoc(importlib.import_module(f"connect.engine.{path.stem}")) or ""), path.name
+        name = ".".join(path.relative_to(engine.parent.parent).with_suffix("").parts)
+        assert "Relies on" in (inspect.getdoc(importlib.import_module(name)) or ""), name
 
 
 def test_the_task_queue_lock_is_a_process_shared_semaphore():

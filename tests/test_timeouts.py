@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.db.utils import OperationalError
 
-from connect.engine.database import is_timeout
+from connect.engine.faults import is_timeout
 from tests.servers import ROOT, serve
 
 pytestmark = [pytest.mark.e2e]

@@ -9,6 +9,7 @@ import time
 from django.db import connection
 from django.http import JsonResponse
 from django.urls import path
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -45,6 +46,16 @@ def slow_query_view(request):
     return JsonResponse({"slept": True})
 
 
+@csrf_exempt
+def slow_write_view(request):
+    """A write that first notes each attempt in the file named by `attempts`, then keeps the
+    database busy: shows whether the server ran it more than once."""
+    with open(request.GET["attempts"], "a") as attempts:
+        attempts.write("attempt\n")
+    slow_query(float(request.GET.get("seconds", "30")))
+    return JsonResponse({"slept": True})
+
+
 class SlowQueryApi(APIView):
     authentication_classes: list = []
 
@@ -58,5 +69,6 @@ urlpatterns = [
     path("test/sleep", sleep_view),
     path("test/slow-query", slow_query_view),
     path("test/slow-query-api", SlowQueryApi.as_view()),
+    path("test/slow-write", slow_write_view),
     *production,
 ]

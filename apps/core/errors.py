@@ -7,6 +7,7 @@ MCP and the event stream use `ApiError.body()` and `error_response()`.
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from django.conf import settings
@@ -15,7 +16,7 @@ from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf
 
-from connect.engine.database import is_timeout
+from connect.engine.faults import is_dependency_unavailable, is_timeout
 
 logger = logging.getLogger("connect.errors")
 
@@ -32,6 +33,9 @@ class ApiError(Exception):
 
     def body(self) -> dict[str, Any]:
         return {"error": self.code, **self.extra}
+
+    def headers(self) -> dict[str, str]:
+        return {}
 
 
 class InvalidRequest(ApiError):
@@ -98,6 +102,13 @@ class Unavailable(ApiError):
 
     status, code = 503, "unavailable"
 
+    def __init__(self, *, retry_after: int = 5, **extra: Any) -> None:
+        super().__init__(**extra)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
+
 
 def www_authenticate() -> str:
     return f'Bearer resource_metadata="{settings.CONNECT_BASE_URL}/.well-known/oauth-protected-resource"'
@@ -105,6 +116,8 @@ def www_authenticate() -> str:
 
 def error_response(error: ApiError) -> JsonResponse:
     response = JsonResponse(error.body(), status=error.status)
+    for name, value in error.headers().items():
+        response[name] = value
     if error.status == 401:
         response["WWW-Authenticate"] = www_authenticate()
     return response
@@ -137,6 +150,9 @@ def as_api_error(exc: Exception) -> ApiError | None:
             return error
     if is_timeout(exc):
         return RequestTimeout()
+    if is_dependency_unavailable(exc):
+        logger.warning("dependency unavailable: %s", exc)
+        return Unavailable()
     return None
 
 
@@ -158,7 +174,11 @@ def not_found_view(request, exception=None) -> JsonResponse:  # noqa: ARG001 - D
 
 
 def server_error_view(request) -> JsonResponse:  # noqa: ARG001
-    return error_response(ApiError())
+    # Django calls this while handling the exception: a dependency outage or a timeout raised
+    # outside a DRF view (in a middleware, say) still answers its 503.
+    exc = sys.exc_info()[1]
+    error = as_api_error(exc) if isinstance(exc, Exception) else None
+    return error_response(error if isinstance(error, (RequestTimeout, Unavailable)) else ApiError())
 
 
 def bad_request_view(request, exception=None) -> JsonResponse:  # noqa: ARG001

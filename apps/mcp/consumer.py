@@ -11,19 +11,23 @@ so a request costs one thread hop and one pooled database connection.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import orjson
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
-from apps.core.errors import ApiError, RateLimited, Unauthorized
+from apps.core.errors import ApiError, RateLimited, RequestTimeout, Unauthorized, Unavailable, as_api_error
 from apps.core.origins import allowed_origin
 from apps.core.ratelimit import check_rate_limit_sync
 from apps.mcp import protocol
 from apps.mcp.tools import WorkspaceTools
 from apps.tenancy.authentication import authenticate_bearer
+from connect.engine.faults import run_read_only
 from connect.engine.lanes import Lanes, process_lanes
+
+logger = logging.getLogger("connect.mcp")
 
 
 def www_authenticate_mcp() -> str:
@@ -99,10 +103,32 @@ class McpEndpoint:
         if len(body) > settings.CONNECT_MCP_MAX_BODY_BYTES:
             return await self.too_large(send)
 
-        reply, extra = await self.lanes.run(answer, headers, body, duplicated)
+        try:
+            # The tools only read, so a request whose connection died runs once more.
+            reply, extra = await self.lanes.run(run_read_only, answer, headers, body, duplicated)
+        except Exception as exc:  # noqa: BLE001 - a JSON-RPC error, never daphne's HTML 500 page
+            return await self.failed(send, exc, body)
         if reply.body is None:
             return await self.send(send, reply.status, b"", extra)
         return await self.json(send, reply.status, reply.body, extra)
+
+    async def failed(self, send, exc: Exception, body: bytes) -> None:
+        """A failure of the work on the lane, as a JSON-RPC error answering the request's id:
+        503 (with `Retry-After` when a dependency is down) for an outage or the deadline, else
+        500. The REST code is in `error.data.error`."""
+        error = as_api_error(exc)
+        if isinstance(error, (Unavailable, RequestTimeout)):
+            status, message = 503, "Service unavailable; retry later"
+        else:
+            logger.error("unhandled error in /mcp", exc_info=exc)
+            error, status, message = ApiError(), 500, "Internal error"
+        try:
+            message_id = orjson.loads(body).get("id")
+        except (orjson.JSONDecodeError, AttributeError):
+            message_id = None
+        request_id = message_id if isinstance(message_id, (str, int)) and not isinstance(message_id, bool) else None
+        reply = protocol.error_object(protocol.INTERNAL_ERROR, message, {"error": error.code}, request_id)
+        await self.json(send, status, reply, error.headers())
 
     async def read_body(self, receive) -> bytes | None:
         """The whole body, or None when the client left; stops reading past the size limit

@@ -25,8 +25,7 @@ import time
 from django.conf import settings
 from django.db.backends.signals import connection_created
 
-from apps.core.errors import RequestTimeout, error_response
-from connect.engine.database import is_timeout
+from apps.core.errors import RequestTimeout, Unavailable, as_api_error, error_response
 
 _request = threading.local()  # .deadline: a _clock() value, or None outside requests
 _clock = time.monotonic  # module-level so that a test can stand the clock still
@@ -53,7 +52,7 @@ def apply_statement_timeout() -> None:
     """PostgreSQL `statement_timeout` for this process's connections; call before the first
     connection is made (the connection pool reads the options when it opens)."""
     database = settings.DATABASES["default"]
-    if database["ENGINE"] != "django.db.backends.postgresql":
+    if not database["ENGINE"].endswith("postgresql"):
         return
     milliseconds = int(settings.CONNECT_REQUEST_TIMEOUT_SECONDS * 1000)
     options = database.setdefault("OPTIONS", {})
@@ -63,7 +62,8 @@ def apply_statement_timeout() -> None:
 
 class RequestDeadlineMiddleware:
     """Sets the request's deadline for the SQLite progress handler and turns a timed-out
-    statement outside DRF (DRF's views go through apps.core.errors) into the 503."""
+    statement or an unavailable database outside DRF (DRF's views go through
+    apps.core.errors) into its 503."""
 
     def __init__(self, get_response) -> None:
         self.get_response = get_response
@@ -76,6 +76,7 @@ class RequestDeadlineMiddleware:
             _request.deadline = None
 
     def process_exception(self, request, exception):  # noqa: ARG002
-        if is_timeout(exception):
-            return error_response(RequestTimeout())
+        error = as_api_error(exception)
+        if isinstance(error, (RequestTimeout, Unavailable)):
+            return error_response(error)
         return None

@@ -18,11 +18,13 @@ through async_to_sync, as under WSGI.
 Relies on: asgiref's `ThreadSensitiveContext(executor=…)` (asgiref ≥ 3.8) naming the thread
 that `sync_to_async(thread_sensitive=True)` runs on; Django's `ASGIHandler.handle`,
 `get_response_async` and `load_middleware(is_async=…)`, overridden here (public methods of
-the handler class, pinned in tests/test_engine_pins.py).
+the handler class, pinned in tests/test_engine_pins.py); `BaseHandler.get_response` being
+callable twice for one request (the read-only retry).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -30,6 +32,10 @@ from typing import Any
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from channels.db import database_sync_to_async
 from django.core.handlers.asgi import ASGIHandler
+
+from connect.engine.faults import READ_ONLY_METHODS, discard_lost_connections
+
+logger = logging.getLogger("connect.lanes")
 
 
 class Lanes:
@@ -84,6 +90,15 @@ class LaneASGIHandler(ASGIHandler):
     async def get_response_async(self, request):
         # thread_sensitive: the lane this request's ThreadSensitiveContext names.
         return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+
+    def get_response(self, request):
+        """The middleware chain and view; a read-only request whose database connection died
+        under it runs once more on a fresh connection (connect/engine/faults.py)."""
+        response = super().get_response(request)
+        if response.status_code >= 500 and request.method in READ_ONLY_METHODS and discard_lost_connections():
+            logger.warning("database connection lost under %s %s; retrying once", request.method, request.path)
+            response = super().get_response(request)
+        return response
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
