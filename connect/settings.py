@@ -265,6 +265,10 @@ CONNECT_ALLOWED_ORIGINS = env("CONNECT_ALLOWED_ORIGINS")
 # Django's views and of /mcp: up to this many requests per process proceed at once. Keep
 # CONNECT_DB_POOL_MAX at least as large.
 CONNECT_SYNC_THREADS = envint("CONNECT_SYNC_THREADS", 4)
+# How long a request waits for one of those threads when all are busy; past it the process is
+# saturated and sheds the request: 503 unavailable with Retry-After, at once. Health probes are
+# never shed. Keep it well under CONNECT_REQUEST_TIMEOUT_SECONDS.
+CONNECT_QUEUE_TIMEOUT_SECONDS = float(env("CONNECT_QUEUE_TIMEOUT_SECONDS", "2"))
 
 # Rate limits (apps/core/ratelimit.py): requests per fixed window, per credential and per
 # workspace, counted in Redis when REDIS_URL is set, else in the database. 0 turns one off.

@@ -24,6 +24,19 @@ def thread_view(request):
     )
 
 
+def hold_view(request):
+    """Holds its lane until the file named by `release` exists (a test's switch, not a clock),
+    after creating the file named by `started`."""
+    from pathlib import Path
+
+    Path(request.GET["started"]).touch()
+    release = Path(request.GET["release"])
+    deadline = time.monotonic() + 120
+    while not release.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return JsonResponse({"released": release.exists()})
+
+
 def sleep_view(request):
     time.sleep(float(request.GET.get("seconds", "1")))
     return JsonResponse({"slept": True})
@@ -67,6 +80,7 @@ class SlowQueryApi(APIView):
 urlpatterns = [
     path("test/thread", thread_view),
     path("test/sleep", sleep_view),
+    path("test/hold", hold_view),
     path("test/slow-query", slow_query_view),
     path("test/slow-query-api", SlowQueryApi.as_view()),
     path("test/slow-write", slow_write_view),

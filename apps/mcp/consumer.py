@@ -25,7 +25,7 @@ from apps.mcp import protocol
 from apps.mcp.tools import WorkspaceTools
 from apps.tenancy.authentication import authenticate_bearer
 from connect.engine.faults import run_read_only
-from connect.engine.lanes import Lanes, process_lanes
+from connect.engine.lanes import SHED_RETRY_AFTER_SECONDS, Lanes, Overloaded, process_lanes
 
 logger = logging.getLogger("connect.mcp")
 
@@ -106,6 +106,10 @@ class McpEndpoint:
         try:
             # The tools only read, so a request whose connection died runs once more.
             reply, extra = await self.lanes.run(run_read_only, answer, headers, body, duplicated)
+        except Overloaded:
+            # The process is saturated: shed at once, with the REST body as for 429.
+            error = Unavailable(retry_after=SHED_RETRY_AFTER_SECONDS)
+            return await self.json(send, error.status, error.body(), error.headers())
         except Exception as exc:  # noqa: BLE001 - a JSON-RPC error, never daphne's HTML 500 page
             return await self.failed(send, exc, body)
         if reply.body is None:
