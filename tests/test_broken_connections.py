@@ -237,3 +237,25 @@ def test_an_unexpected_failure_on_the_mcp_lane_is_a_json_rpc_500_never_html(monk
     assert orjson.loads(response["body"]) == {
         "jsonrpc": "2.0", "id": 41, "error": {"code": -32603, "message": "Internal error", "data": {"error": "internal_server_error"}},
     }
+
+
+def test_dependency_errors_map_to_503_unavailable_with_retry_after_and_others_do_not():
+    import redis
+
+    from apps.core.errors import Unavailable, as_api_error, error_response
+
+    lost = OperationalError("server closed the connection unexpectedly")
+    lost.__cause__ = psycopg.OperationalError("server closed the connection unexpectedly")
+    shutdown = OperationalError("terminating connection due to administrator command")
+    shutdown.__cause__ = psycopg.errors.AdminShutdown()
+    for exc in (lost, shutdown, redis.exceptions.ConnectionError("refused"), redis.exceptions.TimeoutError()):
+        error = as_api_error(exc)
+        assert isinstance(error, Unavailable), exc
+        response = error_response(error)
+        assert response.status_code == 503 and orjson.loads(response.content) == {"error": "unavailable"}
+        assert int(response["Retry-After"]) > 0
+
+    syntax = OperationalError("syntax error")
+    syntax.__cause__ = psycopg.errors.SyntaxError()
+    assert as_api_error(syntax) is None  # a bug stays a logged 500
+    assert as_api_error(OperationalError("database is locked")) is None

@@ -12,10 +12,12 @@ sync code on one lane (Django requires one thread per request), a free one, so u
 `CONNECT_SYNC_THREADS` requests per process proceed at once and no thread is started per
 request. A request that finds no lane free within `CONNECT_QUEUE_TIMEOUT_SECONDS` is shed with
 `503 unavailable` and `Retry-After`: a saturated process answers at once instead of letting a
-queue grow past what clients wait for. The middleware chain is loaded in sync mode and entered once on the lane, as under
-WSGI: Django's async mode would run each async-capable middleware's hooks as two more hops
-between the event loop and the lane. No view of ours is async; one that were would run
-through async_to_sync, as under WSGI.
+queue grow past what clients wait for.
+
+The middleware chain is loaded in sync mode and entered once on the lane, as under WSGI:
+Django's async mode would run each async-capable middleware's hooks as two more hops between
+the event loop and the lane. No view of ours is async; one that were would run through
+async_to_sync, as under WSGI.
 
 Relies on: asgiref's `ThreadSensitiveContext(executor=…)` (asgiref ≥ 3.8) naming the thread
 that `sync_to_async(thread_sensitive=True)` runs on; Django's `ASGIHandler.handle`,
