@@ -8,6 +8,8 @@ views) use `error_response` here, which knows no credential.
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Any
 
 from django.core.exceptions import (
@@ -22,6 +24,10 @@ from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf
 
+from connect.engine.faults import is_dependency_unavailable, is_timeout
+
+logger = logging.getLogger("connect.errors")
+
 
 class ApiError(Exception):
     status: int = 500
@@ -35,6 +41,9 @@ class ApiError(Exception):
 
     def body(self) -> dict[str, Any]:
         return {"error": self.code, **self.extra}
+
+    def headers(self) -> dict[str, str]:
+        return {}
 
 
 class InvalidRequest(ApiError):
@@ -120,9 +129,19 @@ class Unavailable(ApiError):
 
     status, code = 503, "unavailable"
 
+    def __init__(self, *, retry_after: int = 5, **extra: Any) -> None:
+        super().__init__(**extra)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
+
 
 def error_response(error: ApiError) -> JsonResponse:
-    return JsonResponse(error.body(), status=error.status)
+    response = JsonResponse(error.body(), status=error.status)
+    for name, value in error.headers().items():
+        response[name] = value
+    return response
 
 
 # DRF's own exceptions, translated to our codes. Anything else is a 500.
@@ -154,10 +173,11 @@ def as_api_error(exc: Exception) -> ApiError | None:
     for kind, error in _DRF_CODES.items():
         if isinstance(exc, kind):
             return error
-    from apps.core.timeouts import is_timeout
-
     if is_timeout(exc):
         return RequestTimeout()
+    if is_dependency_unavailable(exc):
+        logger.warning("dependency unavailable: %s", exc)
+        return Unavailable()
     return None
 
 
@@ -169,7 +189,11 @@ def not_found_view(request, exception=None) -> JsonResponse:  # noqa: ARG001 - D
 
 
 def server_error_view(request) -> JsonResponse:  # noqa: ARG001
-    return error_response(ApiError())
+    # Django calls this while handling the exception: a dependency outage or a timeout raised
+    # outside a DRF view (in a middleware, say) still answers its 503.
+    exc = sys.exc_info()[1]
+    error = as_api_error(exc) if isinstance(exc, Exception) else None
+    return error_response(error if isinstance(error, (RequestTimeout, Unavailable)) else ApiError())
 
 
 # Django's SuspiciousOperation family, which it answers with handler400: what each one says.
