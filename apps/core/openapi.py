@@ -7,6 +7,8 @@ from typing import Any
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
+from apps.core import shapes
+
 ERROR_DESCRIPTIONS = {
     400: "`invalid_request`: query parameters or request shape fail validation",
     401: "`unauthorized`: Bearer credential missing, invalid, expired, of another audience or without a workspace",
@@ -78,6 +80,8 @@ def document_rate_limits(result: dict[str, Any]) -> None:
 
 
 def postprocess(result: dict[str, Any], generator, request, public) -> dict[str, Any]:  # noqa: ARG001
+    # The wire shapes' components (apps/core/shapes.py): views and extenders refer to them by name.
+    result.setdefault("components", {}).setdefault("schemas", {}).update(shapes.components())
     for extend in SCHEMA_EXTENDERS:
         extend(result)
     document_rate_limits(result)

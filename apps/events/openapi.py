@@ -3,31 +3,21 @@ Channels consumer, not a DRF view, so it is described here: the `text/event-stre
 and the envelope of each event type, the `filters` parameter, `Last-Event-ID` (our resume
 extension), and every error, each a JSON body sent before any stream byte.
 
-The event shapes reuse the REST components (`SessionOut`, `FlatSegmentOut`): events carry the
-same representations REST returns (apps/recordings/representations.py)."""
+Each envelope is derived from the declarations REST, MCP and webhooks use (apps/events/shapes.py,
+apps/recordings/shapes.py): a session in an event is the `SessionOut` component."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from django.conf import settings
 
 from apps.events import filters
+from apps.events.shapes import ENVELOPE_NAMES, typed_envelope
 
 PATH = "/api/v1/events/stream"
-SESSION_REF = "#/components/schemas/SessionOut"
 ERROR_REF = "#/components/schemas/Error"
-EVENT_SCHEMAS = {
-    filters.SESSION_CREATED: "SessionCreatedEvent",
-    filters.SESSION_STATUS_CHANGED: "SessionStatusChangedEvent",
-    filters.TRANSCRIPT_SEGMENT_CREATED: "TranscriptSegmentCreatedEvent",
-}
-TIMESTAMP = {
-    "type": "string",
-    "format": "date-time",
-    "description": "ISO 8601, UTC, with milliseconds and `Z`, e.g. `2026-01-05T09:30:00.123Z`",
-}
+EVENT_SCHEMAS = {str(event_type): name for event_type, name in ENVELOPE_NAMES.items()}
 
 FRAMES = """Each event is one frame:
 
@@ -50,31 +40,9 @@ The server ends the stream when the credential is revoked or its member deactiva
 one heartbeat), and cuts off a client that does not read fast enough. See docs/events.md."""
 
 
-def _session_event_data(*extra: tuple[str, dict[str, Any]]) -> dict[str, Any]:
-    properties = {"sessionId": {"type": "string"}, "occurredAt": TIMESTAMP, **dict(extra)}
-    properties["session"] = {"$ref": SESSION_REF, "description": "the session as REST shows it, at that moment"}
-    return {"type": "object", "additionalProperties": False, "required": list(properties), "properties": properties}
-
-
-def _segment_event_data(schemas: dict[str, Any]) -> dict[str, Any]:
-    segment = copy.deepcopy(schemas["FlatSegmentOut"])
-    properties = {"sessionId": {"type": "string"}, "occurredAt": TIMESTAMP, **segment["properties"]}
-    return {"type": "object", "additionalProperties": False, "required": list(properties), "properties": properties}
-
-
-def _envelope(event_type: str, data: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "description": f"`{event_type}` (needs `{filters.TYPE_SCOPES[event_type]}`)",
-        "additionalProperties": False,
-        "required": ["type", "sessionId", "occurredAt", "data"],
-        "properties": {
-            "type": {"type": "string", "const": event_type},
-            "sessionId": {"type": "string"},
-            "occurredAt": TIMESTAMP,
-            "data": data,
-        },
-    }
+def _envelope(event_type: str) -> dict[str, Any]:
+    description = f"`{event_type}` (needs `{filters.TYPE_SCOPES[event_type]}`)"
+    return typed_envelope(event_type, description).json_schema()
 
 
 def _filter_entry() -> dict[str, Any]:
@@ -231,17 +199,8 @@ def extend(schema: dict[str, Any]) -> None:
     schemas = schema.setdefault("components", {}).setdefault("schemas", {})
     schemas["EventStreamFilterEntry"] = _filter_entry()
     schemas["FilterCostExceeded"] = _cost_exceeded()
-    schemas["SessionCreatedEvent"] = _envelope(filters.SESSION_CREATED, _session_event_data())
-    schemas["SessionStatusChangedEvent"] = _envelope(
-        filters.SESSION_STATUS_CHANGED,
-        _session_event_data(
-            ("status", {"$ref": f"{SESSION_REF}/properties/status"}),
-            ("previousStatus", {"$ref": f"{SESSION_REF}/properties/status"}),
-        ),
-    )
-    schemas["TranscriptSegmentCreatedEvent"] = _envelope(
-        filters.TRANSCRIPT_SEGMENT_CREATED, _segment_event_data(schemas)
-    )
+    for event_type, name in EVENT_SCHEMAS.items():
+        schemas[name] = _envelope(event_type)
     schema.setdefault("paths", {})[PATH] = {
         "get": _operation(
             settings.CONNECT_SSE_HEARTBEAT_SECONDS,
