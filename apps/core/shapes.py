@@ -4,9 +4,9 @@ A `Shape` is the single source for everything that says how an object looks on t
 
 - its representation function (`shape.encode`), which REST, MCP, the event stream and
   webhooks all call. It is generated Python: one dict literal in declaration order, with the
-  attribute reads and conversions the declaration names, so it costs what the hand-written
-  function it replaces cost (a generic per-field loop would cost about twice as much on the
-  transcript path, which formats every segment of a transcript);
+  attribute reads and conversions the declaration names, so it costs what a hand-written
+  function costs; a loop over the fields at run time would cost more on the transcript path,
+  which formats every segment of a transcript (bench/wire_encode.py);
 - its JSON Schema, in two spellings: `json_schema()` for /openapi.json (OpenAPI 3.1, nested
   shapes by `$ref` to their component, nullability as `type: [t, "null"]`, as drf-spectacular
   writes it), and `json_schema(portable=True)` for MCP `outputSchema`s (self-contained, no
