@@ -47,11 +47,11 @@ COMPONENTS: dict[str, Shape] = {}
 class Field:
     """One property. `kind` is a scalar name above or a nested Shape.
 
-    `source` is the dotted path the value is read from: from the shape's only parameter when
-    it has one (`"started_at"` reads `obj.started_at`), else starting with a parameter's name
-    (`"transcript.id"`); a path whose first part names a parameter starts there. Without
-    `source`, the wire name in snake_case. `getter` computes a
-    value from the shape's parameters instead, for the odd field whose rule is not a read.
+    `source` is the dotted path the value is read from: a path whose first part names one of
+    the shape's parameters starts there (`"transcript.id"`); otherwise the shape has one
+    parameter and the path starts from it (`"started_at"` reads `obj.started_at`). Without
+    `source`, the wire name in snake_case. `getter` computes the value from the shape's
+    parameters instead, for the odd field whose rule is not a read.
     """
 
     name: str
@@ -99,6 +99,10 @@ def snake_case(name: str) -> str:
 
 @dataclass(eq=False)
 class Shape:
+    """A wire object: its entries in wire order, and the parameters its representation function
+    takes (one object, `obj`, unless a shape is built from several, like a search hit from its
+    transcript, session and snippet). `name` is its /openapi.json component name."""
+
     name: str
     entries: tuple[Field | Spread, ...]
     params: tuple[str, ...] = ("obj",)
@@ -186,6 +190,8 @@ class Shape:
         return items
 
     def _path(self, path: str, scope: dict[str, str]) -> str:
+        if not all(part.isidentifier() and not keyword.iskeyword(part) for part in path.split(".")):
+            raise ValueError(f"{self.name}: source {path!r} is not a dotted attribute path")
         root, _, rest = path.partition(".")
         if root in self.params:
             return scope[root] + (f".{rest}" if rest else "")
@@ -210,7 +216,7 @@ class Shape:
                 inner = child._literal({child.params[0]: item}, namespace, depth + 1)
                 value = f"[{inner} for {item} in {expression}]"
             else:
-                # A nested object is built by its own function (read once, then shared by name).
+                # A nested object is built by the nested shape's own generated function.
                 name = f"_encode_{child.name}"
                 namespace[name] = child.encode
                 value = f"{name}({expression})"

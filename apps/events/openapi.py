@@ -8,16 +8,24 @@ apps/recordings/shapes.py): a session in an event is the `SessionOut` component.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
+import orjson
 from django.conf import settings
 
 from apps.events import filters
+from apps.events.models import Event
+from apps.events.representations import event_envelope
 from apps.events.shapes import ENVELOPE_NAMES, typed_envelope
+from apps.recordings.models import Session, SessionStatus
+from apps.recordings.representations import session_created_data
 
 PATH = "/api/v1/events/stream"
 ERROR_REF = "#/components/schemas/Error"
 EVENT_SCHEMAS = {str(event_type): name for event_type, name in ENVELOPE_NAMES.items()}
+EXAMPLE_SESSION_ID = "01jd8x5k2p0000000000000000"
+EXAMPLE_EVENT_ID = "evt_01jd8x5k3m6q2w9r7t4v0y1z3a"
 
 FRAMES = """Each event is one frame:
 
@@ -43,6 +51,17 @@ one heartbeat), and cuts off a client that does not read fast enough. See docs/e
 def _envelope(event_type: str) -> dict[str, Any]:
     description = f"`{event_type}` (needs `{filters.TYPE_SCOPES[event_type]}`)"
     return typed_envelope(event_type, description).json_schema()
+
+
+def _example_stream() -> str:
+    """A stream's first bytes, its event written by the functions the stream uses."""
+    at = datetime(2026, 1, 5, 9, 30, 0, 123000, tzinfo=timezone.utc)
+    session = Session(id=EXAMPLE_SESSION_ID, label="Kickoff", memo=None, status=SessionStatus.RECORDING,
+                      started_at=at, ended_at=None, created_at=at, updated_at=at)
+    event = Event(type=filters.SESSION_CREATED, session_id=session.id, occurred_at=at,
+                  data=session_created_data(session, at))
+    data = orjson.dumps(event_envelope(event)).decode()
+    return f": connected\n\nid: {EXAMPLE_EVENT_ID}\nevent: {event.type}\ndata: {data}\n\n: ping\n\n"
 
 
 def _filter_entry() -> dict[str, Any]:
@@ -146,17 +165,7 @@ def _operation(heartbeat: int, resume: int, max_streams: int) -> dict[str, Any]:
                                 "mapping": {t: f"#/components/schemas/{n}" for t, n in EVENT_SCHEMAS.items()},
                             },
                         },
-                        "example": (
-                            ": connected\n\n"
-                            "id: evt_01jd8x5k3m6q2w9r7t4v0y1z3a\nevent: session.created\n"
-                            'data: {"type":"session.created","sessionId":"01jd8x5k2p0000000000000000",'
-                            '"occurredAt":"2026-01-05T09:30:00.123Z","data":{"sessionId":"01jd8x5k2p0000000000000000",'
-                            '"occurredAt":"2026-01-05T09:30:00.123Z","session":{"id":"01jd8x5k2p0000000000000000",'
-                            '"label":"Kickoff","memo":null,"status":"recording","startedAt":"2026-01-05T09:30:00.123Z",'
-                            '"endedAt":null,"createdAt":"2026-01-05T09:30:00.123Z",'
-                            '"updatedAt":"2026-01-05T09:30:00.123Z"}}}\n\n'
-                            ": ping\n\n"
-                        ),
+                        "example": _example_stream(),
                     }
                 },
             },
