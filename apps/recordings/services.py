@@ -14,7 +14,6 @@ from django.db.models import Max
 from django.utils import timezone
 
 from apps.core.ids import new_id
-from apps.core.timestamps import iso_ms
 from apps.events.models import EventType
 from apps.events.services import record_event
 from apps.recordings.models import BoardContent, BoardStatus, RevisionKind, Segment, Session, SessionStatus, Transcript
