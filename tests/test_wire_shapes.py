@@ -15,6 +15,7 @@ from django.test import Client
 
 from apps.core.shapes import COMPONENTS, STRING, TIMESTAMP, Field, Shape, Spread
 from apps.events.models import Event
+from apps.events.representations import event_envelope
 from apps.events.shapes import EVENT_ENVELOPE
 from apps.recordings import representations as recordings_repr
 from apps.recordings import services as recordings
@@ -168,6 +169,26 @@ def test_event_data_is_the_declared_shape_of_the_rest_representations():
     assert list(segment_data)[2:] == list(recordings_repr.flat_segment_repr(segment))
 
 
+def test_stored_data_goes_out_in_declared_order_whatever_order_the_database_kept():
+    session, segment, *_ = objects()
+    recorded = recordings_repr.session_status_changed_data(session, "recording", T)
+
+    def jsonb(value):  # PostgreSQL's jsonb order: shorter keys first, then bytewise
+        if isinstance(value, dict):
+            return {k: jsonb(value[k]) for k in sorted(value, key=lambda k: (len(k.encode()), k.encode()))}
+        return value
+
+    stored = jsonb(recorded)
+    assert list(stored) != list(recorded) and list(stored["session"]) != list(recorded["session"])
+    event = Event(type="session.status_changed", session_id="01sess", occurred_at=T, data=stored)
+    assert orjson.dumps(event_envelope(event)["data"]) == orjson.dumps(recorded)
+    # Keys the declaration does not know (an older or newer writer) are kept, after the rest.
+    event.data = {"extra": 1, **stored}
+    assert list(event_envelope(event)["data"]) == [*recorded, "extra"]
+    unknown_type = Event(type="board.updated", session_id="01sess", occurred_at=T, data={"b": 1, "a": 2})
+    assert list(event_envelope(unknown_type)["data"]) == ["b", "a"]
+
+
 # --- Enum values are the models' choices ---------------------------------------------------------
 
 MODEL_SHAPES = [
@@ -283,7 +304,9 @@ def test_rest_mcp_stream_outbox_and_webhook_show_one_session_alike(webhook_serve
             mcp = mcp_get_session(url, key, session.id)
             [frame] = [e for e in reader.wait_events(step + 1) if e.event == event_type]
             stream = frame.json["data"]["session"]
-            outbox = Event.objects.get(session_id=session.id, type=event_type).data["session"]
+            # As a resumed stream (or a process without Redis) sends it: read back from the outbox.
+            stored = Event.objects.get(session_id=session.id, type=event_type)
+            outbox = event_envelope(stored)["data"]["session"]
             received = wait_until(lambda: [r for r in live_receiver.requests  # noqa: B023
                                            if r.event and r.event["type"] == event_type], timeout=60)
             assert received[0].verified
@@ -294,5 +317,16 @@ def test_rest_mcp_stream_outbox_and_webhook_show_one_session_alike(webhook_serve
                 assert list(seen) == list(rest), (event_type, door)  # the same field order
             # The signed webhook bytes hold the session exactly as REST writes it.
             assert orjson.dumps(rest) in received[0].body, event_type
+        # A stream resumed after the first event replays the second from the outbox.
+        first = Event.objects.get(session_id=session.id, type="session.created")
+        resumed = Reader(url, key, last_event_id=first.id)
+        try:
+            [replayed] = [e for e in resumed.wait_events(1) if e.event == "session.status_changed"]
+            assert replayed.data.encode() == orjson.dumps(event_envelope(
+                Event.objects.get(session_id=session.id, type="session.status_changed")))
+            assert list(replayed.json["data"]["session"]) == list(rest)
+            assert list(replayed.json["data"]) == ["sessionId", "status", "previousStatus", "occurredAt", "session"]
+        finally:
+            resumed.close()
     finally:
         reader.close()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import keyword
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from django.db.models import TextChoices
@@ -126,13 +127,17 @@ class Shape:
 
     # --- Declaring ---------------------------------------------------------------------------
 
-    @property
-    def fields(self) -> list[Field]:
+    @cached_property
+    def fields(self) -> tuple[Field, ...]:
         """The properties on the wire, in order, a Spread's fields in its place."""
         out: list[Field] = []
         for entry in self.entries:
             out.extend(entry.shape.fields if isinstance(entry, Spread) else [entry])
-        return out
+        return tuple(out)
+
+    @cached_property
+    def _arrangement(self) -> tuple[tuple[str, Shape | None, bool], ...]:
+        return tuple((f.name, f.kind if isinstance(f.kind, Shape) else None, f.many) for f in self.fields)
 
     def extend(self, name: str, *entries: Field | Spread, **options: Any) -> Shape:
         """This shape's fields, then more: a new shape with the same parameters."""
@@ -226,6 +231,29 @@ class Shape:
         if f.empty_is_null:
             return f"({expression} or None)"
         return expression
+
+    def arrange(self, value: Any) -> Any:
+        """Stored wire data (a JSON object written by `encode` earlier) in declaration order.
+
+        PostgreSQL's jsonb keeps an object's keys in its own order (shorter keys first), so data
+        read back from a JSONField would otherwise go out ordered differently from the same data
+        sent before it was stored. Keys the declaration does not know are kept, after the rest."""
+        if not isinstance(value, dict):
+            return value
+        arranged: dict[str, Any] = {}
+        for name, child, many in self._arrangement:
+            if name not in value:
+                continue
+            item = value[name]
+            if child is not None:
+                if not many:
+                    item = child.arrange(item)
+                elif isinstance(item, list):
+                    item = [child.arrange(i) for i in item]
+            arranged[name] = item
+        if len(arranged) != len(value):
+            arranged.update((k, v) for k, v in value.items() if k not in arranged)
+        return arranged
 
     # --- JSON Schema -------------------------------------------------------------------------
 

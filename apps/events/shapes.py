@@ -4,24 +4,14 @@ the documented envelopes below pin `type` to one value and `data` to that type's
 
 from __future__ import annotations
 
+from typing import Any
+
 from apps.core.shapes import JSON, STRING, TIMESTAMP, Field, Shape
-from apps.events.models import EventType
+from apps.events.models import Event, EventType
 from apps.recordings.shapes import (
     SESSION_CREATED_DATA,
     SESSION_STATUS_CHANGED_DATA,
     TRANSCRIPT_SEGMENT_CREATED_DATA,
-)
-
-EVENT_ENVELOPE = Shape(
-    "EventEnvelope",
-    (
-        Field("type", STRING, choices=EventType),
-        Field("sessionId", STRING),
-        Field("occurredAt", TIMESTAMP),
-        # Stored as the wire shows it when the event was recorded (its type's data shape).
-        Field("data", JSON, stored=True),
-    ),
-    closed=True,
 )
 
 DATA_SHAPES: dict[str, Shape] = {
@@ -29,6 +19,25 @@ DATA_SHAPES: dict[str, Shape] = {
     EventType.SESSION_STATUS_CHANGED: SESSION_STATUS_CHANGED_DATA,
     EventType.TRANSCRIPT_SEGMENT_CREATED: TRANSCRIPT_SEGMENT_CREATED_DATA,
 }
+
+
+def _data(event: Event) -> Any:
+    # Stored as its type's data shape wrote it when the event was recorded; read back from
+    # PostgreSQL (a resumed stream, a process without Redis) its keys are in jsonb's order.
+    shape = DATA_SHAPES.get(event.type)
+    return shape.arrange(event.data) if shape is not None else event.data
+
+
+EVENT_ENVELOPE = Shape(
+    "EventEnvelope",
+    (
+        Field("type", STRING, choices=EventType),
+        Field("sessionId", STRING),
+        Field("occurredAt", TIMESTAMP),
+        Field("data", JSON, getter=_data),
+    ),
+    closed=True,
+)
 # The component name of each type's documented envelope in /openapi.json.
 ENVELOPE_NAMES: dict[str, str] = {
     EventType.SESSION_CREATED: "SessionCreatedEvent",
