@@ -13,7 +13,7 @@ from typing import Any
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
-from apps.core import errors
+from apps.core import errors, shapes
 
 ERROR_DESCRIPTIONS = {
     400: "`invalid_request`: query parameters or request shape fail validation; `detail` says which parameter "
@@ -167,6 +167,8 @@ def document_itself(result: dict[str, Any]) -> None:
 
 
 def postprocess(result: dict[str, Any], generator, request, public) -> dict[str, Any]:  # noqa: ARG001
+    # The wire shapes' components (apps/core/shapes.py): views and extenders refer to them by name.
+    result.setdefault("components", {}).setdefault("schemas", {}).update(shapes.components())
     for extend in SCHEMA_EXTENDERS:
         extend(result)
     document_itself(result)
