@@ -474,3 +474,23 @@ def test_the_sweeper_queues_a_drain_only_while_a_delivery_is_due(webhook_setting
     QueuedDrain.objects.update(until=None)
     call_command("sweep_webhook_deliveries", stdout=(out := io.StringIO()))
     assert out.getvalue().strip() == "queued 1"
+
+
+@pytest.mark.parametrize("answer", ["169.254.169.254", "::ffff:169.254.169.254", "fd00:ec2::254"])
+def test_with_the_development_flag_a_name_rebound_to_a_metadata_address_is_blocked_at_connect_time(
+    webhook_settings, receiver, alice, queued, monkeypatch, answer
+):
+    """CONNECT_WEBHOOKS_ALLOW_PRIVATE lets the delivery reach loopback, never the deny list: the
+    address dialled is checked against it whatever the flag says."""
+    answers = {"hooks.test": ["127.0.0.1"]}
+    monkeypatch.setattr("apps.webhooks.outbound.resolve", lambda host, port: answers[host])
+    port = receiver.server.server_address[1]
+    endpoint = make_endpoint(alice, f"http://hooks.test:{port}/hook")
+    first = new_delivery(endpoint, queued)
+    assert engine.drain() == [(first.id, "succeeded")]  # loopback: allowed by the flag
+    engine.sender().close()  # no kept-alive connection: the next attempt dials again
+    answers["hooks.test"] = [answer]
+    second = new_delivery(endpoint, queued)
+    assert attempt_due() == [(second.id, "retrying")]
+    assert Delivery.objects.get(id=second.id).attempts.get().error == "blocked_destination"
+    assert len(receiver.requests) == 1
