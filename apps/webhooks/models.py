@@ -47,6 +47,12 @@ class WebhookEndpoint(models.Model):
     credential_kind = models.CharField(max_length=16)  # "api_key" | "oauth"
     credential_id = models.CharField(max_length=64)  # ApiKey id, or the OAuth access token's pk
     oauth_application_id = models.BigIntegerField(null=True, blank=True)
+    # The endpoint's place in the drains' rotation (apps/webhooks/delivery.py): seconds of worker
+    # time its batches have used, on a clock shared by all endpoints. Claims serve the endpoint
+    # with due work whose clock is lowest, so a receiver that answers slowly is charged for it
+    # and waits while quick ones go first. An endpoint returning from idle is lifted to at most
+    # one attempt's timeout below the lowest waiting endpoint: idle time is not saved up.
+    fair_clock = models.FloatField(default=0.0, editable=False)
 
     class Meta:
         indexes = [models.Index(fields=["workspace", "created_at", "id"], name="webhook_ws_created")]
@@ -127,6 +133,12 @@ class Delivery(models.Model):
             models.Index(
                 fields=["endpoint", "next_attempt_at"], name="delivery_endpoint_due",
                 condition=models.Q(status__in=ACTIVE_STATUSES),
+            ),
+            # A claim's count of an endpoint's attempt batches in flight (leases not yet released):
+            # a handful of rows per endpoint at most, whatever its backlog.
+            models.Index(
+                fields=["endpoint", "lease_until"], name="delivery_endpoint_leased",
+                condition=models.Q(status__in=ACTIVE_STATUSES) & ~models.Q(lease_token=""),
             ),
         ]
 

@@ -199,6 +199,7 @@ def test_two_workers_racing_on_one_due_delivery_attempt_it_once(webhook_settings
 
 @pytest.mark.django_db(transaction=True)
 def test_racing_claims_take_each_due_delivery_once(webhook_settings, alice, queued):
+    webhook_settings.CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY = 100  # no cap: every claim takes a batch
     endpoints = [make_endpoint(alice, "http://127.0.0.1:9/hook", filters=[{"type": kind}])
                  for kind in ("session.created", "session.status_changed")]
     for i in range(40):
@@ -213,6 +214,8 @@ def test_racing_claims_take_each_due_delivery_once(webhook_settings, alice, queu
 
 
 def test_a_claim_takes_one_endpoints_due_deliveries_oldest_first(webhook_settings, alice, queued):
+    # Both endpoints start level (fair_clock 0): the tie goes to the longest-waiting delivery's
+    # endpoint; the second claim skips that endpoint, whose batch is in flight.
     hook = make_endpoint(alice, "http://127.0.0.1:9/hook")
     other = make_endpoint(alice, "http://127.0.0.1:9/other", filters=[{"type": "session.status_changed"}])
     theirs = new_delivery(other, queued, event_type="session.status_changed")
@@ -220,7 +223,7 @@ def test_a_claim_takes_one_endpoints_due_deliveries_oldest_first(webhook_setting
     Delivery.objects.filter(id=theirs.id).update(next_attempt_at=timezone.now() - timedelta(seconds=5))
     Delivery.objects.filter(id=mine[2].id).update(next_attempt_at=timezone.now() - timedelta(seconds=10))
     _, first = engine.claim_batch()
-    assert first == [mine[2].id, mine[0].id, mine[1].id]  # the longest-waiting delivery's endpoint
+    assert first == [mine[2].id, mine[0].id, mine[1].id]
     _, second = engine.claim_batch()
     assert second == [theirs.id]
     assert engine.claim_batch() == ("", [])
@@ -368,6 +371,9 @@ def test_a_drain_asks_for_help_after_a_full_claim_only(webhook_settings, receive
 
 
 def test_a_claim_leaves_deliveries_in_flight_or_not_yet_due_alone(webhook_settings, receiver, alice, queued):
+    # Room for a second batch beside the other worker's (with the default cap of 1 the endpoint
+    # would wait for it: tests/webhooks/test_fairness.py).
+    webhook_settings.CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY = 2
     endpoint = make_endpoint(alice, receiver.url)
     first, in_flight, later = [new_delivery(endpoint, queued) for _ in range(3)]
     Delivery.objects.filter(id=in_flight.id).update(  # another worker's attempt
