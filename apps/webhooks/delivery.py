@@ -12,8 +12,8 @@ Leases make a delivery's attempts exclusive, and claims share the workers fairly
    delivery.
 3. Fairness: the endpoint claimed is, of those with due work and fewer than
    `CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY` batches in flight (live lease tokens), the one that has
-   used the least worker time (its `fair_clock`, charged after each batch), not the one holding
-   the globally oldest delivery. A batch starts further attempts only within `BATCH_SLICE_SECONDS`
+   used the least worker time (start-time fair queueing: its `fair_clock`, charged after each
+   batch), not the one holding the globally oldest delivery. A batch starts further attempts only within `BATCH_SLICE_SECONDS`
    of its start. So a worker serves one endpoint for at most the slice plus one attempt's
    timeout before claiming again, and an endpoint whose receiver is slow holds at most its cap of
    the workers: it cannot delay another endpoint's deliveries by more than about one attempt's
@@ -32,8 +32,8 @@ from typing import Callable
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, F, OuterRef, Q, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Count, F, FloatField, Max, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from apps.webhooks import keys, outbound, schedule, ssrf
@@ -100,9 +100,10 @@ def _batches_in_flight(endpoint_id: str, now) -> int:
     return _leased(now).filter(endpoint_id=endpoint_id).values("lease_token").distinct().count()
 
 
-def _candidates(now) -> list[tuple[str, float, int]]:
-    """(endpoint id, clock, batches in flight) of the endpoints with due work, in claim order:
-    lowest clock first; on a tie, the endpoint whose delivery has waited longest."""
+def _candidates(now, current: float) -> list[tuple[str, float, int]]:
+    """(endpoint id, start, batches in flight) of the endpoints with due work, in claim order:
+    the earliest start first (its clock, or the rotation's `current` time when its clock is
+    behind it); on a tie, the endpoint whose delivery has waited longest."""
     due = _due(now)
     in_flight = (
         _leased(now).filter(endpoint_id=OuterRef("pk")).order_by().values("endpoint_id")
@@ -111,10 +112,11 @@ def _candidates(now) -> list[tuple[str, float, int]]:
     oldest = due.filter(endpoint_id=OuterRef("pk")).order_by("next_attempt_at").values("next_attempt_at")[:1]
     endpoints = (
         WebhookEndpoint.objects.filter(pk__in=due.values("endpoint_id"))
-        .annotate(batches=Coalesce(Subquery(in_flight), 0), oldest_due=Subquery(oldest))
-        .order_by("fair_clock", "oldest_due", "pk")
+        .annotate(batches=Coalesce(Subquery(in_flight), 0), oldest_due=Subquery(oldest),
+                  start=Greatest("fair_clock", Value(current, output_field=FloatField())))
+        .order_by("start", "oldest_due", "pk")
     )
-    return list(endpoints.values_list("pk", "fair_clock", "batches")[:CANDIDATES])
+    return list(endpoints.values_list("pk", "start", "batches")[:CANDIDATES])
 
 
 def claim_batch(*, limit: int = BATCH) -> tuple[str, list[str]]:
@@ -127,15 +129,15 @@ def claim_batch(*, limit: int = BATCH) -> tuple[str, list[str]]:
     LOCKED`: a claim for another endpoint passes by, and inserting a delivery, which takes a key
     share lock, is not blocked), then counts its batches in flight again in a fresh statement,
     which sees every claim committed before the lock was granted. SQLite's IMMEDIATE transaction
-    makes the whole claim one writer's step. As it is claimed, an endpoint's clock is lifted to at
-    most one attempt's timeout below the lowest other endpoint with due work: time spent idle is
-    not saved up as credit against the busy ones."""
+    makes the whole claim one writer's step. A claimed endpoint's clock and start become its
+    start: an endpoint back from idle starts at the rotation's current time (the highest start of
+    any claim), so time spent idle is not saved up as credit against the busy ones."""
     now = timezone.now()
     cap = settings.CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY
     skip_locked = connection.features.has_select_for_update_skip_locked
     with transaction.atomic():
-        candidates = _candidates(now)
-        for endpoint_id, clock, batches in candidates:
+        current = WebhookEndpoint.objects.aggregate(current=Max("fair_start"))["current"] or 0.0
+        for endpoint_id, start, batches in _candidates(now, current):
             if batches >= cap:
                 continue
             if skip_locked:
@@ -152,10 +154,9 @@ def claim_batch(*, limit: int = BATCH) -> tuple[str, list[str]]:
             Delivery.objects.filter(id__in=ids).update(
                 lease_token=token, lease_until=now + timedelta(seconds=settings.CONNECT_WEBHOOK_LEASE_SECONDS)
             )
-            others = [other_clock for other, other_clock, _ in candidates if other != endpoint_id]
-            if others and clock < min(others) - settings.CONNECT_WEBHOOK_TIMEOUT_SECONDS:
-                floor = min(others) - settings.CONNECT_WEBHOOK_TIMEOUT_SECONDS
-                WebhookEndpoint.objects.filter(pk=endpoint_id, fair_clock__lt=floor).update(fair_clock=floor)
+            WebhookEndpoint.objects.filter(pk=endpoint_id).update(
+                fair_clock=Greatest("fair_clock", Value(start, output_field=FloatField())), fair_start=start
+            )
             return token, ids
     return "", []
 

@@ -47,12 +47,14 @@ class WebhookEndpoint(models.Model):
     credential_kind = models.CharField(max_length=16)  # "api_key" | "oauth"
     credential_id = models.CharField(max_length=64)  # ApiKey id, or the OAuth access token's pk
     oauth_application_id = models.BigIntegerField(null=True, blank=True)
-    # The endpoint's place in the drains' rotation (apps/webhooks/delivery.py): seconds of worker
-    # time its batches have used, on a clock shared by all endpoints. Claims serve the endpoint
-    # with due work whose clock is lowest, so a receiver that answers slowly is charged for it
-    # and waits while quick ones go first. An endpoint returning from idle is lifted to at most
-    # one attempt's timeout below the lowest waiting endpoint: idle time is not saved up.
+    # The endpoint's place in the drains' rotation (start-time fair queueing over worker time,
+    # apps/webhooks/delivery.py). `fair_clock`: where its next batch starts on a clock shared by
+    # all endpoints, pushed on by the seconds each batch of it used, so a receiver that answers
+    # slowly waits while quick ones go first. `fair_start`: the clock at its last claim; the
+    # highest over all endpoints is the rotation's current time, which an endpoint back from
+    # idle starts at (idle time is not saved up as credit against the busy ones).
     fair_clock = models.FloatField(default=0.0, editable=False)
+    fair_start = models.FloatField(default=0.0, editable=False)
 
     class Meta:
         indexes = [models.Index(fields=["workspace", "created_at", "id"], name="webhook_ws_created")]

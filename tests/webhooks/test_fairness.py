@@ -90,17 +90,22 @@ def test_claims_rotate_to_the_endpoint_that_used_the_least_worker_time(
         fast.close()
 
 
-def test_an_endpoint_back_from_idle_gets_at_most_one_timeout_of_credit(webhook_settings, alice, queued):
-    """Idle time is not saved up: an endpoint that had nothing due while the others were busy
-    goes first, but starts at most one attempt's timeout below the lowest waiting endpoint."""
+def test_an_endpoint_back_from_idle_starts_at_the_rotations_current_time(webhook_settings, alice, queued):
+    """Idle time is not saved up: an endpoint that had nothing due while another was busy starts
+    where the rotation is (the highest start of any claim), not at its old clock, so it gets one
+    batch ahead of the busy one and then takes turns."""
     busy = make_endpoint(alice, "http://127.0.0.1:9/busy", filters=CREATED)
     idle = make_endpoint(alice, "http://127.0.0.1:9/idle", filters=CHANGED)
-    WebhookEndpoint.objects.filter(id=busy.id).update(fair_clock=500.0)
-    _deliveries(busy, 2, "session.created", queued, age_seconds=60)
-    back = _deliveries(idle, 1, "session.status_changed", queued)
-    assert engine.claim_batch()[1] == back
-    timeout = webhook_settings.CONNECT_WEBHOOK_TIMEOUT_SECONDS
-    assert WebhookEndpoint.objects.get(id=idle.id).fair_clock == pytest.approx(500.0 - timeout)
+    WebhookEndpoint.objects.filter(id=busy.id).update(fair_start=500.0, fair_clock=509.0)  # one 9 s batch
+    older = _deliveries(busy, 2, "session.created", queued, age_seconds=60)
+    back = _deliveries(idle, 2, "session.status_changed", queued)
+    token, ids = engine.claim_batch(limit=1)
+    assert ids == back[:1]
+    assert WebhookEndpoint.objects.values_list("fair_clock", "fair_start").get(id=idle.id) == (500.0, 500.0)
+    engine._charge(idle.id, 9.0)  # its batch took 9 s too
+    Delivery.objects.filter(lease_token=token).update(lease_token="", lease_until=None)
+    assert engine.claim_batch(limit=1)[1] == older[:1]  # level at 509: the longer-waiting goes first
+    assert engine.claim_batch(limit=1)[1] == back[:1]
 
 
 @pytest.mark.django_db(transaction=True)
