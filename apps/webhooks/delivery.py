@@ -12,8 +12,8 @@ Leases make a delivery's attempts exclusive, and claims share the workers fairly
    delivery.
 3. Fairness: the endpoint claimed is, of those with due work and fewer than
    `CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY` batches in flight (live lease tokens), the one that has
-   used the least worker time (start-time fair queueing: its `fair_clock`, charged after each
-   batch), not the one holding the globally oldest delivery. A batch starts further attempts only within `BATCH_SLICE_SECONDS`
+   used the least worker time (fair queueing: its `fair_clock`, charged after each batch, plus
+   what its last batch cost), not the one holding the globally oldest delivery. A batch starts further attempts only within `BATCH_SLICE_SECONDS`
    of its start. So a worker serves one endpoint for at most the slice plus one attempt's
    timeout before claiming again, and an endpoint whose receiver is slow holds at most its cap of
    the workers: it cannot delay another endpoint's deliveries by more than about one attempt's

@@ -47,12 +47,13 @@ class WebhookEndpoint(models.Model):
     credential_kind = models.CharField(max_length=16)  # "api_key" | "oauth"
     credential_id = models.CharField(max_length=64)  # ApiKey id, or the OAuth access token's pk
     oauth_application_id = models.BigIntegerField(null=True, blank=True)
-    # The endpoint's place in the drains' rotation (start-time fair queueing over worker time,
+    # The endpoint's place in the drains' rotation (fair queueing over worker time,
     # apps/webhooks/delivery.py). `fair_clock`: where its next batch starts on a clock shared by
     # all endpoints, pushed on by the seconds each batch of it used, so a receiver that answers
-    # slowly waits while quick ones go first. `fair_start`: the clock at its last claim; the
-    # highest over all endpoints is the rotation's current time, which an endpoint back from
-    # idle starts at (idle time is not saved up as credit against the busy ones).
+    # slowly waits while quick ones go first. `fair_start`: the clock at its last claim, so
+    # `fair_clock - fair_start` is what its last batch cost; the highest `fair_start` over all
+    # endpoints is the rotation's current time, which an endpoint back from idle starts at
+    # (idle time is not saved up as credit against the busy ones).
     fair_clock = models.FloatField(default=0.0, editable=False)
     fair_start = models.FloatField(default=0.0, editable=False)
 
