@@ -128,8 +128,9 @@ def _candidates(now, current: float) -> list[tuple[str, float, int]]:
 def claim_batch(*, limit: int = BATCH) -> tuple[str, list[str]]:
     """Lease up to `limit` due deliveries of one endpoint, oldest first: of the endpoints with due
     work and fewer than CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY batches in flight, the one whose
-    clock is lowest (the least worker time used; WebhookEndpoint.fair_clock). Returns (attempt
-    token, ids), or ("", []) when nothing may be claimed now.
+    next batch would finish first on the rotation's clock of worker time (`_candidates`,
+    WebhookEndpoint.fair_clock). Returns (attempt token, ids), or ("", []) when nothing may be
+    claimed now.
 
     The cap holds across workers. PostgreSQL locks the endpoint's row (`FOR NO KEY UPDATE SKIP
     LOCKED`: a claim for another endpoint passes by, and inserting a delivery, which takes a key
