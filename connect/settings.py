@@ -231,6 +231,9 @@ CONNECT_WEBHOOK_TIMEOUT_SECONDS = float(env("CONNECT_WEBHOOK_TIMEOUT_SECONDS", "
 CONNECT_WEBHOOK_LEASE_SECONDS = envint("CONNECT_WEBHOOK_LEASE_SECONDS", 60)
 CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS = envint("CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS", 60)
 CONNECT_WEBHOOK_SWEEP_SECONDS = float(env("CONNECT_WEBHOOK_SWEEP_SECONDS", "5"))
+# Attempt batches one endpoint may have in flight at once, across all workers: a slow receiver
+# holds at most this many workers, and the rest serve the other endpoints.
+CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY = max(1, envint("CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY", 1))
 # Extra networks webhooks may never reach (comma-separated CIDRs), beside the built-in metadata list.
 CONNECT_WEBHOOK_DENY_NETWORKS = [n.strip() for n in env("CONNECT_WEBHOOK_DENY_NETWORKS").split(",") if n.strip()]
 

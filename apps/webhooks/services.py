@@ -47,13 +47,14 @@ def policy() -> ssrf.Policy:
 def check_destination(url: Any) -> str:
     """`400 invalid_request` unless the URL and every address its host resolves to pass the
     SSRF rules now. The connect-time check (outbound.GuardedBackend) repeats it for real. The
-    `detail` names the rule broken, never the URL or an address (a URL may carry a secret)."""
+    `detail` names the rule broken, never the URL or an address (a URL may carry a secret). The
+    name is looked up with the development flag too: the flag never lifts the deny list."""
     rules = policy()
     try:
         destination = ssrf.check_url(url, rules)
     except ssrf.UnsafeDestination:
         raise invalid("url", _url_problem(url, rules)) from None
-    if destination.literal is None and not rules.allow_private:
+    if destination.literal is None:
         try:
             answers = outbound.resolve(destination.host, destination.port)
         except OSError:

@@ -260,3 +260,24 @@ def test_jwks_is_public_cacheable_and_creates_the_first_key(db):
     [key] = response.json()["keys"]
     assert {key["kty"], key["crv"], key["use"], key["alg"]} == {"OKP", "Ed25519", "sig", "EdDSA"}
     assert set(key) == {"kty", "crv", "kid", "x", "use", "alg"}
+
+
+@pytest.mark.parametrize("url", [
+    "http://169.254.169.254/latest/meta-data", "http://[::ffff:169.254.169.254]/", "http://2852039166/",
+    "http://metadata.google.internal/", "http://meta.example.com/", "http://mixed.example.com/",
+])
+def test_the_development_flag_never_lets_an_endpoint_reach_the_deny_list(alice_http, settings, monkeypatch, url):
+    """CONNECT_WEBHOOKS_ALLOW_PRIVATE lifts https-only and the private ranges at create and update
+    time, not the deny list: literal addresses in any spelling, denied names, and names that
+    resolve to a denied address (the lookup happens with the flag too)."""
+    settings.CONNECT_WEBHOOKS_ALLOW_PRIVATE = True
+    answers = {"meta.example.com": ["169.254.169.254"], "mixed.example.com": ["10.0.0.5", "fd00:ec2::254"],
+               "dev.example.com": ["127.0.0.1"]}
+    monkeypatch.setattr("apps.webhooks.outbound.resolve", lambda host, port: answers[host])
+    refused = create(alice_http, url=url).json()
+    assert refused["error"] == "invalid_request" and refused["detail"].startswith("url: ")
+    created = create(alice_http, url="http://dev.example.com:8000/hook")
+    assert created.status_code == 201, created.content
+    patched = alice_http.call("patch", f"/api/v1/webhooks/{created.json()['id']}", {"url": url})
+    assert (patched.status_code, patched.json()["error"]) == (400, "invalid_request")
+    assert patched.json()["detail"].startswith("url: ")
