@@ -48,7 +48,7 @@ from apps.webhooks.models import (
     WebhookEndpoint,
     attempt_token,
 )
-from apps.webhooks.services import policy
+from apps.webhooks.destinations import policy
 
 USER_AGENT = "Connect-Webhooks/1.0"
 

@@ -1,17 +1,14 @@
 """Writes to webhooks: endpoints, deliveries (created, replayed, cancelled, purged).
 
 New deliveries are created `pending` and due; after commit a drain task is queued on django-q2
-unless one is already waiting (apps/webhooks/tasks.py). If that is lost, the sweeper queues one.
+unless one is already waiting (apps/webhooks/drain_queue.py). If that is lost, the sweeper queues one.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from datetime import timedelta
 from typing import Any, Iterable
-from urllib.parse import urlsplit
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -19,8 +16,9 @@ from apps.access.principal import Principal
 from apps.core.errors import InvalidRequest, NotAllowed, invalid
 from apps.core.ids import new_id
 from apps.core.timestamps import iso_ms
+from apps.webhooks import drain_queue
 from apps.webhooks import filters as webhook_filters
-from apps.webhooks import outbound, ssrf
+from apps.webhooks.destinations import check_destination
 from apps.webhooks.models import (
     ACTIVE_STATUSES,
     Delivery,
@@ -34,75 +32,6 @@ from apps.webhooks.selectors import RETENTION_DAYS
 
 TEST_EVENT_TYPE = "webhook.test"
 MAX_NAME_LENGTH = 200
-
-
-def policy() -> ssrf.Policy:
-    extra = tuple(getattr(settings, "CONNECT_WEBHOOK_DENY_NETWORKS", ()))
-    return ssrf.Policy(
-        allow_private=settings.CONNECT_WEBHOOKS_ALLOW_PRIVATE,
-        deny_networks=ssrf.DEFAULT_DENY_NETWORKS + extra,
-    )
-
-
-def check_destination(url: Any) -> str:
-    """`400 invalid_request` unless the URL and every address its host resolves to pass the
-    SSRF rules now. The connect-time check (outbound.GuardedBackend) repeats it for real. The
-    `detail` names the rule broken, never the URL or an address (a URL may carry a secret). The
-    name is looked up with the development flag too: the flag never lifts the deny list."""
-    rules = policy()
-    try:
-        destination = ssrf.check_url(url, rules)
-    except ssrf.UnsafeDestination:
-        raise invalid("url", _url_problem(url, rules)) from None
-    if destination.literal is None:
-        try:
-            answers = outbound.resolve(destination.host, destination.port)
-        except OSError:
-            raise invalid("url", "its host does not resolve") from None
-        try:
-            ssrf.check_resolved(destination.host, answers, rules)
-        except ssrf.UnsafeDestination:
-            raise invalid("url", _resolved_problem(answers, rules)) from None
-    return url
-
-
-def _url_problem(url: Any, rules: ssrf.Policy) -> str:
-    """Which of check_url's rules `url` breaks, in wire-safe words."""
-    try:
-        parts = urlsplit(url) if isinstance(url, str) else None
-        scheme = parts.scheme.lower() if parts else ""
-    except ValueError:
-        parts, scheme = None, ""
-    if not parts or not parts.netloc or len(url) > ssrf.MAX_URL_LENGTH or any(c.isspace() for c in url):
-        return f"must be an absolute https URL of at most {ssrf.MAX_URL_LENGTH} characters"
-    if scheme not in ({"https", "http"} if rules.allow_private else {"https"}):
-        return "must be https"
-    if "@" in parts.netloc:
-        return "must not carry credentials"
-    try:
-        _, literal = ssrf.parse_host(parts.netloc.rpartition(":")[0] if parts.port else parts.netloc)
-    except (ssrf.UnsafeDestination, ValueError):
-        return "must name a valid host"
-    if literal is not None:
-        return "is " + _address_problem(ssrf.address_problem(literal, rules) or "refused")
-    return "names a refused host (localhost or the deny list)"
-
-
-def _resolved_problem(answers: list[str], rules: ssrf.Policy) -> str:
-    for answer in answers:
-        try:
-            problem = ssrf.address_problem(ipaddress.ip_address(answer.split("%")[0]), rules)
-        except ValueError:
-            continue
-        if problem:
-            return "resolves to " + _address_problem(problem)
-    return "resolves to no address"
-
-
-def _address_problem(problem: str) -> str:
-    if problem.startswith("carries"):  # "carries <address>, …": the address stays out of the body
-        return "an IPv6 address embedding a refused IPv4 address"
-    return f"an address that is {problem}"
 
 
 def _check_name(name: Any) -> str:
@@ -204,9 +133,7 @@ def _new_delivery(*, endpoint: WebhookEndpoint, event_id: str, event_type: str, 
 
 
 def _drain_after_commit() -> None:
-    from apps.webhooks import tasks
-
-    transaction.on_commit(tasks.request_drain)
+    transaction.on_commit(drain_queue.request_drain)
 
 
 def create_event_deliveries(

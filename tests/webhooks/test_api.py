@@ -164,7 +164,7 @@ def endpoint(alice_http):
 
 
 def test_another_workspaces_endpoint_and_delivery_are_404_for_every_operation(bob_http, endpoint, monkeypatch):
-    monkeypatch.setattr("apps.webhooks.tasks.request_drain", lambda: None)
+    monkeypatch.setattr("apps.webhooks.drain_queue.request_drain", lambda: None)
     delivery = make_delivery(endpoint)
     for method, path, body in [
         ("get", f"/api/v1/webhooks/{endpoint.id}", None),
@@ -182,7 +182,7 @@ def test_another_workspaces_endpoint_and_delivery_are_404_for_every_operation(bo
 
 
 def test_test_delivery_is_202_with_a_test_delivery(alice_http, endpoint, monkeypatch):
-    monkeypatch.setattr("apps.webhooks.tasks.request_drain", lambda: None)
+    monkeypatch.setattr("apps.webhooks.drain_queue.request_drain", lambda: None)
     response = alice_http.call("post", f"/api/v1/webhooks/{endpoint.id}/test")
     assert response.status_code == 202
     body = response.json()
@@ -192,7 +192,7 @@ def test_test_delivery_is_202_with_a_test_delivery(alice_http, endpoint, monkeyp
 
 
 def test_replay_rules(alice_http, endpoint, monkeypatch):
-    monkeypatch.setattr("apps.webhooks.tasks.request_drain", lambda: None)
+    monkeypatch.setattr("apps.webhooks.drain_queue.request_drain", lambda: None)
     dead = make_delivery(endpoint, DeliveryStatus.DEAD_LETTER)
     response = alice_http.call("post", f"/api/v1/webhook-deliveries/{dead.id}/replay")
     assert response.status_code == 202
@@ -208,7 +208,7 @@ def test_replay_rules(alice_http, endpoint, monkeypatch):
 
 
 def test_delivery_list_filters_and_read_with_attempts(alice_http, endpoint, monkeypatch):
-    monkeypatch.setattr("apps.webhooks.tasks.request_drain", lambda: None)
+    monkeypatch.setattr("apps.webhooks.drain_queue.request_drain", lambda: None)
     ok = make_delivery(endpoint, DeliveryStatus.SUCCEEDED)
     dead = make_delivery(endpoint, DeliveryStatus.DEAD_LETTER)
     ok.attempts.create(number=1, started_at=ok.created_at, completed_at=ok.created_at, http_status=204, duration_ms=3)

@@ -70,7 +70,7 @@ def test_admin_lists_dead_letters_first_without_per_row_queries(staff, endpoint)
 
 
 def test_admin_replay_action_goes_through_the_service(staff, endpoint, monkeypatch):
-    monkeypatch.setattr("apps.webhooks.tasks.request_drain", lambda: None)
+    monkeypatch.setattr("apps.webhooks.drain_queue.request_drain", lambda: None)
     dead = deliveries(endpoint, 2, "dead_letter")
     pending = Delivery.objects.create(workspace_id=endpoint.workspace_id, endpoint=endpoint, event_id="evt_p",
                                       event_type="session.created", body="{}", created_at=timezone.now(),
@@ -175,7 +175,7 @@ def test_openapi_documents_webhook_paths_jwks_and_the_receiver_request(doc):
 
 
 def test_live_responses_match_the_documented_schemas(doc, alice, monkeypatch):
-    monkeypatch.setattr("apps.webhooks.tasks.request_drain", lambda: None)
+    monkeypatch.setattr("apps.webhooks.drain_queue.request_drain", lambda: None)
     monkeypatch.setattr("apps.webhooks.outbound.resolve", lambda host, port: ["93.184.216.34"])
     client = Client(headers={"Authorization": f"Bearer {factories.api_key(alice, factories.ALL_SCOPES)}"})
     created = client.post("/api/v1/webhooks", json.dumps({"name": "n", "url": "https://hooks.example.com/",

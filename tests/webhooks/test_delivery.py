@@ -29,7 +29,7 @@ STATUS_FILTERS = [{"type": "session.created"}]
 def queued(monkeypatch):
     """Drains are run by the test itself: count what would go on django-q2 instead."""
     drains: list[tuple] = []
-    monkeypatch.setattr("apps.webhooks.tasks.async_task", lambda *args, **kwargs: drains.append(args))
+    monkeypatch.setattr("apps.webhooks.drain_queue.async_task", lambda *args, **kwargs: drains.append(args))
     return drains
 
 
@@ -424,7 +424,7 @@ def test_a_drain_ends_inside_the_task_timeout(webhook_settings, receiver, alice,
 
 def test_one_drain_is_queued_while_one_waits(webhook_settings, alice, queued, django_capture_on_commit_callbacks,
                                              monkeypatch):
-    from apps.webhooks import tasks
+    from apps.webhooks import drain_queue, tasks
     from apps.webhooks.models import QueuedDrain
 
     monkeypatch.setattr(tasks, "close_old_connections", lambda: None)  # it would close the test's transaction
@@ -433,33 +433,33 @@ def test_one_drain_is_queued_while_one_waits(webhook_settings, alice, queued, dj
         new_delivery(endpoint, queued)
     with django_capture_on_commit_callbacks(execute=True):
         new_delivery(endpoint, queued)
-    assert queued == [(tasks.DRAIN_TASK,)]  # the second found the first waiting
-    assert tasks.request_drain() is False and tasks.sweep() == 0
+    assert queued == [(drain_queue.DRAIN_TASK,)]  # the second found the first waiting
+    assert drain_queue.request_drain() is False and tasks.sweep() == 0
 
     # A drain, as it starts, says none is waiting: the next delivery queues another.
     Delivery.objects.update(status="cancelled")
     assert tasks.drain() == 0
-    assert tasks.request_drain() is True and len(queued) == 2
+    assert drain_queue.request_drain() is True and len(queued) == 2
 
     # A drain that never started (its broker lost it) is replaced once the queue lease passes.
     QueuedDrain.objects.update(until=timezone.now() - timedelta(seconds=1))
-    assert tasks.request_drain() is True and len(queued) == 3
+    assert drain_queue.request_drain() is True and len(queued) == 3
 
     # A database whose flag row is gone (flushed) gets it back.
     QueuedDrain.objects.all().delete()
-    assert tasks.request_drain() is True and len(queued) == 4
+    assert drain_queue.request_drain() is True and len(queued) == 4
     assert QueuedDrain.objects.get().until > timezone.now()
 
 
 def test_a_broker_failure_leaves_no_drain_marked_waiting(webhook_settings, alice, monkeypatch):
-    from apps.webhooks import tasks
+    from apps.webhooks import drain_queue
     from apps.webhooks.models import QueuedDrain
 
     def broker_down(*args, **kwargs):
         raise ConnectionError("broker down")
 
-    monkeypatch.setattr("apps.webhooks.tasks.async_task", broker_down)
-    assert tasks.request_drain() is False
+    monkeypatch.setattr("apps.webhooks.drain_queue.async_task", broker_down)
+    assert drain_queue.request_drain() is False
     # The next event or sweep tries again (the row may be absent after an earlier test's flush).
     assert not QueuedDrain.objects.filter(until__isnull=False).exists()
 
