@@ -350,7 +350,8 @@ def main() -> int:
                         help="at most this many seconds of waiting for an idle machine between runs")
     parser.add_argument("--ten-before-only", action="store_true",
                         help="ten: measure `solo` alone and stop (seed the ten workspaces yourself, in parallel)")
-    parser.add_argument("--datasette-workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--datasette-workers", type=int, nargs="*", default=[1, 2],
+                        help="Datasette processes per variant; none (the flag alone): Connect and the baseline only")
     parser.add_argument("--baseline", metavar="REF", help="also run Connect at this git commit, side by side")
     args = parser.parse_args()
 
