@@ -1,5 +1,5 @@
-"""Search index upkeep (issue 9): `services.compact_search_index` merges what writes left
-scattered, hourly on the task cluster and after bulk loads, and no search result changes."""
+"""Search index upkeep: `services.compact_search_index` merges what writes left scattered,
+hourly on the task cluster and after bulk loads, and no search result changes."""
 
 from __future__ import annotations
 

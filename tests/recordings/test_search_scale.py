@@ -1,5 +1,6 @@
-"""Search at scale (issue 9): the index keyed by workspace, the bounded candidate set, query
-shapes that must stay bounded, freshness after commit. Small data; timings belong in bench/."""
+"""Search at scale (docs/decisions.md "Search at scale"): the index keyed by workspace, the
+bounded candidate set, query shapes that must stay bounded, freshness after commit. Small data;
+timings belong in bench/."""
 
 from __future__ import annotations
 
