@@ -37,9 +37,10 @@ def scope_digest(terms: list[str], revision_kind: str | None) -> str:
 
 @dataclass(frozen=True)
 class PageStart:
-    """Where a page starts: after the hit ranked `after` in the window `shown`, or, without
-    them, at the start of the window from `window_from` (the previous window's end; None = the
-    newest revision)."""
+    """Where a page starts, as its cursor says.
+
+    Either after the hit ranked `after` in the window `shown`, or, without them, at the start
+    of the window from `window_from` (the previous window's end; None = the newest revision)."""
 
     window_from: Position = None
     shown: WindowBounds | None = None

@@ -32,8 +32,10 @@ def segment_score(text: str, keys: list[str]) -> float:
 
 
 class RankedHit(NamedTuple):
-    """A revision ranked in its window: its ranking key (the first three fields, which a cursor
-    continues after) and the candidate segment that scored best, whose snippet it shows."""
+    """A revision's place in its window's ranking, and the segment whose snippet it shows.
+
+    The first three fields are the ranking key a cursor continues after; `sequence` is the
+    candidate segment that scored best."""
 
     score: float
     session_created: datetime

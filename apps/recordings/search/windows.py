@@ -42,10 +42,11 @@ def common_words_range(terms: list[str]) -> int:
 
 @dataclass(frozen=True)
 class WindowBounds:
-    """Where a window lies, as a cursor carries it while the window is paged: its newest
-    candidate's position `first`, `last` where it stops (the next window starts past it), and
-    `more`, whether anything past `last` may match. SQLite: `first` inclusive, `last` exclusive,
-    None = the workspace's end; PostgreSQL: both inclusive."""
+    """Where a window lies, as a cursor carries it while the window is paged.
+
+    `first` is its newest candidate's position, `last` where it stops (the next window starts
+    past it), `more` whether anything past `last` may match. SQLite: `first` inclusive, `last`
+    exclusive, None = the workspace's end; PostgreSQL: both inclusive."""
 
     first: Position
     last: Position
@@ -54,10 +55,11 @@ class WindowBounds:
 
 @dataclass
 class CandidateWindow:
-    """One window as an engine found it: the candidates (transcript id: candidate segment
-    sequences) in walk order, newest first, with the candidate segments' texts and each
-    candidate revision's session created_at (the ranking's tie-break), and where it lies
-    (`first` None when there are no candidates)."""
+    """The candidate revisions of one window as an engine found them, and where the window lies.
+
+    `candidates` maps transcript id to candidate segment sequences, in walk order (newest
+    first); `texts` holds the candidate segments' texts and `created` each candidate revision's
+    session created_at (the ranking's tie-break). `first` is None when there are no candidates."""
 
     candidates: dict[str, list[int]]
     first: Position = None
