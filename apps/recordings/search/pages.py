@@ -8,8 +8,9 @@ from typing import Any
 
 from django.db import connection
 
+import apps.recordings.search.postgresql as postgresql
+import apps.recordings.search.sqlite as sqlite
 from apps.recordings.models import Session, Transcript
-from apps.recordings.search import postgresql, sqlite
 from apps.recordings.search.cursors import (
     PageStart,
     next_window_cursor,

@@ -19,9 +19,9 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from apps.recordings.search import postgresql_planner as planner
-from apps.recordings.search import postgresql_queries as queries
-from apps.recordings.search import windows
+import apps.recordings.search.postgresql_planner as planner
+import apps.recordings.search.postgresql_queries as queries
+import apps.recordings.search.windows as windows
 from apps.recordings.search.windows import CandidateWindow, WindowBounds
 
 MAX_BATCHES = 4  # batches of CANDIDATE_REVISIONS revisions the walk looks at per window

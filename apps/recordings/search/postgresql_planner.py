@@ -23,7 +23,7 @@ from typing import Any
 
 from django.db import connection
 
-from apps.recordings.search import windows
+import apps.recordings.search.windows as windows
 from apps.recordings.search.postgresql_queries import MATCHES_SQL
 
 MIN_MATCHES_TO_WALK = 2000  # a word in fewer of the workspace's segments always takes the direct plan

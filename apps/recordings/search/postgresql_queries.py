@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.recordings.search import windows
+import apps.recordings.search.windows as windows
 
 # Every word, folded as the text was, keyed by the workspace (migration 0003): (workspace id, words).
 TSQUERY = "connect_search_query(%s, %s)"

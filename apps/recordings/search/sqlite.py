@@ -25,7 +25,7 @@ from typing import Any
 
 from django.db import connection
 
-from apps.recordings.search import windows
+import apps.recordings.search.windows as windows
 from apps.recordings.search.terms import fts5_match
 from apps.recordings.search.windows import CandidateWindow, WindowBounds
 
