@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Search benchmark (issue 9): Connect's search on 1.5M segments, side by side with Datasette.
+"""Search benchmark: Connect's search on 1.5M segments, side by side with Datasette.
 
     python bench/search.py                          # both databases, every part
     python bench/search.py --db sqlite --parts rotation load
@@ -13,7 +13,7 @@ missing; the seed time is printed). Parts, each on both databases:
   share of the workspace's segments it matches;
 - load: the whole rotation at 32 connections on `serve --workers 2`, req/s, and Datasette's FTS
   search over the same FTS5 index and queries (SQLite), same rounds, side by side;
-- shapes: the query shapes of point 5 (many words, very common words, long words, 500
+- shapes: the query shapes that must stay bounded (many words, very common words, long words, 500
   characters) at 1 connection;
 - append: p50 of appending one segment to a session of 5,000 (bench/search_probe.py append);
 - ten: the workspace `solo` (200 sessions) at 1 connection, then again after ten more workspaces
@@ -48,7 +48,7 @@ from bench import harness as rest  # noqa: E402 - the shared harness, by its old
 from bench.harness import DATA, PYTHON, RESULTS, ROOT, Database, Endpoint, Server, log  # noqa: E402
 
 PG_NAME = "connect_search_bench"
-# (what it is, query): the rotation of point 2, word frequencies of the demo vocabulary.
+# (what it is, query): the rotation, words of the demo vocabulary picked by their frequency.
 ROTATION = [
     ("word in ~30 % of segments", "release"),
     ("word in ~5 %", "numbers"),
@@ -350,7 +350,8 @@ def main() -> int:
                         help="at most this many seconds of waiting for an idle machine between runs")
     parser.add_argument("--ten-before-only", action="store_true",
                         help="ten: measure `solo` alone and stop (seed the ten workspaces yourself, in parallel)")
-    parser.add_argument("--datasette-workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--datasette-workers", type=int, nargs="*", default=[1, 2],
+                        help="Datasette processes per variant; none (the flag alone): Connect and the baseline only")
     parser.add_argument("--baseline", metavar="REF", help="also run Connect at this git commit, side by side")
     args = parser.parse_args()
 

@@ -40,6 +40,8 @@ from django.utils import timezone  # noqa: E402
 from apps.recordings import services  # noqa: E402
 from apps.recordings.models import Segment  # noqa: E402
 from apps.recordings.search import query_terms, search_transcripts  # noqa: E402
+from apps.recordings.search.sqlite import WORKSPACE_SHIFT  # noqa: E402
+from apps.recordings.search.terms import fts5_match  # noqa: E402
 from apps.tenancy import services as tenancy  # noqa: E402
 from apps.tenancy.models import Workspace  # noqa: E402
 
@@ -53,8 +55,6 @@ def matching_segments(workspace: Workspace, query: str) -> int:
         return 0
     with connection.cursor() as db:
         if connection.vendor == "sqlite":
-            from apps.recordings.search import WORKSPACE_SHIFT, fts5_match
-
             db.execute("SELECT id FROM recordings_search_workspace WHERE workspace_id = %s", [workspace.id])
             row = db.fetchone()
             if row is None:

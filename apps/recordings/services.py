@@ -146,9 +146,9 @@ def append_committed_segments(
 ) -> list[Segment]:
     """Append realtime segments; sequence and the session's commit index continue from the last.
 
-    The realtime path of a recording that may run for hours, so it is counted in round trips
-    (issue 9 point 4): one statement locks the session and finds its committed revision, one
-    statement per 500 segments numbers and inserts them, then each segment records its event.
+    The realtime path of a recording that may run for hours, so it is counted in round trips:
+    one statement locks the session and finds its committed revision, one statement per 500
+    segments numbers and inserts them, then each segment records its event.
     The search index follows per inserted row (triggers, generated column), never per revision."""
     now = at or timezone.now()
     segments = list(segments)
@@ -408,9 +408,9 @@ def import_sessions(*, workspace: Workspace, sessions: list[ImportedSession]) ->
 def refresh_statistics() -> None:
     """After a bulk load. PostgreSQL: ANALYZE the recordings tables. Search chooses between its
     GIN lookup and its walk over the newest revisions from the planner's estimates, and tables
-    filled in one go have none until autovacuum's next pass: on a fresh 200-session import a
-    search for a common word took 251 ms instead of 38 ms. SQLite keeps no statistics the
-    search relies on; its index is compacted (`compact_search_index`)."""
+    filled in one go have none until autovacuum's next pass, so until then a common word can
+    take the plan that ranks every match. SQLite keeps no statistics the search relies on; its
+    index is compacted (`compact_search_index`)."""
     from django.db import connection
 
     if connection.vendor == "postgresql":
@@ -420,8 +420,8 @@ def refresh_statistics() -> None:
     compact_search_index()
 
 
-# Leaf pages one merge step writes: a step is one short write transaction (~50 ms at this size),
-# so appends wait at most that long behind it.
+# Leaf pages one merge step writes: a step is one short write transaction, so appends wait at
+# most that long behind it.
 SEARCH_MERGE_PAGES = 500
 SEARCH_MERGE_MAX_STEPS = 2000  # a bound per run, should writes keep adding b-trees; the next run goes on
 
@@ -432,11 +432,10 @@ def compact_search_index() -> int:
     bulk loads.
 
     SQLite: FTS5 adds a b-tree per flushed write and merges them only once four share a level
-    (`automerge`), so a live or bulk-loaded index holds a dozen or more; every search seeks each
-    word in every one of them (18 b-trees after the 1.5M-segment seed: a common word's search
-    took 18 ms in process, 9.5 ms once merged). Migration 0004 sets `usermerge` to 2, so a
-    'merge' step joins any two b-trees of one level: the index ends with at most one per level,
-    and a run after an hour of appends rewrites the small recent ones, not the whole index.
+    (`automerge`), so a live or bulk-loaded index holds many, and every search seeks each word
+    in every one of them. Migration 0004 sets `usermerge` to 2, so a 'merge' step joins any two
+    b-trees of one level: the index ends with at most one per level, and a run after an hour of
+    appends rewrites the small recent ones, not the whole index.
     PostgreSQL: moves the GIN index's pending list (entries written since the last vacuum,
     which every search scans in full) into the index, as autovacuum would."""
     from django.db import connection

@@ -1,5 +1,5 @@
-"""Search index upkeep (issue 9): `services.compact_search_index` merges what writes left
-scattered, hourly on the task cluster and after bulk loads, and no search result changes."""
+"""Search index upkeep: `services.compact_search_index` merges what writes left scattered,
+hourly on the task cluster and after bulk loads, and no search result changes."""
 
 from __future__ import annotations
 
@@ -46,11 +46,29 @@ def test_compacting_keeps_every_match_and_its_order(appended_one_by_one):
     assert len(before["budget"]) == 12 and before["zeppelin"] == []
 
 
+def set_fts5_automerge(value: int) -> None:
+    with connection.cursor() as db:
+        db.execute("INSERT INTO recordings_segment_fts(recordings_segment_fts, rank) VALUES ('automerge', %s)", [value])
+
+
 def test_sqlite_compacting_merges_the_index_btrees(appended_one_by_one):
+    """How many b-trees appends leave is FTS5's to decide, not the test's: it merges a level
+    once four share it (`automerge`), together with whatever the index already held. So the
+    scattered index is made here: merged first, then written with automatic merging off, which
+    leaves one b-tree per write, and the test asserts that it is scattered before compacting."""
     if connection.vendor != "sqlite":
         pytest.skip("FTS5 is SQLite's index")
+    session = factories.session(appended_one_by_one, label="Scattered")
+    services.compact_search_index()
+    settled = fts5_btrees()
+    set_fts5_automerge(0)
+    try:
+        for i in range(4):
+            services.append_committed_segments(session=session, segments=factories.segments([f"budget {i}"]))
+    finally:
+        set_fts5_automerge(4)  # FTS5's default (the test's transaction is rolled back as well)
     scattered = fts5_btrees()
-    assert scattered > 2, "the appends should have left several b-trees to merge"
+    assert scattered >= settled + 4, "each write should have left a b-tree of its own"
 
     steps = services.compact_search_index()
 

@@ -1,5 +1,6 @@
-"""Search at scale (issue 9): the index keyed by workspace, the bounded candidate set, query
-shapes that must stay bounded, freshness after commit. Small data; timings belong in bench/."""
+"""Search at scale (docs/decisions.md "Search at scale"): the index keyed by workspace, the
+bounded candidate set, query shapes that must stay bounded, freshness after commit. Small data;
+timings belong in bench/."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from django.db import connection, connections
 
-from apps.recordings import search, services
+from apps.recordings import services
 from apps.recordings.models import Transcript
-from apps.recordings.search import _page_sql, _walk_sql, query_terms, segment_score, search_transcripts
+from apps.recordings.search import postgresql, postgresql_planner, postgresql_queries, sqlite, windows
+from apps.recordings.search import query_terms, search_transcripts
+from apps.recordings.search.postgresql_queries import MATCHES_SQL
+from apps.recordings.search.scoring import segment_score
 from tests import factories
 
 SEARCH = "/api/v1/transcripts/search"
@@ -63,8 +67,8 @@ def test_segment_score_rewards_frequency_and_short_segments():
 
 @pytest.fixture
 def small_candidate_set(monkeypatch):
-    monkeypatch.setattr(search, "CANDIDATE_REVISIONS", 5)
-    monkeypatch.setattr(search, "CANDIDATE_SEGMENTS", 2)
+    monkeypatch.setattr(windows, "CANDIDATE_REVISIONS", 5)
+    monkeypatch.setattr(windows, "CANDIDATE_SEGMENTS", 2)
 
 
 def test_more_matching_revisions_than_candidates_ranks_the_newest(api, acme, alice_key, small_candidate_set):
@@ -117,7 +121,7 @@ def test_postgresql_walk_and_direct_plans_agree(api, acme, alice_key, monkeypatc
         factories.session(acme, committed=texts, final=["budget"] if i % 4 == 0 else None, at=at(i))
     results = {}
     for walk_first in (False, True):
-        monkeypatch.setattr(search, "_walk_is_cheaper", lambda terms, ws, w=walk_first: w)
+        monkeypatch.setattr(postgresql_planner, "walk_is_cheaper", lambda terms, ws, w=walk_first: w)
         results[walk_first] = (
             walk(api, alice_key, query="budget", limit=limit),
             walk(api, alice_key, query="budget", revisionKind="committed", limit=limit),
@@ -128,14 +132,14 @@ def test_postgresql_walk_and_direct_plans_agree(api, acme, alice_key, monkeypatc
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
 def test_postgresql_walk_is_chosen_for_common_words_only(acme, monkeypatch):
-    monkeypatch.setattr(search, "POSTGRES_COMMON_MATCHES", 10)
+    monkeypatch.setattr(postgresql_planner, "MIN_MATCHES_TO_WALK", 10)
     session = factories.session(acme)
     texts = [f"budget routine words {i}" for i in range(3000)] + ["rare words"]
     services.append_committed_segments(session=session, segments=factories.segments(texts))
     with connection.cursor() as db:
         db.execute("ANALYZE recordings_segment")
-    assert search._walk_is_cheaper(["budget"], acme.id)
-    assert not search._walk_is_cheaper(["rare"], acme.id)
+    assert postgresql_planner.walk_is_cheaper(["budget"], acme.id)
+    assert not postgresql_planner.walk_is_cheaper(["rare"], acme.id)
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
@@ -144,7 +148,7 @@ def test_postgresql_counts_the_words_its_statistics_do_not_know(acme, globex, mo
     at most 10, statistics target 1), which another workspace's words fill, and guess every
     other word alike. acme's 'budget' (in 500 of its 501 segments) and 'rare' (in 1) both get
     that guess; counted through the index, the first walks and the second does not."""
-    monkeypatch.setattr(search, "POSTGRES_COMMON_MATCHES", 10)
+    monkeypatch.setattr(postgresql_planner, "MIN_MATCHES_TO_WALK", 10)
     with connection.cursor() as db:  # before any row: not with the test transaction's pending FK checks
         db.execute("ALTER TABLE recordings_segment ALTER COLUMN search_vector SET STATISTICS 1")
     busy = " ".join(f"word{i}" for i in range(10))  # as many as the statistics keep
@@ -153,14 +157,14 @@ def test_postgresql_counts_the_words_its_statistics_do_not_know(acme, globex, mo
     services.append_committed_segments(session=factories.session(acme), segments=factories.segments(texts))
     with connection.cursor() as db:
         db.execute("ANALYZE recordings_segment")
-    unknown = search._unknown_estimate()
+    unknown = postgresql_planner.unknown_estimate()
     for word in ("budget", "rare"):
-        assert search._estimated_rows(search._MATCHES_SQL, [acme.id, word]) <= unknown  # only the guess
-    assert search._estimated_rows(search._MATCHES_SQL, [globex.id, "word3"]) > unknown  # known
-    assert search._walk_is_cheaper(["budget"], acme.id)
-    assert not search._walk_is_cheaper(["rare"], acme.id)
-    assert search._all_words_common(["budget", "routine"], acme.id)
-    assert not search._all_words_common(["budget", "rare"], acme.id)
+        assert postgresql_planner.estimated_rows(MATCHES_SQL, [acme.id, word]) <= unknown  # only the guess
+    assert postgresql_planner.estimated_rows(MATCHES_SQL, [globex.id, "word3"]) > unknown  # known
+    assert postgresql_planner.walk_is_cheaper(["budget"], acme.id)
+    assert not postgresql_planner.walk_is_cheaper(["rare"], acme.id)
+    assert postgresql_planner.all_words_common(["budget", "routine"], acme.id)
+    assert not postgresql_planner.all_words_common(["budget", "rare"], acme.id)
 
 
 # --- Query shapes that must stay bounded -------------------------------------------------
@@ -280,7 +284,10 @@ def test_query_plan_is_keyed_by_workspace(acme, globex):
     texts = [f"routine words number {i}" for i in range(3000)] + ["budget review"] * 3
     services.append_committed_segments(session=session, segments=factories.segments(texts))
     factories.session(globex, committed=["budget review"])
-    sql, params = _page_sql(connection.vendor, ["budget", "review"], acme.id, None, None, 4)
+    if connection.vendor == "sqlite":
+        sql, params = sqlite.step_query(["budget", "review"], acme.id, None, 4)
+    else:
+        sql, params = postgresql_queries.direct_plan(["budget", "review"], acme.id, None, None, 4)
     with connection.cursor() as db:
         if connection.vendor == "sqlite":
             db.execute("EXPLAIN QUERY PLAN " + sql, params)
@@ -304,7 +311,7 @@ def test_query_plan_is_keyed_by_workspace(acme, globex):
             # The walk for common words, as search runs it (enable_sort off): revisions newest
             # first by their index, each probed in (transcript_id, sequence) order.
             db.execute("SET LOCAL enable_sort = off")
-            walk_sql, walk_params = _walk_sql(["budget"], acme.id, None, None, 100)
+            walk_sql, walk_params = postgresql_queries.walk(["budget"], acme.id, None, None, 100)
             db.execute("EXPLAIN " + walk_sql, walk_params)
             walk_plan = "\n".join(row[0] for row in db.fetchall())
             assert "recordings_transcript_ws_newest" in walk_plan, walk_plan
@@ -340,11 +347,11 @@ def test_a_committed_segment_is_found_by_the_next_search_from_another_connection
 @pytest.fixture
 def common_words_window(monkeypatch):
     """Every word counts as common (COMMON_SHARE 0) and the window is 3 revisions."""
-    monkeypatch.setattr(search, "COMMON_SHARE", 0.0)
-    monkeypatch.setattr(search, "COMMON_QUERY_REVISIONS", 3)
-    monkeypatch.setattr(search, "SAMPLE_REVISIONS", 2)
+    monkeypatch.setattr(windows, "COMMON_SHARE", 0.0)
+    monkeypatch.setattr(windows, "COMMON_QUERY_REVISIONS", 3)
+    monkeypatch.setattr(windows, "SAMPLE_REVISIONS", 2)
     if connection.vendor == "postgresql":  # the planner's statistics decide there; tested above
-        monkeypatch.setattr(search, "_all_words_common", lambda terms, ws: len(terms) > 1)
+        monkeypatch.setattr(postgresql_planner, "all_words_common", lambda terms, ws: len(terms) > 1)
 
 
 def test_several_common_words_search_the_newest_revisions_only(api, acme, alice_key, common_words_window):
@@ -361,7 +368,7 @@ def test_several_common_words_search_the_newest_revisions_only(api, acme, alice_
 @pytest.mark.parametrize("limit", [1, 3, 100])
 def test_postgresql_range_lookup_and_walk_agree_for_several_common_words(api, acme, alice_key, common_words_window,
                                                                           monkeypatch, limit):  # fmt: skip
-    """A range of revisions searched through the GIN index (`_range_matches`) gives what the
+    """A range of revisions searched through the GIN index (`postgresql.range_lookup`) gives what the
     walk gives: the same revisions, their first matching segments, window after window; and a
     range with too many matches falls back to the walk."""
     for i in range(10):
@@ -372,8 +379,8 @@ def test_postgresql_range_lookup_and_walk_agree_for_several_common_words(api, ac
     factories.session(acme, committed=[long.format(n) for n in range(4)] + ["alpha beta"], at=at(4))
     results = {}
     for plan, words, matches in (("walk", 0, 400), ("range", 3, 400), ("fallback", 3, 2)):
-        monkeypatch.setattr(search, "RANGE_LOOKUP_MAX_WORDS", words)
-        monkeypatch.setattr(search, "RANGE_MATCHES_MAX", matches)
+        monkeypatch.setattr(postgresql, "RANGE_LOOKUP_MAX_WORDS", words)
+        monkeypatch.setattr(postgresql, "RANGE_MATCHES_MAX", matches)
         results[plan] = [
             [(item["transcriptId"], item["snippet"]) for item in page]
             for page in pages(api, alice_key, query="alpha beta", limit=limit)
@@ -409,7 +416,7 @@ def test_sqlite_workspace_keys_are_spent_once_per_workspace(acme, globex):
 def test_sqlite_candidate_times_are_aware_as_the_orm_returns_them(acme):
     session = factories.session(acme, committed=["budget review"])
     transcript = Transcript.objects.get(session=session)
-    texts, created = search._segment_texts({transcript.id: [0]})
+    texts, created = sqlite.candidate_texts({transcript.id: [0]})
     assert texts == {(transcript.id, 0): "budget review"}
     assert created == {transcript.id: Transcript.objects.get(id=transcript.id).session.created_at}
     assert created[transcript.id].tzinfo is not None

@@ -2,7 +2,7 @@
 
 The candidate set is cut to 3 revisions here, so ten matches span four windows: a page holds
 hits of one window, ranked in it, and the cursor goes on into the next window (older matches)
-until nothing further matches (apps/recordings/search.py, docs/decisions.md "Search at scale")."""
+until nothing further matches (apps/recordings/search/, docs/decisions.md "Search at scale")."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import pytest
 from django.db import connection
 
 from apps.core.cursors import CURSOR_DETAIL, encode_cursor
-from apps.recordings import search
 from apps.recordings.models import Transcript
-from apps.recordings.search import segment_score
+from apps.recordings.search import postgresql, postgresql_planner, sqlite, windows
+from apps.recordings.search.cursors import scope_digest
+from apps.recordings.search.scoring import segment_score
 from tests import factories
 
 SEARCH = "/api/v1/transcripts/search"
@@ -70,8 +71,8 @@ def expected_order(transcripts: list[Transcript], text: dict[str, str]) -> list[
 
 @pytest.fixture
 def windowed(monkeypatch):
-    monkeypatch.setattr(search, "CANDIDATE_REVISIONS", WINDOW)
-    monkeypatch.setattr(search, "CANDIDATE_SEGMENTS", 2)
+    monkeypatch.setattr(windows, "CANDIDATE_REVISIONS", WINDOW)
+    monkeypatch.setattr(windows, "CANDIDATE_SEGMENTS", 2)
 
 
 @pytest.fixture(params=["direct", "walk"])
@@ -81,7 +82,7 @@ def plan(request, monkeypatch):
         if request.param == "walk":
             pytest.skip("one plan on SQLite")
         return request.param
-    monkeypatch.setattr(search, "_walk_is_cheaper", lambda terms, ws, w=request.param == "walk": w)
+    monkeypatch.setattr(postgresql_planner, "walk_is_cheaper", lambda terms, ws, w=request.param == "walk": w)
     return request.param
 
 
@@ -131,11 +132,11 @@ def test_revision_kind_filter_across_windows(api, acme, alice_key, windowed, pla
 
 def test_several_common_words_reach_older_revisions_window_by_window(api, acme, alice_key, windowed, monkeypatch):
     # Every word counts as common: each window is a range of the 3 next revisions, matching or not.
-    monkeypatch.setattr(search, "COMMON_SHARE", 0.0)
-    monkeypatch.setattr(search, "COMMON_QUERY_REVISIONS", 3)
-    monkeypatch.setattr(search, "SAMPLE_REVISIONS", 2)
+    monkeypatch.setattr(windows, "COMMON_SHARE", 0.0)
+    monkeypatch.setattr(windows, "COMMON_QUERY_REVISIONS", 3)
+    monkeypatch.setattr(windows, "SAMPLE_REVISIONS", 2)
     if connection.vendor == "postgresql":
-        monkeypatch.setattr(search, "_all_words_common", lambda terms, ws: len(terms) > 1)
+        monkeypatch.setattr(postgresql_planner, "all_words_common", lambda terms, ws: len(terms) > 1)
     matching = []
     for i in range(10):
         both = i in (0, 4, 9)
@@ -152,9 +153,9 @@ def test_several_common_words_reach_older_revisions_window_by_window(api, acme, 
 
 def test_a_walk_stopped_by_its_bound_continues_where_it_stopped(api, acme, alice_key, windowed, monkeypatch):
     # SQLite: one step (two rows) per request; PostgreSQL: the walk, one batch per request.
-    monkeypatch.setattr(search, "SQLITE_MAX_STEPS", 1)
-    monkeypatch.setattr(search, "POSTGRES_MAX_BATCHES", 1)
-    monkeypatch.setattr(search, "_walk_is_cheaper", lambda terms, ws: True)
+    monkeypatch.setattr(sqlite, "MAX_STEPS", 1)
+    monkeypatch.setattr(postgresql, "MAX_BATCHES", 1)
+    monkeypatch.setattr(postgresql_planner, "walk_is_cheaper", lambda terms, ws: True)
     ids = []
     for i in range(9):
         texts = ["budget one", "budget two", "budget three"] if i % 3 else ["no match"]
@@ -223,7 +224,7 @@ def test_cursors_of_any_window_stay_bound_to_words_and_filter(api, alice_key, wi
     ],
 )
 def test_well_signed_window_cursor_with_a_bad_key_is_invalid_request(api, acme, alice_key, tail):
-    digest = search._scope_digest(["budget"], None)
+    digest = scope_digest(["budget"], None)
     key = [tail[0], digest, *tail[1:]]
     if connection.vendor == "postgresql":  # positions are (created_at, id) pairs there
         key = [["2026-01-01T00:00:00+00:00", "t"] if isinstance(v, int) and not isinstance(v, bool) and v >= 0

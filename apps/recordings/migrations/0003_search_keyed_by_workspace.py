@@ -10,7 +10,7 @@ are a contiguous sub-range, revisions in the reverse order they were first index
 lowest: FTS5 walks doclists forwards about 3x faster than backwards, measured at 1.5M rows).
 FTS5 seeks rowid ranges in its doclists, so a search walks the workspace's range from the
 bottom (newest revision first) and skips from revision to revision without reading other
-workspaces' entries (apps/recordings/search.py). Keys are never reused: workspace keys are
+workspaces' entries (apps/recordings/search/). Keys are never reused: workspace keys are
 AUTOINCREMENT, revision numbers come from a per-workspace counter. Limits: 2^19 - 1 workspaces, 2^20 - 1
 revisions per workspace, sequences 0 … 2^24 - 1 (the triggers refuse others).
 
@@ -142,7 +142,7 @@ SQLITE_UNINSTALL = [
 # tenants' entries. Measured before choosing it: a two-column GIN (workspace_id, search_vector)
 # with btree_gin intersects the word's postings with the workspace's, which for a workspace of
 # 1.5M segments cost 80-280 ms per query even for a word in 1,000 segments (0.3 ms without the
-# workspace column). Positions are dropped: ranking is computed from the text (search.py).
+# workspace column). Positions are dropped: ranking is computed from the text (apps/recordings/search/scoring.py).
 POSTGRESQL_FUNCTIONS = [
     """
     CREATE FUNCTION connect_search_vector(workspace_id text, body text) RETURNS tsvector
@@ -174,7 +174,7 @@ POSTGRESQL_INSTALL = [
     GENERATED ALWAYS AS (connect_search_vector(workspace_id, text)) STORED
     """,
     "CREATE INDEX recordings_segment_search_vector ON recordings_segment USING gin (search_vector)",
-    # The walk over a workspace's revisions, newest first (search.py, common words).
+    # The walk over a workspace's revisions, newest first (apps/recordings/search/postgresql.py, common words).
     """
     CREATE INDEX recordings_transcript_ws_newest
     ON recordings_transcript (workspace_id, created_at DESC, id DESC)

@@ -1,0 +1,86 @@
+"""One page of search hits: the window the cursor points at, ranked, the page cut from it, and
+the cursor of the next page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+
+import apps.recordings.search.postgresql as postgresql
+import apps.recordings.search.sqlite as sqlite
+from apps.recordings.models import Session, Transcript
+from apps.recordings.search.cursors import (
+    PageStart,
+    next_window_cursor,
+    read_cursor,
+    same_window_cursor,
+    scope_digest,
+)
+from apps.recordings.search.scoring import rank
+from apps.recordings.search.snippets import make_snippet
+from apps.recordings.search.terms import query_keys, query_terms
+from apps.recordings.search.windows import CandidateWindow, WindowBounds
+from apps.tenancy.models import Workspace
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One hit: a transcript revision, its session, and the snippet of its best candidate segment."""
+
+    transcript: Transcript
+    session: Session
+    snippet: str
+
+
+def find_window(
+    terms: list[str], workspace_id: Any, revision_kind: str | None, start: Any, shown: WindowBounds | None
+) -> CandidateWindow:
+    """The window that begins at `start` (where the previous one stopped; None = the newest
+    revision), or the window `shown` again: at most CANDIDATE_REVISIONS revisions."""
+    if connection.vendor == "sqlite":
+        return sqlite.find_window(terms, workspace_id, revision_kind, start, shown)
+    if connection.vendor == "postgresql":
+        return postgresql.find_window(terms, workspace_id, revision_kind, start, shown)
+    raise NotImplementedError(f"transcript search has no full-text index for {connection.vendor}")
+
+
+def search_transcripts(
+    *,
+    workspace: Workspace,
+    query: str,
+    limit: int,
+    revision_kind: str | None = None,
+    cursor: str | None = None,
+) -> tuple[list[SearchHit], str | None]:
+    """One page of hits for `query` (every word must occur in one segment) in the workspace's
+    transcripts, and the cursor of the next page (None when nothing further matches). A page
+    holds hits of one window only, so it can be shorter than `limit`, even empty, while a
+    cursor still follows."""
+    terms = query_terms(query)
+    digest = scope_digest(terms, revision_kind)
+    start = read_cursor(workspace.id, cursor, digest, connection.vendor) if cursor else PageStart()
+    if not terms:
+        return [], None
+
+    window = find_window(terms, workspace.id, revision_kind, start.window_from, start.shown)
+    next_window = next_window_cursor(workspace.id, digest, window.last) if window.more else None
+    if not window.candidates:
+        return [], next_window
+    ranked = rank(window.candidates, window.texts, window.created, query_keys(terms), start.after)
+    page = ranked[: limit + 1]
+    has_more = len(page) > limit
+    page = page[:limit]
+
+    transcripts = Transcript.objects.select_related("session").in_bulk([hit.transcript_id for hit in page])
+    hits = [
+        SearchHit(transcripts[hit.transcript_id], transcripts[hit.transcript_id].session,
+                  make_snippet(window.texts[hit.transcript_id, hit.sequence], terms))
+        for hit in page
+        if hit.transcript_id in transcripts
+    ]  # fmt: skip
+    if not has_more:
+        return hits, next_window
+    # The window as found now, so that its next page ranks the same revisions.
+    return hits, same_window_cursor(workspace.id, digest, window.bounds(), page[-1])
