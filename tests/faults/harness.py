@@ -48,9 +48,9 @@ from tests.webhooks.receiver import Receiver
 
 STREAM = "/api/v1/events/stream"
 JWKS_PATH = "/.well-known/webhook-signing-keys.json"
-WEBHOOK_TYPES = ("session.created", "session.status_changed")
-# The readers ask for every type (by default the stream carries only the session types).
-STREAM_FILTERS = json.dumps([{"type": t} for t in (*WEBHOOK_TYPES, "transcript.segment.created")])
+# What the readers (the stream's default subscription: segment events need a session filter)
+# and the endpoints (every subscribable type) take.
+STREAM_TYPES = WEBHOOK_TYPES = ("session.created", "session.status_changed")
 # Any single wait: generous, since the machine is shared; a passing wait takes seconds.
 WAIT = 90
 SLOT_LEASE_SECONDS = 5
@@ -59,8 +59,8 @@ SLOT_LEASE_SECONDS = 5
 def rig_env(redis_url: str, app_name: str, **overrides: str) -> dict[str, str]:
     """What the rig's serve, task cluster and producer run with: the rig's Redis, a queue of
     their own, compressed webhook timings (a 2 s attempt timeout, immediate retries, leases
-    that lapse in seconds), 1 s stream heartbeats, a short stream-slot lease, and a libpq
-    application name by which `pg_terminate_backend` picks exactly these connections."""
+    that lapse in seconds), 1 s stream heartbeats, a short stream-slot lease, small database
+    pools, and a libpq application name by which `pg_terminate_backend` picks exactly these connections."""
     env = {
         "REDIS_URL": redis_url,
         "PGAPPNAME": app_name,
@@ -75,6 +75,9 @@ def rig_env(redis_url: str, app_name: str, **overrides: str) -> dict[str, str]:
         "CONNECT_SSE_HEARTBEAT_SECONDS": "1",
         "CONNECT_SSE_SLOT_LEASE_SECONDS": str(SLOT_LEASE_SECONDS),
         "CONNECT_SSE_STATS": "1",
+        # Small pools: the rig's load is light and the machine's PostgreSQL is shared.
+        "CONNECT_DB_POOL_MIN": "1",
+        "CONNECT_DB_POOL_MAX": "4",
     }
     env.update(overrides)
     return env
@@ -277,8 +280,7 @@ class ResumingReader:
             started = time.monotonic()
             status = None
             try:
-                with self._client.stream("GET", self.base_url + STREAM, headers=headers,
-                                         params={"filters": STREAM_FILTERS}) as response:
+                with self._client.stream("GET", self.base_url + STREAM, headers=headers) as response:
                     self._response = response
                     status = response.status_code
                     answer = Answer(started, time.monotonic(), "stream", status,
@@ -385,23 +387,30 @@ class Scenario:
 
     def __init__(self, stack: Stack, name: str, *, streams: int = 2,
                  receivers: dict[str, Callable[[int], object]] | None = None, traffic: bool = True,
-                 stream_url: str | None = None) -> None:
-        self.stack, self.name = stack, name
+                 stream_url: str | None = None, receiver_host: str = "127.0.0.1") -> None:
+        self.stack, self.name, self.receiver_host = stack, name, receiver_host
         self.slug = f"f-{name}-{os.getpid()}-{time.monotonic_ns() % 10**9}"[:50]
         self.workspace = factories.workspace(self.slug)
         self.member = factories.member(self.workspace, f"ops@{self.slug}.test")
         self.key = factories.api_key(self.member, factories.ALL_SCOPES)
         self.windows: list[list[float]] = []
         self.endpoints: list[Endpoint] = []
+        self.readers: list[ResumingReader] = []
+        self.traffic: Traffic | None = None
         for receiver_name, behaviour in (receivers or {"fast": lambda n: 204}).items():
             self.add_endpoint(receiver_name, behaviour)
         url = stream_url or stack.url
         self.readers = [ResumingReader(url, self.key, name=f"{name}-{i}") for i in range(streams)]
-        wait_until(lambda: all(r.connected for r in self.readers), what="every stream open")
+        try:
+            wait_until(lambda: all(r.connected for r in self.readers), what="every stream open")
+        except AssertionError as error:
+            self.close()
+            statuses = Counter(a.status for r in self.readers for a in r.answers)
+            raise AssertionError(f"{error}; the stream answered {dict(statuses)}") from None
         self.traffic = Traffic(url, self.key) if traffic else None
 
     def add_endpoint(self, name: str, behaviour: Callable[[int], object]) -> Endpoint:
-        receiver = Receiver(f"{self.stack.url}{JWKS_PATH}", behaviour)
+        receiver = Receiver(f"{self.stack.url}{JWKS_PATH}", behaviour, host=self.receiver_host)
         response = httpx.post(f"{self.stack.url}/api/v1/webhooks", timeout=30,
                               headers={"Authorization": f"Bearer {self.key}"},
                               json={"name": name, "url": receiver.url,
@@ -422,7 +431,8 @@ class Scenario:
     def _event_ids(self) -> list[str]:
         from apps.events.models import Event
 
-        return list(Event.objects.filter(workspace=self.workspace).order_by("id").values_list("id", flat=True))
+        return list(Event.objects.filter(workspace=self.workspace, type__in=STREAM_TYPES)
+                    .order_by("id").values_list("id", flat=True))
 
     def _webhook_event_ids(self) -> set[str]:
         from apps.events.models import Event
