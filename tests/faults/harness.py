@@ -354,6 +354,7 @@ class Endpoint:
     id: str
     receiver: Receiver
     name: str
+    after_event: str = ""  # the workspace's last event when it was created: it gets those after
 
 
 @dataclass
@@ -410,13 +411,16 @@ class Scenario:
         self.traffic = Traffic(url, self.key) if traffic else None
 
     def add_endpoint(self, name: str, behaviour: Callable[[int], object]) -> Endpoint:
+        from apps.events.models import Event
+
+        after = Event.objects.filter(workspace=self.workspace).order_by("-id").values_list("id", flat=True).first()
         receiver = Receiver(f"{self.stack.url}{JWKS_PATH}", behaviour, host=self.receiver_host)
         response = httpx.post(f"{self.stack.url}/api/v1/webhooks", timeout=30,
                               headers={"Authorization": f"Bearer {self.key}"},
                               json={"name": name, "url": receiver.url,
                                     "filters": [{"type": t} for t in WEBHOOK_TYPES]})
         assert response.status_code == 201, response.text
-        endpoint = Endpoint(response.json()["id"], receiver, name)
+        endpoint = Endpoint(response.json()["id"], receiver, name, after or "")
         self.endpoints.append(endpoint)
         return endpoint
 
@@ -434,10 +438,11 @@ class Scenario:
         return list(Event.objects.filter(workspace=self.workspace, type__in=STREAM_TYPES)
                     .order_by("id").values_list("id", flat=True))
 
-    def _webhook_event_ids(self) -> set[str]:
+    def _webhook_event_ids(self, endpoint: Endpoint) -> set[str]:
         from apps.events.models import Event
 
-        return set(Event.objects.filter(workspace=self.workspace, type__in=WEBHOOK_TYPES).values_list("id", flat=True))
+        return set(Event.objects.filter(workspace=self.workspace, type__in=WEBHOOK_TYPES, id__gt=endpoint.after_event)
+                   .values_list("id", flat=True))
 
     def _undelivered(self) -> int:
         from apps.webhooks.models import Delivery
@@ -464,7 +469,7 @@ class Scenario:
 
         def deliveries_settled() -> bool:
             return self._undelivered() == 0 and all(
-                self._webhook_event_ids() <= {r.event["id"] for r in e.receiver.requests if r.verified}
+                self._webhook_event_ids(e) <= {r.event["id"] for r in e.receiver.requests if r.verified}
                 for e in self.endpoints)
 
         for what, predicate in (("streams to catch up", streams_caught_up), ("deliveries to settle", deliveries_settled)):
@@ -485,8 +490,8 @@ class Scenario:
         if outcome.stream_duplicates:
             outcome.notes.append(f"streams read {outcome.stream_duplicates} events twice")
 
-        webhook_events = self._webhook_event_ids()
         for endpoint in self.endpoints:
+            webhook_events = self._webhook_event_ids(endpoint)
             rows = list(Delivery.objects.filter(endpoint_id=endpoint.id).values_list("event_id", "status"))
             outcome.deliveries += len(rows)
             per_event = Counter(event_id for event_id, _ in rows)
