@@ -75,6 +75,7 @@ def run_case(stack: Stack, name: str, args) -> Outcome:
         producer.wait(timeout=1800)
         outcome = scenario.check(cut_attempts_allowed=cut, settle=600)
         outcome.notes += notes
+        outcome.faults = len(notes)
         outcome.notes.append(f"{time.monotonic() - started:.0f} s")
         if producer.process.returncode:
             outcome.notes.append(f"producer exited {producer.process.returncode}")
@@ -196,7 +197,7 @@ def table(outcomes: list[Outcome]) -> str:
     for o in outcomes:
         bad = {k: v for k, v in o.answers.items() if not k.split()[1].startswith("2")}
         lines.append(
-            f"| {o.name} | {o.events} | {o.stream_events_read} | {o.deliveries} | {len(o.notes) - 1} | "
+            f"| {o.name} | {o.events} | {o.stream_events_read} | {o.deliveries} | {o.faults} | "
             f"{o.lost_stream + o.lost_webhook} | {o.webhook_duplicates + o.stream_duplicates} | {o.leaked_slots} | "
             f"{', '.join(f'{k}: {v}' for k, v in bad.items()) or '0'} | {len(o.violations)} |")
     return "\n".join(lines)

@@ -212,6 +212,7 @@ def phase(topology: Topology, victim: str, args) -> Outcome:
             wait_until(lambda: all(r.connected for r in scenario.readers), what="every stream reopened")
         producer.wait(timeout=1800)
         outcome = scenario.check(cut_attempts_allowed=True, settle=300)
+        outcome.faults = 1
         outcome.notes.append(f"{victim} killed ({len(killed)} processes) with {on_victim} of "
                              f"{len(scenario.readers)} streams on it")
         return outcome
