@@ -176,18 +176,18 @@ class EventStreamConsumer(AsyncHttpConsumer):
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         raw = query.get("filters")
         if raw is not None and len(raw) != 1:
-            raise InvalidFilters()
+            raise InvalidFilters(detail="filters: given more than once")
         try:
             subscription = filters.subscription_for(raw[0] if raw else None, principal.scopes)
-        except filters.InvalidFilters:
-            raise InvalidFilters() from None
+        except filters.InvalidFilters as invalid_filters:
+            raise InvalidFilters(detail=invalid_filters.detail) from None
         except filters.FilterCostExceeded as exceeded:
             raise FilterCostExceeded(**exceeded.body_fields()) from None
         except filters.MissingScope:
             raise InsufficientScope() from None
         last_event_id = self._header(b"last-event-id")
         if last_event_id is not None and len(last_event_id) > 64:
-            raise InvalidRequest()
+            raise InvalidRequest(detail="Last-Event-ID: at most 64 characters")
 
         await hub.ensure_carrier()
         workspace_id = principal.workspace.id

@@ -77,7 +77,7 @@ def rig_env(redis_url: str, app_name: str, **overrides: str) -> dict[str, str]:
         "CONNECT_SSE_STATS": "1",
         # Small pools: the rig's load is light and the machine's PostgreSQL is shared.
         "CONNECT_DB_POOL_MIN": "1",
-        "CONNECT_DB_POOL_MAX": "4",
+        "CONNECT_DB_POOL_MAX": "6",  # at least CONNECT_SYNC_THREADS (4)
     }
     env.update(overrides)
     return env
