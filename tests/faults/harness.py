@@ -59,7 +59,7 @@ SLOT_LEASE_SECONDS = 5
 def rig_env(redis_url: str, app_name: str, **overrides: str) -> dict[str, str]:
     """What the rig's serve, task cluster and producer run with: the rig's Redis, a queue of
     their own, compressed webhook timings (a 2 s attempt timeout, immediate retries, leases
-    that lapse in seconds), 1 s stream heartbeats, a short stream-slot lease, small database
+    of seconds), 1 s stream heartbeats, a short stream-slot lease, small database
     pools, and a libpq application name by which `pg_terminate_backend` picks exactly these connections."""
     env = {
         "REDIS_URL": redis_url,
@@ -69,7 +69,10 @@ def rig_env(redis_url: str, app_name: str, **overrides: str) -> dict[str, str]:
         "CONNECT_WEBHOOKS_ALLOW_PRIVATE": "1",
         "CONNECT_WEBHOOK_RETRY_SCHEDULE": "0,0,0,0,0,0",
         "CONNECT_WEBHOOK_TIMEOUT_SECONDS": "2",
-        "CONNECT_WEBHOOK_LEASE_SECONDS": "12",
+        # Long enough that a batch on a loaded machine records before its lease lapses (a lapsed
+        # lease re-queues the batch: duplicates no fault caused); short enough that a killed
+        # worker's batch is retried within the cases' waits.
+        "CONNECT_WEBHOOK_LEASE_SECONDS": "30",
         "CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS": "4",
         "CONNECT_WEBHOOK_SWEEP_SECONDS": "0.3",
         "CONNECT_SSE_HEARTBEAT_SECONDS": "1",
