@@ -223,6 +223,15 @@ class Producer:
     def wait(self, timeout: float = WAIT * 2) -> int:
         return self.process.wait(timeout=timeout)
 
+    def succeeded(self) -> None:
+        """Waits for the producer; a producer that failed fails the case with its output (on a
+        shared machine: "too many clients" from PostgreSQL), not as a missing event later."""
+        code = self.wait()
+        assert code == 0, f"simulate_activity exited {code}: {self.output()[-800:]}"
+
+    def failed(self) -> bool:
+        return self.process.poll() not in (None, 0)
+
     def output(self) -> str:
         return self.log.read_text()
 

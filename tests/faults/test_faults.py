@@ -27,7 +27,9 @@ def run_case(stack, name: str, fault, *, receivers=None, cut_attempts_allowed: b
     scenario = Scenario(stack, name, receivers=receivers)
     try:
         producer = scenario.produce(sessions=sessions, segments=segments, interval=0.15)
-        wait_until(lambda: scenario.readers[0].ids, what="the first event on the stream")
+        wait_until(lambda: scenario.readers[0].ids or producer.failed(), what="the first event on the stream")
+        if producer.failed():
+            producer.succeeded()  # fails with the producer's output
         note = fault(stack, scenario)
         producer.wait()
         outcome = scenario.check(cut_attempts_allowed=cut_attempts_allowed)
@@ -91,9 +93,9 @@ def test_slow_receivers_do_not_starve_a_fast_one(rig):
     slow = {f"slow{i}": harness.hold(0.5) for i in range(4)}
     scenario = Scenario(rig, "fair", receivers=slow, streams=1)
     try:
-        scenario.produce(sessions=10, segments=0, interval=0).wait()
+        scenario.produce(sessions=10, segments=0, interval=0).succeeded()
         fast = scenario.add_endpoint("fast", lambda n: 204)
-        scenario.produce(sessions=1, segments=0, interval=0).wait()
+        scenario.produce(sessions=1, segments=0, interval=0).succeeded()
         fast_deliveries = Delivery.objects.filter(endpoint_id=fast.id)
         slow_ids = [e.id for e in scenario.endpoints if e is not fast]
         slow_due = Delivery.objects.filter(endpoint_id__in=slow_ids, status__in=["pending", "retrying"])
