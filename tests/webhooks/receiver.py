@@ -39,7 +39,7 @@ class Received:
 class Receiver:
     """`behaviour(request_number) -> int | "hang" | ("redirect", url)`; default 204."""
 
-    def __init__(self, jwks_url: str, behaviour: Callable[[int], object] | None = None) -> None:
+    def __init__(self, jwks_url: str, behaviour: Callable[[int], object] | None = None, host: str = "127.0.0.1") -> None:
         self.doc = doc_receiver()
         self.keyset = self.doc.KeySet(jwks_url)
         self.behaviour = behaviour or (lambda n: 204)
@@ -83,9 +83,9 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((host, 0), Handler)
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.url = f"http://{host}:{self.server.server_address[1]}/hook"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
