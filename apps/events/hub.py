@@ -440,8 +440,13 @@ class Hub:
         slot_ids = self.live_slot_ids()
         renewed = await self.run_db(slots.renew_leases, slot_ids=slot_ids, retry=True)
         if renewed < len(slot_ids):
-            lost = len(slot_ids) - renewed
-            logger.warning("%d open streams had lost their slot rows (renewal late by a lease)", lost)
+            # Rows gone under open streams (renewal stalled past a lease, rows deleted by hand):
+            # those streams end, so rows and streams agree again; their clients resume.
+            present = await self.run_db(slots.existing_slots, slot_ids, retry=True)
+            lost = [s for s in self.all_streams() if s.slot_id is not None and s.slot_id not in present]
+            logger.warning("%d open streams had lost their slot rows; ending them", len(lost))
+            for stream in lost:
+                stream.close("slot_lost")
 
     async def _close_revoked(self) -> None:
         refs = {s.credential for s in self.all_streams()}

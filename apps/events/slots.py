@@ -6,7 +6,9 @@ it before the stream is registered and releases it however the consumer ends, an
 renews the leases of its live streams' slots only, by id (`renew_leases`). A row nobody renews
 (a killed process, an acquire whose answer was lost) lapses after one lease
 (`CONNECT_SSE_SLOT_LEASE_SECONDS`, 45 s by default: "within a minute"), and every renewal also
-deletes the lapsed rows of any workspace, so the row count follows the open streams."""
+deletes the lapsed rows of any workspace, so the row count follows the open streams. The other
+way round, an open stream whose row is gone (its renewals stalled for a lease) is ended by the
+hub, and its client resumes."""
 
 from __future__ import annotations
 
@@ -79,6 +81,10 @@ def renew_leases(*, slot_ids: Iterable[int]) -> int:
     )
     StreamSlot.objects.filter(lease_expires_at__lt=now).delete()
     return renewed
+
+
+def existing_slots(slot_ids: Iterable[int]) -> set[int]:
+    return set(StreamSlot.objects.filter(pk__in=list(slot_ids)).values_list("pk", flat=True))
 
 
 def release_process(*, process: str) -> None:

@@ -112,3 +112,15 @@ async def test_a_cancelled_consumer_releases_its_stream_and_slot(acme, alice_key
     await until(slots_free, "the cancelled consumer's slot to be released")
     assert hub_module._hub.stream_count == 0
     assert hub_module._hub.live_slot_ids() == []
+
+
+@pytest.mark.anyio
+async def test_a_stream_whose_slot_row_is_gone_ends_at_the_next_renewal(acme, alice_key):
+    app = await open_stream(alice_key)
+    await StreamSlot.objects.all().adelete()  # as if its renewals had stalled for a whole lease
+    await hub_module._hub._renew_leases()
+    end = await app.receive_output(timeout=WAIT)
+    assert end == {"type": "http.response.body", "body": b"", "more_body": False}
+    assert hub_module._hub.stream_count == 0
+    await app.send_input({"type": "http.disconnect"})
+    await app.wait(timeout=WAIT)
