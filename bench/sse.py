@@ -29,6 +29,7 @@ segment text / the nchan message).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -572,16 +573,20 @@ def load(args: argparse.Namespace, label: str, readers: list, producer: subproce
     return result
 
 
-def bench_connect(name: str, args: argparse.Namespace, tmp: Path) -> dict:
+def bench_connect(name: str, args: argparse.Namespace, tmp: Path, root: Path = ROOT, label: str = "connect") -> dict:
+    """`root`: the checkout the server runs from (another commit's worktree for --baseline); the
+    producer and the database setup always run from this one."""
     env, workers = setup_env(name, args, tmp)
     if name == "production":
         subprocess.run(["redis-cli", "-n", str(args.redis_db), "flushdb"], capture_output=True)
     slug, key = prepare(env)
     port = free_port()
-    label = f"connect-{name}"
+    label = f"{label}-{name}"
     server_log = open(tmp / f"{label}-server.log", "w")
+    server_env = {**env, "PYTHONPATH": str(root)}
     server = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--workers", str(workers)],
-                              cwd=ROOT, env=env, stdout=server_log, stderr=subprocess.STDOUT, start_new_session=True)
+                              cwd=root, env=server_env, stdout=server_log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
     producer = readers = None
     try:
         stats_url = f"http://127.0.0.1:{port}/api/v1/events/_stats"
@@ -611,6 +616,17 @@ def bench_connect(name: str, args: argparse.Namespace, tmp: Path) -> dict:
                 stop(process)
         stop(server)
         server_log.close()
+
+
+@contextlib.contextmanager
+def baseline_worktree(ref: str, tmp: Path):
+    path = tmp / "baseline"
+    subprocess.run(["git", "worktree", "add", "--detach", str(path), ref], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
 
 
 def httpx_get_json(url: str) -> dict:
@@ -699,7 +715,7 @@ def markdown(results: list[dict], meta: dict) -> str:
     for r in results:
         s = r["server"]
         lines.append(
-            f"| {r['setup']} | {r['target'].split('-')[0]} | {r['workers']} | {r['streams_open']} | "
+            f"| {r['setup']} | {r['target'].rsplit('-', 1)[0]} | {r['workers']} | {r['streams_open']} | "
             f"{r['delivered']} / {r['expected']} | {r['missed']} | {r['duplicates']} | {r['p50_ms']} | "
             f"{r['p99_ms']} | {r['max_ms']} | {r['first_stream_p50_ms']} / {r['first_stream_p99_ms']} | "
             f"{r['spread_p50_ms']} / {r['spread_p99_ms']} | {s['cpu_pct']} | {s['runqueue_wait_pct']} | "
@@ -748,6 +764,9 @@ def main() -> int:
     parser.add_argument("--postgres-db", default="connect_ssebench")
     parser.add_argument("--redis-db", type=int, default=6)
     parser.add_argument("--quick", action="store_true", help="200 streams, 10 s (a smoke run)")
+    parser.add_argument("--baseline", metavar="REF",
+                        help="also run Connect at this git commit (a worktree), alternating with this checkout")
+    parser.add_argument("--repeat", type=int, default=1, help="run every target this many times, in turn")
     args = parser.parse_args()
     if args.quick:
         args.streams, args.duration = 200, 10
@@ -756,17 +775,25 @@ def main() -> int:
             "rate": args.rate, "duration": args.duration, "readers": args.readers,
             "loadavg_before": [round(x, 2) for x in os.getloadavg()]}
     results = []
-    with tempfile.TemporaryDirectory(prefix="bench-sse-") as tmp_name:
+    targets = list(args.targets) + (["baseline"] if args.baseline else [])
+    with tempfile.TemporaryDirectory(prefix="bench-sse-") as tmp_name, contextlib.ExitStack() as stack:
         tmp = Path(tmp_name)
+        baseline_root = stack.enter_context(baseline_worktree(args.baseline, tmp)) if args.baseline else None
         args.c_reader = build_c_reader(tmp) if args.reader == "c" else None
         meta["reader"] = "c (bench/sse_reader.c)" if args.c_reader else "python asyncio"
         for setup in args.setups:
             workers = 1 if setup == "embedded" else 2
-            for target in args.targets:
-                log(f"{setup}: {target}, {args.streams} streams, {args.rate}/s for {args.duration} s")
-                row = bench_connect(setup, args, tmp) if target == "connect" else bench_nchan(setup, workers, args, tmp)
-                row["setup"] = setup
-                results.append(row)
+            for repeat in range(args.repeat):
+                for target in targets if repeat % 2 == 0 else targets[::-1]:
+                    log(f"{setup}: {target}, {args.streams} streams, {args.rate}/s for {args.duration} s")
+                    if target == "connect":
+                        row = bench_connect(setup, args, tmp)
+                    elif target == "baseline":
+                        row = bench_connect(setup, args, tmp, root=baseline_root, label=f"baseline-{args.baseline}")
+                    else:
+                        row = bench_nchan(setup, workers, args, tmp)
+                    row["setup"] = setup
+                    results.append(row)
         if os.environ.get("BENCH_SSE_KEEP"):
             shutil.copytree(tmp, ROOT / "var" / "bench" / f"sse-{int(time.time())}")
     meta["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]

@@ -8,7 +8,7 @@ class EventsConfig(AppConfig):
         from django_q.models import Schedule
 
         from apps.core.openapi import SCHEMA_EXTENDERS
-        from apps.core.schedules import keep_schedule
+        from apps.core.periodic import keep_schedule
         from apps.events import openapi
 
         # Outbox retention, hourly, whether or not anyone streams.

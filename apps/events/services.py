@@ -29,7 +29,7 @@ def _announce(event: Event) -> None:
     fanout.announce_committed(event)
 
 
-# Retention (issue 6, point 9): segment events only serve resume, so they live as long as the
+# Retention: segment events only serve resume, so they live as long as the
 # resume window; session events stay 30 days, the horizon webhook deliveries look back on.
 SESSION_EVENT_RETENTION = timedelta(days=30)
 PURGE_BATCH = 1000

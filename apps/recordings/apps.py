@@ -7,7 +7,7 @@ class RecordingsConfig(AppConfig):
     def ready(self) -> None:
         from django_q.models import Schedule
 
-        from apps.core.schedules import keep_schedule
+        from apps.core.periodic import keep_schedule
 
         keep_schedule(
             self, "connect.recordings.compact_search_index", "apps.recordings.services.compact_search_index",

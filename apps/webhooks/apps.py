@@ -8,7 +8,7 @@ class WebhooksConfig(AppConfig):
         from django_q.models import Schedule
 
         from apps.core.openapi import SCHEMA_EXTENDERS
-        from apps.core.schedules import keep_schedule
+        from apps.core.periodic import keep_schedule
         from apps.webhooks import openapi, receivers
 
         if openapi.extend not in SCHEMA_EXTENDERS:

@@ -1,4 +1,4 @@
-"""The periodic jobs exist after `migrate` (apps.core.schedules.keep_schedule), each callable,
+"""The periodic jobs exist after `migrate` (apps.core.periodic.keep_schedule), each callable,
 and a later `migrate` keeps what an operator changed."""
 
 from __future__ import annotations

@@ -1,0 +1,201 @@
+"""Connect against Connect at another commit, side by side on the same data: "no slower" proofs.
+
+    python bench/ab.py --baseline 9b501a8                    # SQLite, 3 rounds of 8 s per endpoint
+    python bench/ab.py --baseline 9b501a8 --db postgres --rounds 5
+
+Both servers (`manage.py serve --workers 2`, this checkout and a detached worktree of REF) run on
+one database (`bench/data/ab.sqlite3` or PostgreSQL `connect_ab`, seeded once with
+`seed_demo --sessions 300 --segments 500`). Endpoints are loaded with wrk in turn, and within each
+endpoint the two servers alternate, the first one swapped every round, so both see the same
+neighbours in time on a shared machine; each figure is the median of the rounds.
+
+Endpoints: the sessions list (limit=100), session get (rotating over every session), the flat
+transcript (rotating over the 500-segment ones) and MCP `get_session` (rotating session ids).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.rest import (  # noqa: E402
+    DATA,
+    LUA,
+    RESULTS,
+    ROOT,
+    Database,
+    Endpoint,
+    Server,
+    connect_server,
+    ensure_postgres_database,
+    log,
+    lua_string,
+    machine,
+    manage,
+    probe,
+    sanity_check,
+    wrk,
+)
+
+MCP_VERSION = "2025-06-18"
+
+# wrk: POST a rotating JSON-RPC body (one per session id) to /mcp.
+MCP_LUA = LUA.replace(
+    'return wrk.format("GET", paths[(counter %% #paths) + 1])',
+    'return wrk.format("POST", "/mcp", nil, paths[(counter %% #paths) + 1])',
+)
+
+
+def mcp_body(session_id: str, rid: int) -> str:
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+         "params": {"name": "get_session", "arguments": {"sessionId": session_id}}},
+        separators=(",", ":"),
+    )  # fmt: skip
+
+
+def wrk_mcp(base: str, endpoint: Endpoint, duration: float, connections: int, threads: int) -> dict:
+    script = MCP_LUA % {
+        "paths": ", ".join(lua_string(p) for p in endpoint.paths),
+        "headers": ", ".join(f"[{lua_string(k)}] = {lua_string(v)}" for k, v in endpoint.headers.items()),
+    }
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(script)
+    try:
+        command = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(duration))}s", "--timeout", "10s",
+                   "--latency", "-s", f.name, base + "/mcp"]  # fmt: skip
+        out = subprocess.run(command, text=True, stdout=subprocess.PIPE, timeout=duration + 60).stdout
+    finally:
+        os.unlink(f.name)
+    line = next(ln for ln in out.splitlines() if ln.startswith("BENCHJSON "))
+    raw = json.loads(line.removeprefix("BENCHJSON "))
+    seconds = raw["duration_us"] / 1e6
+    return {
+        "rps": raw["requests"] / seconds,
+        "p50_ms": raw["latency_us"]["p50"] / 1000,
+        "p99_ms": raw["latency_us"]["p99"] / 1000,
+        "non_2xx": raw["errors"]["status"],
+    }
+
+
+@contextlib.contextmanager
+def baseline_worktree(ref: str, run_dir: Path):
+    path = run_dir / "baseline"
+    subprocess.run(["git", "worktree", "add", "--detach", str(path), ref], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
+
+
+def make_database(kind: str) -> Database:
+    if kind == "sqlite":
+        path = DATA / "ab.sqlite3"
+        return Database("sqlite", f"sqlite:///{path}", sqlite_path=path, label="sqlite")
+    ensure_postgres_database("connect_ab")
+    return Database("postgres", "postgres://postgres@127.0.0.1:5432/connect_ab", label="postgres")
+
+
+def endpoints(info: dict, key: str) -> list[Endpoint]:
+    auth = {"Authorization": f"Bearer {key}"}
+    ids = info["session_ids"]
+    transcripts = info["transcript_session_ids"][:200]
+    mcp_headers = {**auth, "Content-Type": "application/json", "Accept": "application/json",
+                   "MCP-Protocol-Version": MCP_VERSION}  # fmt: skip
+    return [
+        Endpoint("sessions list (limit=100)", "rest", ["/api/v1/sessions?limit=100"], auth, "items=100"),
+        Endpoint("session get", "rest", [f"/api/v1/sessions/{i}" for i in ids], auth),
+        Endpoint(f"transcript ({info['max_transcript_segments']} segments)", "rest",
+                 [f"/api/v1/sessions/{i}/transcript" for i in transcripts], auth,
+                 f"transcript={info['max_transcript_segments']}"),  # fmt: skip
+        Endpoint("MCP get_session", "mcp", [mcp_body(i, n) for n, i in enumerate(ids)], mcp_headers),
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--baseline", required=True, metavar="REF")
+    parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=8)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--sessions", type=int, default=300)
+    parser.add_argument("--segments", type=int, default=500)
+    args = parser.parse_args()
+
+    DATA.mkdir(parents=True, exist_ok=True)
+    run_dir = RESULTS / f"ab-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}"
+    run_dir.mkdir(parents=True)
+    Server.log_dir = run_dir
+    db = make_database(args.db)
+    manage(db, "migrate", "--no-input", "-v", "0")
+    info = probe(db)
+    if not info.get("workspace") or info["sessions"] < args.sessions:
+        log(f"seeding {args.sessions} sessions x {args.segments} segments")
+        manage(db, "seed_demo", "--workspace", "bench", "--sessions", str(args.sessions),
+               "--segments", str(args.segments), "-v", "0")  # fmt: skip
+    info = probe(db, "--issue-key", *(["--checkpoint"] if args.db == "sqlite" else []))
+    head = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True).strip()
+    results: dict[str, dict[str, list[dict]]] = {}
+    with contextlib.ExitStack() as stack:
+        root = stack.enter_context(baseline_worktree(args.baseline, run_dir))
+        servers = {
+            head: stack.enter_context(connect_server(db, 2)),
+            args.baseline: stack.enter_context(connect_server(db, 2, root=root)),
+        }
+        eps = endpoints(info, info["api_key"])
+        for ep in eps:
+            if ep.server == "rest":
+                for name, server in servers.items():
+                    problem = sanity_check(server.base, ep)
+                    if problem:
+                        raise SystemExit(f"{ep.name} at {name}: {problem}")
+        order = list(servers)
+        for round_ in range(args.rounds):
+            for ep in eps:
+                for name in order if round_ % 2 == 0 else order[::-1]:
+                    measure = wrk_mcp if ep.server == "mcp" else wrk
+                    run = measure(servers[name].base, ep, args.duration, args.connections, 2)
+                    run.pop("wrk_output", None)
+                    results.setdefault(ep.name, {}).setdefault(name, []).append(run)
+                    log(f"round {round_ + 1} {ep.name} @ {name}: {run['rps']:.0f} req/s p50 {run['p50_ms']:.1f} ms")
+
+    def med(runs: list[dict], key: str) -> float:
+        return statistics.median(r[key] for r in runs)
+
+    lines = [
+        f"### {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC — {head} vs {args.baseline}, {args.db}, "
+        f"{args.rounds} rounds × {args.duration:g} s, {args.connections} connections ({machine()})",
+        "",
+        f"| endpoint | {head} req/s | {args.baseline} req/s | ratio | {head} p50 / p99 ms | "
+        f"{args.baseline} p50 / p99 ms | non-2xx |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for ep in eps:
+        new, old = results[ep.name][head], results[ep.name][args.baseline]
+        errors = sum(r["non_2xx"] for r in new + old)
+        lines.append(
+            f"| {ep.name} | {med(new, 'rps'):.0f} | {med(old, 'rps'):.0f} | {med(new, 'rps') / med(old, 'rps'):.2f} | "
+            f"{med(new, 'p50_ms'):.1f} / {med(new, 'p99_ms'):.1f} | {med(old, 'p50_ms'):.1f} / {med(old, 'p99_ms'):.1f} "
+            f"| {errors} |"
+        )
+    table = "\n".join(lines)
+    (run_dir / "results.md").write_text(table + "\n")
+    (run_dir / "results.json").write_text(json.dumps(results, indent=1))
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
