@@ -119,13 +119,14 @@ def client_sockets(server: LiveServer) -> int:
     return held
 
 
-def raw_resume(port: int, key: str, last_event_id: str) -> socket.socket:
-    """A stream resumed on a bare socket (so the test can vanish with a reset, `live.abort`);
-    returns once the 200 headers arrived."""
+def raw_resume(port: int, key: str, last_event_id: str | None) -> socket.socket:
+    """A stream opened (resumed after `last_event_id`, if given) on a bare socket, so the test
+    can vanish with a reset (`live.abort`); returns once the 200 headers arrived."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    resume = f"Last-Event-ID: {last_event_id}\r\n" if last_event_id else ""
     sock.sendall(
         f"GET /api/v1/events/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
-        f"Last-Event-ID: {last_event_id}\r\n\r\n".encode()
+        f"{resume}\r\n".encode()
     )
     received = b""
     while b"\r\n\r\n" not in received:

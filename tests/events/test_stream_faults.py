@@ -9,6 +9,8 @@ After each fault: the slot rows equal the open streams within one lease (short h
 
 from __future__ import annotations
 
+import os
+import signal
 from datetime import timedelta
 
 import httpx
@@ -29,7 +31,7 @@ from tests.events.faults import (
     terminate_backends,
 )
 from tests.events.live import STREAM, WAIT, Reader, abort, start_server, wait_until
-from tests.servers import database_url_for_test_db
+from tests.servers import database_url_for_test_db, descendants
 
 pytestmark = [
     pytest.mark.skipif(
@@ -207,3 +209,34 @@ def test_terminated_database_connections_heal_before_the_stream_sees_them(server
     for reader in (first, second):
         reader.close()
     wait_until(lambda: settled(server, base), what="the streams to free everything")
+
+
+def test_a_killed_servers_slots_lapse_and_are_cleared_by_a_live_server(
+    server, publish, readers, tmp_path, acme, alice_key
+):
+    survivor = readers(server, alice_key)  # the live server holds one stream and renews
+    assert survivor.status == 200
+    victim = start_server(
+        tmp_path,
+        REDIS_URL=settings.REDIS_URL,
+        CONNECT_SSE_SLOT_LEASE_SECONDS=str(LEASE),
+        CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE=str(STREAMS + 2),
+    )
+    try:
+        sockets = [raw_resume(victim.port, alice_key, None) for _ in range(2)]
+        wait_until(lambda: slot_rows() == 3, what="three slots taken")
+        # SIGKILL of the whole server, as a lost machine: nothing releases, nothing renews.
+        for pid in [victim.process.pid, *descendants(victim.process.pid)]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        victim.process.wait(timeout=WAIT)
+    finally:
+        victim.stop()
+    for sock in sockets:
+        sock.close()
+    wait_until(lambda: slot_rows() == 1, what="the killed server's slots to lapse", timeout=LEASE + WAIT)
+    assert not survivor.ended
+    survivor.close()
+    wait_until(lambda: slot_rows() == 0 and server.stats()["streams"] == 0, what="the survivor's stream to end")
