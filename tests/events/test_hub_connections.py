@@ -1,0 +1,76 @@
+"""The hub's database jobs on PostgreSQL: a connection the server closed under a job is replaced
+and a job marked safe to repeat runs once more; one not so marked fails (its caller answers
+503); a pooled connection the server closed while idle is replaced before the job sees it."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.db import OperationalError, connection
+
+from apps.events.hub import _db_job
+from apps.events.models import StreamSlot
+
+pytestmark = [
+    pytest.mark.skipif(
+        settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql",
+        reason="PostgreSQL's connections and pool",
+    ),
+    pytest.mark.django_db(transaction=True),
+]
+
+
+def killed_on_first_run():
+    """A job whose first run meets a connection the server terminates under it."""
+    runs = []
+
+    def job():
+        runs.append(connection.connection.info.backend_pid if connection.connection else None)
+        if len(runs) == 1:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return StreamSlot.objects.count()
+
+    return job, runs
+
+
+def test_a_job_safe_to_repeat_runs_again_on_a_fresh_connection():
+    job, runs = killed_on_first_run()
+    assert _db_job(job, True) == 0
+    assert len(runs) == 2 and runs[0] != runs[1]
+
+
+def test_a_job_not_marked_safe_is_not_repeated():
+    job, runs = killed_on_first_run()
+    with pytest.raises(OperationalError):
+        _db_job(job, False)
+    assert len(runs) == 1
+    assert _db_job(StreamSlot.objects.count, False) == 0  # the next job gets a live connection
+
+
+@contextmanager
+def other_connection():
+    db = connection.settings_dict
+    with psycopg.connect(
+        dbname=db["NAME"], user=db["USER"], password=db["PASSWORD"] or None, host=db["HOST"], port=db["PORT"],
+        autocommit=True,
+    ) as raw:
+        yield raw
+
+
+def test_idle_connections_the_server_closed_are_replaced_before_the_job():
+    connection.ensure_connection()
+    connection.close()  # back to the pool: every connection of this process now sits idle there
+    with other_connection() as raw:
+        ended = raw.execute(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()) AS ended"
+        ).fetchone()[0]
+    assert ended >= 1
+
+    # Not marked safe to repeat, so only the check before the job can keep these from failing.
+    for _ in range(3):
+        assert _db_job(StreamSlot.objects.count, False) == 0
