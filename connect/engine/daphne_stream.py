@@ -141,7 +141,8 @@ def direct_write(request: Any, producer: Producer | None) -> Callable[[bytes], N
     chunked = bool(request.chunked)
 
     def write_through(data: bytes) -> None:
-        if not _usable(request):
+        # `_usable`, inlined: this runs once per live stream and dispatched batch.
+        if request.finished or request.channel is None or getattr(request, "_disconnected", False):
             return
         chunk = b"%x\r\n%s\r\n" % (len(data), data) if chunked else data  # as Request.write's toChunk
         request.sentLength += len(data)
