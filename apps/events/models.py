@@ -83,7 +83,8 @@ class StreamSlot(models.Model):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     number = models.PositiveIntegerField()
     process = models.CharField(max_length=64)
-    holder = models.CharField(max_length=32, default="", blank=True)
+    # db_default: processes still running the previous release insert rows without it.
+    holder = models.CharField(max_length=32, default="", db_default="", blank=True)
     lease_expires_at = models.DateTimeField()
 
     class Meta:
