@@ -23,11 +23,11 @@ from django.db import close_old_connections  # noqa: E402
 from mcp.server.mcpserver import Context, MCPServer  # noqa: E402
 from mcp.server.transport_security import TransportSecuritySettings  # noqa: E402
 
+from apps.access.credentials import authenticate_bearer  # noqa: E402
+from apps.access.ratelimit import check_rate_limit_sync  # noqa: E402
 from apps.core.errors import ApiError  # noqa: E402
-from apps.core.ratelimit import check_rate_limit_sync  # noqa: E402
 from apps.recordings import search, selectors  # noqa: E402
 from apps.recordings.representations import search_hit_repr, session_repr  # noqa: E402
-from apps.tenancy.authentication import authenticate_bearer  # noqa: E402
 
 server = MCPServer("connect-sdk-reference")
 

@@ -89,8 +89,8 @@ def wrk(url: str, key: str, seconds: int) -> tuple[float, float]:
 
 MICRO = """
 import time
-from apps.core.ratelimit import check_rate_limit_sync
-from apps.tenancy.authentication import authenticate_bearer
+from apps.access.ratelimit import check_rate_limit_sync
+from apps.access.credentials import authenticate_bearer
 principal = authenticate_bearer("Bearer {key}")
 for _ in range(200):
     check_rate_limit_sync(principal)

@@ -18,8 +18,8 @@ import os
 from django.http import HttpRequest, JsonResponse
 from django.urls import path
 
+from apps.access.credentials import authenticate_bearer
 from apps.recordings.models import Session
-from apps.tenancy.authentication import authenticate_bearer
 from apps.tenancy.models import Workspace
 from connect.urls import handler400, handler403, handler404, handler500  # noqa: F401
 from connect.urls import urlpatterns as connect_urlpatterns

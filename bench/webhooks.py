@@ -224,7 +224,7 @@ def run_child() -> None:
 
     from apps.recordings import services as recordings
     from apps.tenancy import services as tenancy
-    from apps.tenancy.authentication import authenticate_bearer
+    from apps.access.credentials import authenticate_bearer
     from apps.webhooks import keys
     from apps.webhooks import services as webhooks
     from apps.webhooks.models import Delivery

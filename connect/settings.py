@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "apps.core",
     "apps.tenancy",
     "apps.oauth",
+    "apps.access",
     "apps.recordings",
     "apps.webhooks",
     "apps.events",
@@ -75,7 +76,7 @@ MIDDLEWARE = [
     "apps.core.middleware.NulCharacterMiddleware",
     "apps.core.middleware.PlainOptionsHeadMiddleware",
     "apps.core.timeouts.RequestDeadlineMiddleware",
-    "apps.core.ratelimit.RateLimitHeadersMiddleware",
+    "apps.access.rest.RateLimitHeadersMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -170,12 +171,12 @@ STORAGES = {
 
 REST_FRAMEWORK = {
     # Bearer authentication, then the per-credential and per-workspace rate limit.
-    "DEFAULT_AUTHENTICATION_CLASSES": ["apps.core.ratelimit.RateLimitedBearerAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["apps.access.rest.BearerAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": [],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "apps.core.negotiation.JSONOnly",
-    "EXCEPTION_HANDLER": "apps.core.errors.exception_handler",
+    "EXCEPTION_HANDLER": "apps.access.rest.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
     "UNAUTHENTICATED_TOKEN": None,
@@ -264,7 +265,7 @@ CONNECT_ALLOWED_ORIGINS = env("CONNECT_ALLOWED_ORIGINS")
 # requests per process proceed at once. Keep CONNECT_DB_POOL_MAX at least as large.
 CONNECT_SYNC_THREADS = envint("CONNECT_SYNC_THREADS", 4)
 
-# Rate limits (apps/core/ratelimit.py): requests per fixed window, per credential and per
+# Rate limits (apps/access/ratelimit.py): requests per fixed window, per credential and per
 # workspace, counted in Redis when REDIS_URL is set, else in the database. 0 turns one off.
 # The defaults are far above what the benchmarks or an agent send.
 CONNECT_RATE_LIMIT_WINDOW_SECONDS = envint("CONNECT_RATE_LIMIT_WINDOW_SECONDS", 60)

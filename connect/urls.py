@@ -3,8 +3,6 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
 from apps.core import errors, health
-from apps.tenancy.api import McpProtectedResourceMetadataApi, ProtectedResourceMetadataApi
-from apps.webhooks.views import signing_keys_view
 
 urlpatterns = [
     path("", health.index, name="index"),
@@ -14,9 +12,7 @@ urlpatterns = [
     path("api/v1/", include("apps.webhooks.urls")),
     # Anything else under /api/v1 is a JSON 404, never an HTML page or a slash redirect.
     re_path(r"^api/v1(/.*)?$", errors.not_found_view),
-    path(".well-known/webhook-signing-keys.json", signing_keys_view),
-    path(".well-known/oauth-protected-resource", ProtectedResourceMetadataApi.as_view()),
-    path(".well-known/oauth-protected-resource/mcp", McpProtectedResourceMetadataApi.as_view()),
+    path("", include("connect.wellknown")),
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),
     path("docs", SpectacularSwaggerView.as_view(url_name="openapi"), name="docs"),
     path("admin/", admin.site.urls),

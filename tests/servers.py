@@ -208,7 +208,7 @@ def forget_rate_limit_counts() -> None:
 
     if not settings.REDIS_URL:
         return
-    from apps.core.ratelimit import _redis
+    from apps.access.ratelimit import _redis
 
     client = _redis()
     keys = list(client.scan_iter(f"connect:ratelimit:{settings.DATABASES['default']['NAME']}:*"))

@@ -1,21 +1,19 @@
 """Wire error codes: defined once here, raised anywhere, rendered to `{"error": code}` at the edge.
 
-REST renders them in `exception_handler` (DRF) and the `*_view` handlers (plain Django);
-MCP and the event stream use `ApiError.body()` and `error_response()`.
+Rendering: a refusal at an entry point (REST's DRF exception handler, the event stream, `/mcp`)
+is rendered by the doorkeeper (apps/access/render.py: rate-limit headers and the 401 challenge);
+the ground floor's own answers (unknown paths, NUL characters, deadlines, Django's handler
+views) use `error_response` here, which knows no credential.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf
-
-logger = logging.getLogger("connect.errors")
 
 
 class ApiError(Exception):
@@ -97,15 +95,8 @@ class Unavailable(ApiError):
     status, code = 503, "unavailable"
 
 
-def www_authenticate() -> str:
-    return f'Bearer resource_metadata="{settings.CONNECT_BASE_URL}/.well-known/oauth-protected-resource"'
-
-
 def error_response(error: ApiError) -> JsonResponse:
-    response = JsonResponse(error.body(), status=error.status)
-    if error.status == 401:
-        response["WWW-Authenticate"] = www_authenticate()
-    return response
+    return JsonResponse(error.body(), status=error.status)
 
 
 # DRF's own exceptions, translated to our codes. Anything else is a 500.
@@ -138,16 +129,6 @@ def as_api_error(exc: Exception) -> ApiError | None:
     if is_timeout(exc):
         return RequestTimeout()
     return None
-
-
-def exception_handler(exc: Exception, context: dict[str, Any]) -> JsonResponse:
-    """DRF EXCEPTION_HANDLER: every failure becomes `{"error": code}`; unknown ones are logged."""
-    error = as_api_error(exc)
-    if error is None:
-        view = context.get("view")
-        logger.exception("unhandled error in %s", type(view).__name__ if view else "view", exc_info=exc)
-        error = ApiError()
-    return error_response(error)
 
 
 # Plain Django handlers (connect/urls.py): unknown paths and failures outside DRF views.

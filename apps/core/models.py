@@ -3,7 +3,7 @@ from django.db import models
 
 class RateLimitCounter(models.Model):
     """Requests counted in one fixed window for one bucket (a credential or a workspace), on
-    the embedded default where there is no Redis (apps/core/ratelimit.py). Rows of past
+    the embedded default where there is no Redis (apps/access/ratelimit.py). Rows of past
     windows are deleted as new windows start."""
 
     bucket = models.CharField(max_length=200)

@@ -40,6 +40,11 @@ from channels.utils import await_many_dispatch
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
+from apps.access.admission import admit
+from apps.access.audience import rest_audiences
+from apps.access.principal import Principal
+from apps.access.ratelimit import RateDecision
+from apps.access.render import render
 from apps.core.errors import (
     ApiError,
     ConnectionLimit,
@@ -48,17 +53,12 @@ from apps.core.errors import (
     InvalidFilters,
     InvalidRequest,
     MethodNotAllowed,
-    RateLimited,
     Unavailable,
     as_api_error,
-    www_authenticate,
 )
-from apps.core.ratelimit import RateDecision, check_rate_limit_sync
 from apps.events import filters, slots
 from apps.events.credentials import CredentialRef
 from apps.events.hub import PING, Stream, get_hub, resume_frames
-from apps.tenancy.authentication import authenticate_bearer
-from apps.tenancy.principal import Principal
 from connect.engine import daphne_stream
 
 logger = logging.getLogger("connect.events")
@@ -150,12 +150,11 @@ class EventStreamConsumer(AsyncHttpConsumer):
         return [(k.lower().encode(), v.encode()) for k, v in self.rate.headers()] if self.rate else []
 
     async def send_error(self, error: ApiError) -> None:
-        headers = [(b"content-type", b"application/json"), *self._rate_headers()]
-        if error.status == 401:
-            headers.append((b"www-authenticate", www_authenticate().encode()))
-        if error.status == 503:
-            headers.append((b"retry-after", str(RETRY_AFTER_SECONDS).encode()))
-        await self.send_response(error.status, orjson.dumps(error.body()), headers=headers)
+        status, headers, body = render(error, self.rate)
+        raw = [(b"content-type", b"application/json"), *((k.lower().encode(), v.encode()) for k, v in headers)]
+        if status == 503:
+            raw.append((b"retry-after", str(RETRY_AFTER_SECONDS).encode()))
+        await self.send_response(status, orjson.dumps(body), headers=raw)
 
     # --- opening ---------------------------------------------------------------------------
     def _header(self, name: bytes) -> str | None:
@@ -168,12 +167,13 @@ class EventStreamConsumer(AsyncHttpConsumer):
         if self.scope["method"] != "GET":
             raise MethodNotAllowed()
         hub = get_hub()
-        # Authentication first, exactly as REST: 401, then 404 workspace_not_found, then 403.
-        principal: Principal = await hub.run_db(authenticate_bearer, self._header(b"authorization"))
-        # Opening a stream is a request like any other: REST's buckets, so reconnect churn is bounded.
-        self.rate = await hub.run_db(check_rate_limit_sync, principal)
-        if self.rate is not None and not self.rate.allowed:
-            raise RateLimited()
+        # Admission exactly as REST (401, 404, 403, then REST's buckets: reconnect churn is bounded).
+        audiences = rest_audiences(settings.CONNECT_BASE_URL)
+        admission = await hub.run_db(admit, self._header(b"authorization"), audiences=audiences)
+        self.rate = admission.rate
+        if admission.error is not None:
+            raise admission.error
+        principal: Principal = admission.principal
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         raw = query.get("filters")
         if raw is not None and len(raw) != 1:

@@ -2,8 +2,8 @@
 
 HTTP-level checks come first, before any JSON-RPC: the Origin allow-list (DNS-rebinding
 protection, 403) and the Host, the method (GET and DELETE → 405: no SSE stream, no sessions),
-the body size (413); then, on a lane thread, the Bearer credential (401 with the `/mcp`
-resource metadata, 404 workspace_not_found, 403 forbidden), the rate limit (429, REST's
+the body size (413); then, on a lane thread, admission (apps/access/admission.py: 401 naming
+the protected-resource metadata, 404 workspace_not_found, 403 forbidden, 429 in REST's
 buckets) and the media types (415, 406). Authentication, the protocol and the tools run as
 one call on one of a few long-lived threads per process (as apps/core/asgi.py runs Django's
 views), so a request costs one thread hop and one pooled database connection.
@@ -20,46 +20,32 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
-from apps.core.errors import ApiError, RateLimited, Unauthorized
+from apps.access.admission import admit
+from apps.access.audience import accepted_audiences
+from apps.access.render import render
 from apps.core.origins import allowed_origin
-from apps.core.ratelimit import check_rate_limit_sync
 from apps.mcp import protocol
 from apps.mcp.tools import WorkspaceTools
-from apps.tenancy.authentication import authenticate_bearer
-
-
-def www_authenticate_mcp() -> str:
-    # MCP clients compare the document's `resource` with the URL they connect to, so /mcp
-    # points at its own protected-resource document (DESIGN.md "MCP and OAuth discovery").
-    return f'Bearer resource_metadata="{settings.CONNECT_BASE_URL}/.well-known/oauth-protected-resource/mcp"'
-
-
-def accepted_audiences() -> tuple[str, str]:
-    base = settings.CONNECT_BASE_URL
-    return (base + "/mcp", base)
 
 
 def answer(headers: dict[str, str], body: bytes, duplicated: set[str]) -> tuple[protocol.Reply, dict[str, str]]:
-    """Authenticate, check the media types, then speak the protocol. Runs on a lane thread
-    (it reads the database); returns the reply and any extra response headers."""
-    try:
-        principal = authenticate_bearer(headers.get("authorization"), audience=accepted_audiences())
-    except ApiError as error:
-        # Credential errors are HTTP answers with the REST error body, before any JSON-RPC.
-        extra = {"WWW-Authenticate": www_authenticate_mcp()} if isinstance(error, Unauthorized) else {}
-        return protocol.Reply(error.status, error.body()), extra
-    # The same limit and buckets as REST (tools.mdx: servers MUST rate limit tool invocations).
-    decision = check_rate_limit_sync(principal)
-    limit_headers = dict(decision.headers()) if decision is not None else {}
-    if decision is not None and not decision.allowed:
-        return protocol.Reply(429, RateLimited().body()), limit_headers
+    """Admit, check the media types, then speak the protocol. Runs on a lane thread (it reads
+    the database); returns the reply and any extra response headers."""
+    # /mcp accepts tokens for `{base_url}` (contract §5.3: REST's credentials) and for
+    # `{base_url}/mcp`, and counts in REST's buckets (tools.mdx: servers MUST rate limit).
+    admission = admit(headers.get("authorization"), audiences=accepted_audiences(settings.CONNECT_BASE_URL))
+    if admission.error is not None:
+        # Credential and rate errors are HTTP answers with the REST error body, before any JSON-RPC.
+        status, error_headers, error_body = render(admission.error, admission.rate)
+        return protocol.Reply(status, error_body), dict(error_headers)
+    limit_headers = dict(admission.headers())
     if _media_type(headers.get("content-type", "")) != "application/json":
         message = "Content-Type must be application/json"
         return protocol.Reply(415, protocol.error_object(protocol.INVALID_REQUEST, message)), limit_headers
     if not accepts_json(headers.get("accept")):
         message = "Accept must allow application/json (responses are JSON, never an SSE stream)"
         return protocol.Reply(406, protocol.error_object(protocol.INVALID_REQUEST, message)), limit_headers
-    return protocol.respond(headers, body, WorkspaceTools(principal), duplicated=duplicated), limit_headers
+    return protocol.respond(headers, body, WorkspaceTools(admission.principal), duplicated=duplicated), limit_headers
 
 
 class Lanes:

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from apps.access.principal import Principal
 from apps.core.cursors import decode_cursor, encode_cursor
 from apps.core.errors import InvalidRequest, NotFound
 from apps.core.params import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
@@ -27,7 +28,6 @@ from apps.recordings.representations import (
     search_hit_repr,
     session_repr,
 )
-from apps.tenancy.principal import Principal
 
 # get_transcript answers in one result up to this many segments; a longer transcript comes in
 # pages of this size (hosts cap tool output at about 25k tokens; 200 segments stay well below).

@@ -1,6 +1,7 @@
-"""The authorization server at `{auth_url}/api/auth` (contract §5.3), its RFC 8414 metadata,
-and the login page. DOT reverses its endpoints by name in the `oauth2_provider` namespace
-(metadata document), so the routes carry DOT's names."""
+"""The authorization server at `{auth_url}/api/auth` (contract §5.3) and the login page. DOT
+reverses its endpoints by name in the `oauth2_provider` namespace (for its RFC 8414 metadata
+document, served with the other `.well-known` documents in connect/wellknown.py), so the routes
+carry DOT's names."""
 
 from __future__ import annotations
 
@@ -12,18 +13,6 @@ from apps.oauth import views
 
 oauth2_provider_patterns = (
     [
-        # RFC 8414 §3: the issuer `{auth_url}/api/auth` has a path, so strict clients ask for
-        # /.well-known/oauth-authorization-server/api/auth; others ask at the root.
-        path(
-            ".well-known/oauth-authorization-server",
-            dot.OAuthServerMetadataView.as_view(),
-            name="oauth-server-metadata",
-        ),
-        path(
-            ".well-known/oauth-authorization-server/api/auth",
-            dot.OAuthServerMetadataView.as_view(),
-            name="oauth-server-metadata-issuer",
-        ),
         re_path(r"^api/auth/oauth2/authorize/?$", views.ConsentView.as_view(), name="authorize"),
         re_path(r"^api/auth/oauth2/token/?$", dot.TokenView.as_view(), name="token"),
         re_path(r"^api/auth/oauth2/revoke/?$", dot.RevokeTokenView.as_view(), name="revoke-token"),

@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.access.rest import HasScope
 from apps.core.openapi import error_responses
 from apps.core.params import DEFAULT_PAGE_SIZE, CursorField, LimitField, RevisionKindField, validate_query
 from apps.recordings import search, selectors
@@ -20,7 +21,6 @@ from apps.recordings.representations import (
     session_repr,
     transcript_revision_repr,
 )
-from apps.tenancy.authentication import HasScope
 
 SESSIONS_READ = HasScope.of("svc:sessions:read")
 TRANSCRIPTS_READ = HasScope.of("svc:transcripts:read")

@@ -46,6 +46,10 @@ class Membership(models.Model):
         return f"{self.user} @ {self.workspace}"
 
 
+# Every API key starts with this; anything else in a Bearer header is an OAuth token.
+API_KEY_PREFIX = "svc_"
+
+
 def hash_api_key(key: str) -> str:
     # Keys carry ≥190 bits of randomness, so a fast hash is enough: there is nothing to brute-force.
     return hashlib.sha256(key.encode()).hexdigest()

@@ -11,8 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.core.ids import random_base62
-from apps.tenancy.authentication import API_KEY_PREFIX
-from apps.tenancy.models import ApiKey, Membership, Workspace, hash_api_key
+from apps.tenancy.models import API_KEY_PREFIX, ApiKey, Membership, Workspace, hash_api_key
 
 API_KEY_RANDOM_LENGTH = 40
 API_KEY_DISPLAY_PREFIX_LENGTH = len(API_KEY_PREFIX) + 6

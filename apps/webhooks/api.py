@@ -11,11 +11,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.access.credentials import require_scope
 from apps.core.errors import InvalidRequest
 from apps.core.openapi import error_responses
 from apps.core.params import DEFAULT_PAGE_SIZE, CursorField, LimitField, validate_query
 from apps.core.text import NotText, loads_text
-from apps.tenancy.authentication import require_scope
 from apps.webhooks import selectors, services
 from apps.webhooks.filters import SESSION_STATUSES, SUBSCRIBABLE_TYPES
 from apps.webhooks.models import DeliveryKind, DeliveryStatus

@@ -28,6 +28,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from apps.webhooks import keys, outbound, schedule, ssrf
+from apps.webhooks.installation import unauthorized_installations
 from apps.webhooks.models import (
     ACTIVE_STATUSES,
     Delivery,
@@ -97,33 +98,10 @@ def claim_batch(*, limit: int = BATCH) -> tuple[str, list[str]]:
 
 
 def installation_authorized(endpoint: WebhookEndpoint) -> bool:
-    """The credential that created the endpoint still holds: not revoked or expired, its
-    member active, and `svc:sessions:read` still granted (DESIGN.md §1, cancellation)."""
-    membership = endpoint.created_by
-    if not membership.is_active or not membership.user.is_active or not endpoint.workspace.is_available:
-        return False
-    now = timezone.now()
-    if endpoint.credential_kind == "api_key":
-        from apps.tenancy.models import ApiKey
-
-        key = ApiKey.objects.filter(id=endpoint.credential_id).values("revoked_at", "expires_at", "scopes").first()
-        return bool(
-            key
-            and key["revoked_at"] is None
-            and (key["expires_at"] is None or key["expires_at"] > now)
-            and "svc:sessions:read" in key["scopes"]
-        )
-    from apps.oauth.models import AccessToken, RefreshToken
-
-    # An OAuth installation is the member's grant to the application for this workspace: alive
-    # while an unexpired access token or an unrevoked refresh token with the scope remains.
-    grant = {"user_id": membership.user_id, "workspace_id": endpoint.workspace_id,
-             "application_id": endpoint.oauth_application_id}
-    tokens = AccessToken.objects.filter(**grant, expires__gt=now, scope__contains="svc:sessions:read")
-    refresh = RefreshToken.objects.filter(
-        **grant, revoked__isnull=True, access_token__scope__contains="svc:sessions:read"
-    )
-    return tokens.exists() or refresh.exists()
+    """The credential that created the endpoint still holds — not revoked or expired, its
+    member active, its workspace available — and still grants `svc:sessions:read` (DESIGN.md
+    §1, cancellation): the doorkeeper's batch check, for one installation."""
+    return endpoint.id not in unauthorized_installations([endpoint])
 
 
 # Per process: endpoint id → (checked at, authorized). Revocations and deactivations through

@@ -1,17 +1,22 @@
 """Signal receivers: deliveries for recorded events, prompt cancellation when an
-installation loses its right."""
+installation loses its right (apps/webhooks/installation.py). The receivers cancel at once on
+the saves that take the right away; the attempt-time check (delivery.installation_authorized)
+covers every other path."""
 
 from __future__ import annotations
 
 from django.db.models.signals import post_save
+from django.utils import timezone
 
+from apps.access.credentials import key_holds
+from apps.tenancy.models import ApiKey, Membership
+from apps.webhooks import services
+from apps.webhooks.installation import INSTALLATION_SCOPE
 from apps.webhooks.models import StopReason, WebhookEndpoint
 
 
 def on_event_recorded(sender, event, **kwargs) -> None:  # noqa: ARG001
     """Runs inside record_event's transaction: the deliveries commit with the event."""
-    from apps.webhooks import services
-
     services.create_event_deliveries(
         workspace_id=event.workspace_id,
         event_id=event.id,
@@ -23,17 +28,17 @@ def on_event_recorded(sender, event, **kwargs) -> None:  # noqa: ARG001
 
 
 def _cancel_for(endpoints) -> None:
-    from apps.webhooks import services
-
     ids = list(endpoints.values_list("id", flat=True))
     if ids:
         services.cancel_active_deliveries(endpoint_ids=ids, reason=StopReason.INSTALLATION_UNAUTHORIZED)
 
 
 def on_api_key_saved(sender, instance, **kwargs) -> None:  # noqa: ARG001
-    """A revoked key, or one whose scopes lost svc:sessions:read, stops its endpoints' deliveries
-    now; the attempt-time check (delivery.installation_authorized) covers every other path."""
-    if instance.revoked_at is not None or "svc:sessions:read" not in (instance.scopes or []):
+    """A key that no longer holds (revoked, expired) or no longer grants the scope stops its
+    endpoints' deliveries now."""
+    if not key_holds(instance.revoked_at, instance.expires_at, timezone.now()) or INSTALLATION_SCOPE not in (
+        instance.scopes or []
+    ):
         _cancel_for(WebhookEndpoint.objects.filter(credential_kind="api_key", credential_id=instance.id))
 
 
@@ -43,8 +48,6 @@ def on_membership_saved(sender, instance, **kwargs) -> None:  # noqa: ARG001
 
 
 def connect() -> None:
-    from apps.tenancy.models import ApiKey, Membership
-
     try:
         from apps.events.signals import event_recorded
     except ImportError:  # the outbox is not installed: no events, no event deliveries

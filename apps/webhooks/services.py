@@ -13,10 +13,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from apps.access.principal import Principal
 from apps.core.errors import InvalidRequest, NotAllowed
 from apps.core.ids import new_id
 from apps.core.timestamps import iso_ms
-from apps.tenancy.principal import Principal
 from apps.webhooks import filters as webhook_filters
 from apps.webhooks import outbound, ssrf
 from apps.webhooks.models import (

@@ -351,12 +351,12 @@ def test_tools_list_validates_against_the_sdks_schema_types(alice_key):
 # --- Credentials (HTTP errors, before any JSON-RPC) ------------------------------------------------
 
 
-def test_missing_or_invalid_credential_is_401_pointing_at_the_mcp_resource_document(db):
+def test_missing_or_invalid_credential_is_401_pointing_at_the_protected_resource_document(db):
     for key in (None, "svc_" + "x" * 40, "not-a-key"):
         reply, extra = post(key, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         assert (reply.status, reply.body) == (401, {"error": "unauthorized"})
         assert extra["WWW-Authenticate"] == (
-            f'Bearer resource_metadata="{settings.CONNECT_BASE_URL}/.well-known/oauth-protected-resource/mcp"'
+            f'Bearer resource_metadata="{settings.CONNECT_BASE_URL}/.well-known/oauth-protected-resource"'
         )
 
 
@@ -430,7 +430,7 @@ def test_tool_calls_share_rests_rate_limit(settings, alice_key):
 def test_mcp_token_stays_refused_by_the_event_streams_authentication(alice):
     # apps/events/consumer.py authenticates with authenticate_bearer's default audience.
     from apps.core.errors import Unauthorized
-    from apps.tenancy.authentication import authenticate_bearer
+    from apps.access.credentials import authenticate_bearer
 
     token = _token(alice, [settings.CONNECT_BASE_URL + "/mcp"])
     with pytest.raises(Unauthorized):

@@ -10,8 +10,8 @@ from authlib.integrations.httpx_client import OAuth2Client
 from django.utils import timezone
 from oauth2_provider.models import set_token_value
 
+from apps.access.credentials import principal_for_access_token
 from apps.core.errors import Unauthorized
-from apps.oauth.credentials import principal_for_access_token
 from apps.oauth.models import AccessToken, Application, Grant, RefreshToken
 from apps.tenancy import services as tenancy
 from tests import factories

@@ -11,8 +11,8 @@ from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher
 from oauth2_provider.models import set_token_value
 from oauth2_provider.settings import oauth2_settings
 
+from apps.access.credentials import principal_for_access_token
 from apps.core.errors import Forbidden, Unauthorized, WorkspaceNotFound
-from apps.oauth.credentials import principal_for_access_token
 from apps.oauth.models import AccessToken, Application
 from apps.oauth.services import create_client
 from apps.tenancy import services as tenancy

@@ -13,8 +13,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from apps.access.credentials import authenticate_bearer
 from apps.tenancy import services as tenancy
-from apps.tenancy.authentication import authenticate_bearer
 from apps.tenancy.models import ApiKey
 from apps.webhooks import delivery as engine
 from apps.webhooks import services

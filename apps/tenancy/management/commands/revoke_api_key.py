@@ -5,8 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.tenancy import services
-from apps.tenancy.authentication import API_KEY_PREFIX
-from apps.tenancy.models import ApiKey, hash_api_key
+from apps.tenancy.models import API_KEY_PREFIX, ApiKey, hash_api_key
 
 
 class Command(BaseCommand):

@@ -1,4 +1,4 @@
-"""Rate limits per credential and per workspace (apps/core/ratelimit.py): the pure decision,
+"""Rate limits per credential and per workspace (apps/access/ratelimit.py): the pure decision,
 the shared counters, and the REST answers."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client, override_settings
 
-from apps.core.ratelimit import RateDecision, check_rate_limit_sync, decide
-from apps.tenancy.authentication import authenticate_bearer
+from apps.access.credentials import authenticate_bearer
+from apps.access.ratelimit import RateDecision, check_rate_limit_sync, decide
 from tests import factories
 
 

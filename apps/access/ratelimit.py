@@ -10,13 +10,9 @@ Counting costs one round trip per request: a pipelined INCR/EXPIRE of both bucke
 when `REDIS_URL` is set, else one upsert of both rows (`INSERT … ON CONFLICT … RETURNING`) in
 the database. Both are shared by every process and machine on that Redis or database.
 
-Entry points:
-- REST: `RateLimitedBearerAuthentication` (DRF's authentication class in settings) checks right
-  after the credential resolves, before scopes; `RateLimitHeadersMiddleware` puts the
-  `RateLimit-*` headers (and `Retry-After` on a 429) on the response.
-- Channels consumers (`/mcp`, the event stream) call `check_rate_limit_sync(principal)` on their
-  own database threads right after authentication, answer 429 when `allowed` is false, and put
-  `decision.headers()` on their response.
+Every entry point counts through `apps.access.admission.admit`, right after the credential
+resolves and before scopes (a refused scope still costs a request); the REST adapter and the
+consumers put `decision.headers()` on their response.
 
 `headers()` gives `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (seconds until
 the window ends) for the tighter of the two buckets, plus `Retry-After` when refused.
@@ -33,10 +29,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import connection
 
-from apps.core.errors import RateLimited
-from apps.tenancy.authentication import BearerAuthentication
-from apps.tenancy.openapi import BearerScheme
-from apps.tenancy.principal import Principal
+from apps.access.principal import Principal
+from apps.core.models import RateLimitCounter
 
 logger = logging.getLogger("connect.ratelimit")
 
@@ -117,8 +111,6 @@ _pruned_before = 0  # per process: windows older than this were already deleted
 
 
 def count_in_database(names: list[str], start: int, window: int) -> list[int]:
-    from apps.core.models import RateLimitCounter
-
     global _pruned_before
     table = connection.ops.quote_name(RateLimitCounter._meta.db_table)
     values = ", ".join(["(%s, %s, 1)"] * len(names))
@@ -158,38 +150,3 @@ def check_rate_limit_sync(principal: Principal, *, now: float | None = None) -> 
     else:
         counts = count_in_database(names, start, window)
     return decide([(hits, limit) for hits, (_, limit) in zip(counts, pairs)], window=window, now=now)
-
-
-# --- REST ------------------------------------------------------------------------------------
-
-
-class RateLimitedBearerAuthentication(BearerAuthentication):
-    """Bearer authentication, then the rate limit: a request is counted once its credential is
-    known, before its scopes are checked (a refused scope still costs a request)."""
-
-    def authenticate(self, request):
-        user, principal = super().authenticate(request)
-        decision = check_rate_limit_sync(principal)
-        request._request.rate_limit = decision  # read by RateLimitHeadersMiddleware
-        if decision is not None and not decision.allowed:
-            raise RateLimited()
-        return user, principal
-
-
-class RateLimitedBearerScheme(BearerScheme):
-    """OpenAPI: documented exactly as the Bearer authentication it extends."""
-
-    target_class = "apps.core.ratelimit.RateLimitedBearerAuthentication"
-
-
-class RateLimitHeadersMiddleware:
-    def __init__(self, get_response) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request):
-        response = self.get_response(request)
-        decision = getattr(request, "rate_limit", None)
-        if decision is not None:
-            for name, value in decision.headers():
-                response[name] = value
-        return response

@@ -1,6 +1,9 @@
-"""RFC 8707 audiences: which `resource` values Connect accepts and how tokens are matched.
+"""RFC 8707 audiences: which resources Connect serves, which each entry point accepts, and how a
+token is matched to one.
 
-Pure functions (no Django imports) so the rules are testable on their own.
+Pure functions (no Django imports) so the rules are testable on their own. The authorization
+server (apps/oauth/views.py) issues tokens only for `accepted_audiences`; the doorkeeper admits
+a token only at an entry point that accepts its audience.
 """
 
 from __future__ import annotations
@@ -16,9 +19,16 @@ def normalise(resource: str) -> str:
 
 
 def accepted_audiences(base_url: str) -> frozenset[str]:
-    """The REST API (`{base_url}`) and the MCP endpoint (`{base_url}/mcp`)."""
+    """Every audience a token may be issued for: the REST API (`{base_url}`) and the MCP
+    endpoint (`{base_url}/mcp`). `/mcp` accepts both (contract §5.3: the same credentials as
+    REST; DESIGN.md "MCP and OAuth discovery")."""
     base = normalise(base_url)
     return frozenset({base, base + MCP_PATH})
+
+
+def rest_audiences(base_url: str) -> frozenset[str]:
+    """REST and the event stream accept only `{base_url}`: a token for `/mcp` is refused there."""
+    return frozenset({normalise(base_url)})
 
 
 def audience_for_request(resources: Iterable[str], *, base_url: str) -> str | None:
@@ -36,3 +46,9 @@ def token_serves(token_resources: Iterable[str], audience: str) -> bool:
     audience is good nowhere (DOT would treat it as unrestricted)."""
     resources = {normalise(r) for r in token_resources}
     return resources == {normalise(audience)}
+
+
+def served_audience(token_resources: Iterable[str], audiences: Iterable[str]) -> str | None:
+    """Which of the accepted `audiences` the token serves (normalised), or None."""
+    resources = list(token_resources)
+    return next((normalise(a) for a in audiences if token_serves(resources, a)), None)

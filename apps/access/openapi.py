@@ -8,7 +8,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
 class BearerScheme(OpenApiAuthenticationExtension):
-    target_class = "apps.tenancy.authentication.BearerAuthentication"
+    target_class = "apps.access.rest.BearerAuthentication"
     name = ["bearerAuth", "oauth2"]
 
     def get_security_requirement(self, auto_schema):

@@ -1,0 +1,51 @@
+"""The one entry point every request passes: `admit(authorization, audiences=…)`.
+
+Order, the same at REST, the event stream and `/mcp`: the credential (401), its workspace (404
+workspace_not_found), its issuer's membership (403 forbidden), then the rate limit (429
+rate_limited, counted in the credential's and the workspace's buckets). Scopes are the
+endpoint's business afterwards (`require_scope`), so a refused scope still costs a request.
+
+Runs synchronously (it reads the database): consumers call it on their database thread, as one
+call. The queries are the credential's (one for an API key, two for a token) plus one counting
+round trip; admission adds none of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from apps.access.credentials import authenticate_bearer
+from apps.access.principal import Principal
+from apps.access.ratelimit import RateDecision, check_rate_limit_sync
+from apps.access.render import error_headers
+from apps.core.errors import ApiError, RateLimited
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Either a principal (with its rate decision, None when limits are off) or the error to
+    render; a 429 carries both the error and the decision that refused it."""
+
+    principal: Principal | None
+    rate: RateDecision | None
+    error: ApiError | None
+
+    def headers(self) -> list[tuple[str, str]]:
+        """The headers every answer to this request carries: the rate limit's, and on a
+        refusal the challenge when it is a 401."""
+        if self.error is not None:
+            return error_headers(self.error, self.rate)
+        return self.rate.headers() if self.rate is not None else []
+
+
+def admit(authorization: str | None, *, audiences: Collection[str]) -> Admission:
+    """`audiences`: the resources this entry point accepts (apps/access/audience.py)."""
+    try:
+        principal = authenticate_bearer(authorization, audience=audiences)
+    except ApiError as error:
+        return Admission(principal=None, rate=None, error=error)
+    rate = check_rate_limit_sync(principal)
+    if rate is not None and not rate.allowed:
+        return Admission(principal=principal, rate=rate, error=RateLimited())
+    return Admission(principal=principal, rate=rate, error=None)

@@ -1,0 +1,44 @@
+"""A refusal on the wire: an `ApiError` → status, headers and `{"error": code}` body, the same
+for REST, the event stream and `/mcp`.
+
+The headers are the rate-limit headers of the request's decision (when it was counted) and,
+on a 401, the one `WWW-Authenticate` challenge: every entry point names the root
+protected-resource document (contract §5.7; `/mcp` included — clients that probe
+`/.well-known/oauth-protected-resource/mcp` still find a document there).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.http import JsonResponse
+
+from apps.access.ratelimit import RateDecision
+from apps.core.errors import ApiError
+
+PROTECTED_RESOURCE_PATH = "/.well-known/oauth-protected-resource"
+
+
+def www_authenticate() -> str:
+    return f'Bearer resource_metadata="{settings.CONNECT_BASE_URL}{PROTECTED_RESOURCE_PATH}"'
+
+
+def error_headers(error: ApiError, rate: RateDecision | None = None) -> list[tuple[str, str]]:
+    headers = rate.headers() if rate is not None else []
+    if error.status == 401:
+        headers.append(("WWW-Authenticate", www_authenticate()))
+    return headers
+
+
+def render(error: ApiError, rate: RateDecision | None = None) -> tuple[int, list[tuple[str, str]], dict[str, Any]]:
+    """(status, headers, body) for the transports that write their own response."""
+    return error.status, error_headers(error, rate), error.body()
+
+
+def error_response(error: ApiError, rate: RateDecision | None = None) -> JsonResponse:
+    """The same refusal as a Django response (REST)."""
+    response = JsonResponse(error.body(), status=error.status)
+    for name, value in error_headers(error, rate):
+        response[name] = value
+    return response
