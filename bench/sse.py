@@ -47,7 +47,7 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.rest import ROOT, free_port, log  # noqa: E402
+from bench.harness import ROOT, free_port, log  # noqa: E402
 
 STREAM = "/api/v1/events/stream"
 MARK = re.compile(rb"bench#(\d+)#")

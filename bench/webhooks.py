@@ -8,7 +8,12 @@ httpx POSTs. Per database (SQLite with the ORM broker; PostgreSQL with Redis):
 - burst: N events recorded with the workers stopped, then the workers started → deliveries/s
   (first to last receipt: the delivery pipeline alone, not the producer), against the ceiling;
 - paced: N events at a sustained rate (default 100/s) → event-to-receipt p50/p99;
-- kill: a paced run with a worker SIGKILLed halfway through → lost must stay 0.
+- kill: a paced run with a worker SIGKILLed halfway through → lost must stay 0;
+- fairness (issue 20): four more endpoints whose receiver answers in 9 s (inside the 10 s
+  timeout) get a backlog of 1,000 deliveries, then the first endpoint receives a steady trickle
+  (2 events/s for 120 s) → its event-to-receipt p50/p99 (target p99 ≤ 15 s), and how many of the
+  slow deliveries went meanwhile. The slow backlog is then cancelled, not waited for (at two
+  workers and one batch per endpoint it would take an hour).
 
 Lost = events recorded but never received; duplicates = receipts beyond the first per event.
 Event-to-receipt runs from just before the event is recorded (`create_session` called) to the
@@ -19,6 +24,7 @@ retrying, at most the queue lease plus the attempt lease plus a minute: a worker
 mid-batch leaves an attempt lease (60 s) that must expire before the batch is due again.
 
     CONNECT_DEVELOPMENT=1 .venv/bin/python bench/webhooks.py --db sqlite postgres --events 10000
+    CONNECT_DEVELOPMENT=1 .venv/bin/python bench/webhooks.py --db postgres --phases burst fairness
 """
 
 from __future__ import annotations
@@ -50,8 +56,9 @@ class Receiver:
     """A receiver in a subprocess (`--receiver`): records the arrival times of each event (keyed by
     the session id in the body); `GET /_arrivals` returns them, `POST /_reset` forgets them."""
 
-    def __init__(self) -> None:
-        self.process = subprocess.Popen([sys.executable, __file__, "--receiver"], stdout=subprocess.PIPE, text=True)
+    def __init__(self, delay: float = 0) -> None:
+        self.process = subprocess.Popen([sys.executable, __file__, "--receiver", "--receiver-delay", str(delay)],
+                                        stdout=subprocess.PIPE, text=True)
         self.port = int(self.process.stdout.readline())
         self.url = f"http://127.0.0.1:{self.port}/hook"
 
@@ -73,7 +80,8 @@ class Receiver:
         self.process.wait(timeout=10)
 
 
-def serve_receiver() -> None:
+def serve_receiver(delay: float = 0) -> None:
+    """Answers 204 to each delivery, `delay` seconds after reading it (a slow receiver)."""
     arrivals: dict[str, list[float]] = {}
     lock = threading.Lock()
 
@@ -102,6 +110,8 @@ def serve_receiver() -> None:
             event_id = payload.get("data", {}).get("sessionId") or payload["id"]
             with lock:
                 arrivals.setdefault(event_id, []).append(now)
+            if delay:
+                time.sleep(delay)
             self.reply(204)
 
         def log_message(self, *args):
@@ -173,6 +183,9 @@ def busiest_worker(cluster_pid: int, receiver_port: int) -> int | None:
 
 def run(db: str, args) -> dict:
     database_url, redis_url = DATABASES[db]
+    if db == "postgres":  # a database and Redis db of the caller's own on a shared machine
+        database_url = f"postgres://postgres@127.0.0.1:5432/{args.postgres_db}"
+        redis_url = args.redis_url
     env = {**os.environ, "DATABASE_URL": database_url, "CONNECT_DEVELOPMENT": "1",
            "CONNECT_WEBHOOKS_ALLOW_PRIVATE": "1", "CONNECT_Q_WORKERS": "2", "CONNECT_Q_NAME": f"bench-{db}",
            "CONNECT_WEBHOOK_SWEEP_SECONDS": "1", "DJANGO_SETTINGS_MODULE": "connect.settings"}
@@ -185,9 +198,9 @@ def run(db: str, args) -> dict:
             Path(database_url[len("sqlite:///"):] + suffix).unlink(missing_ok=True)
     else:
         subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-q", "-c",
-                        "drop database if exists connect_webhooks_bench"], check=True)
+                        f"drop database if exists {args.postgres_db}"], check=True)
         subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-q", "-c",
-                        "create database connect_webhooks_bench"], check=True)
+                        f"create database {args.postgres_db}"], check=True)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
     # This process records events through the services, with the same settings.
     code = f"import sys; sys.argv = {[sys.argv[0], '--child', db] + args.passthrough!r}; run_child()"
@@ -197,7 +210,7 @@ def run(db: str, args) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-PHASES = ["burst", "paced", "kill"]
+PHASES = ["burst", "paced", "kill", "fairness"]
 RESULTS = ROOT / "bench" / "results" / f"webhooks-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
 
 
@@ -216,6 +229,10 @@ def run_child() -> None:
     parser.add_argument("--rate", type=float, default=100)
     parser.add_argument("--ceiling-requests", type=int, default=3000)
     parser.add_argument("--phases", nargs="+", default=PHASES)
+    parser.add_argument("--slow-deliveries", type=int, default=1000)
+    parser.add_argument("--slow-seconds", type=float, default=9)
+    parser.add_argument("--trickle-rate", type=float, default=2)
+    parser.add_argument("--trickle-seconds", type=float, default=120)
     args = parser.parse_args()
     django.setup()
     from django.conf import settings
@@ -254,6 +271,14 @@ def run_child() -> None:
     try:
         for mode in args.phases:
             receiver.reset()
+            if mode == "fairness":
+                if cluster is None:
+                    cluster, sweeper = start_workers()
+                    time.sleep(5)  # the cluster's start is not the phase's latency
+                results[mode] = fairness(args, receiver, workspace)
+                print(f"{connection.vendor} {mode}: {results[mode]}", file=sys.stderr, flush=True)
+                save(results)
+                continue
             produced: dict[str, float] = {}
             interval = 0 if mode == "burst" else 1 / args.rate
             killed = None
@@ -334,17 +359,98 @@ def run_child() -> None:
     print(json.dumps(results))
 
 
+def fairness(args, receiver: Receiver, workspace) -> dict:
+    """Four endpoints on a receiver answering in `--slow-seconds` with `--slow-deliveries` queued,
+    then a trickle of events to the fast endpoint (the one already subscribed in `workspace`):
+    its event-to-receipt latencies while the slow backlog is being worked on."""
+    from apps.recordings import services as recordings
+    from apps.tenancy import services as tenancy
+    from apps.tenancy.authentication import authenticate_bearer
+    from apps.webhooks import services as webhooks
+    from apps.webhooks.models import Delivery
+
+    slow = Receiver(delay=args.slow_seconds)
+    try:
+        slow_workspace = tenancy.create_workspace(slug="bench-slow")
+        member = tenancy.add_member(workspace=slow_workspace, email="slow@example.com")
+        key = tenancy.issue_api_key(membership=member, scopes=["svc:sessions:read", "svc:webhooks:write"]).key
+        principal = authenticate_bearer(f"Bearer {key}")
+        slow_endpoints = [
+            webhooks.create_endpoint(principal=principal, name=f"slow {n}", url=f"{slow.url}{n}",
+                                     filters=[{"type": "session.created"}])
+            for n in range(4)
+        ]
+        slow_ids = [e.id for e in slow_endpoints]
+        queued_at = time.monotonic()
+        for i in range(-(-args.slow_deliveries // len(slow_endpoints))):
+            recordings.create_session(workspace=slow_workspace, label=f"slow {i}")
+        backlog = Delivery.objects.filter(endpoint_id__in=slow_ids).count()
+
+        produced: dict[str, float] = {}
+        interval = 1 / args.trickle_rate
+        started = time.monotonic()
+        for i in range(int(args.trickle_seconds * args.trickle_rate)):
+            delay = started + i * interval - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            at = time.monotonic()
+            produced[recordings.create_session(workspace=workspace, label=f"trickle {i}").id] = at
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(receiver.arrivals().keys() & produced.keys()) < len(produced):
+            time.sleep(0.5)
+        arrivals = {k: v for k, v in receiver.arrivals().items() if k in produced}
+        latencies = sorted(v[0] - produced[k] for k, v in arrivals.items())
+        window_s = time.monotonic() - queued_at
+        slow_arrivals = sorted(t for v in slow.arrivals().values() for t in v)
+        slow_received = len(slow_arrivals)
+        # Each slow endpoint is new, so it may go once ahead of the fast one (it starts at the
+        # rotation's current time); after each has had its first batch, the steady state.
+        all_started = slow_arrivals[len(slow_endpoints) - 1] if slow_received >= len(slow_endpoints) else None
+        steady = sorted(v[0] - produced[k] for k, v in arrivals.items()
+                        if all_started is not None and produced[k] >= all_started)
+        slow_left = Delivery.objects.filter(endpoint_id__in=slow_ids, status__in=["pending", "retrying"]).count()
+        # Not waited for: cancel what is left of the slow backlog (attempts in flight end as
+        # lease_lost) so later phases and the next run start clean.
+        for endpoint in slow_endpoints:
+            webhooks.update_endpoint(endpoint=endpoint, changes={"active": False})
+        return {
+            "slow_endpoints": len(slow_endpoints), "slow_seconds": args.slow_seconds, "slow_backlog": backlog,
+            "trickle_events": len(produced), "trickle_rate": args.trickle_rate,
+            "p50_ms": round(statistics.median(latencies) * 1000) if latencies else None,
+            "p99_ms": round(latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000) if latencies else None,
+            "max_ms": round(latencies[-1] * 1000) if latencies else None,
+            "lost": len(produced) - len(arrivals),
+            "duplicates": sum(len(v) - 1 for v in arrivals.values()),
+            "steady_events": len(steady),
+            "steady_p50_ms": round(statistics.median(steady) * 1000) if steady else None,
+            "steady_p99_ms": round(steady[max(0, int(len(steady) * 0.99) - 1)] * 1000) if steady else None,
+            "first_slow_batches_s": round(all_started - queued_at, 1) if all_started else None,
+            "slow_received_in_window": slow_received, "slow_left": slow_left, "window_s": round(window_s, 1),
+        }
+    finally:
+        slow.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db", nargs="+", default=["sqlite", "postgres"], choices=list(DATABASES))
     parser.add_argument("--events", type=int, default=10000)
     parser.add_argument("--rate", type=float, default=100)
     parser.add_argument("--phases", nargs="+", default=PHASES, choices=PHASES)
+    parser.add_argument("--slow-deliveries", type=int, default=1000, help="fairness: the slow endpoints' backlog")
+    parser.add_argument("--slow-seconds", type=float, default=9, help="fairness: the slow receiver's answer time")
+    parser.add_argument("--trickle-rate", type=float, default=2, help="fairness: events/s to the fast endpoint")
+    parser.add_argument("--trickle-seconds", type=float, default=120, help="fairness: how long the trickle runs")
+    parser.add_argument("--postgres-db", default="connect_webhooks_bench", help="dropped and created")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/3")
     parser.add_argument("--receiver", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--receiver-delay", type=float, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.receiver:
-        return serve_receiver()
-    args.passthrough = ["--events", str(args.events), "--rate", str(args.rate), "--phases", *args.phases]
+        return serve_receiver(args.receiver_delay)
+    args.passthrough = ["--events", str(args.events), "--rate", str(args.rate), "--phases", *args.phases,
+                        "--slow-deliveries", str(args.slow_deliveries), "--slow-seconds", str(args.slow_seconds),
+                        "--trickle-rate", str(args.trickle_rate), "--trickle-seconds", str(args.trickle_seconds)]
     rows = [run(db, args) for db in args.db]
     print(json.dumps(rows, indent=2))
 

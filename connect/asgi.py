@@ -1,12 +1,17 @@
-"""One ASGI application: Channels routes HTTP; the event stream and /mcp will be Channels
-consumers, everything else is Django's ASGI handler (DRF, admin, OAuth, well-known)."""
+"""The one ASGI application daphne serves: static files first, then Channels routes HTTP to the
+event stream and /mcp (connect/routing.py), and everything else to Django's handler on the
+process's lanes (connect/engine/lanes.py: DRF, admin, OAuth, well-known, health)."""
 
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "connect.settings")
 
+from connect.engine import http_limits  # noqa: E402
+
+http_limits.install()  # oversized request lines and header blocks get 414/431, not a silent close
+
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from apps.core.asgi import get_asgi_application  # noqa: E402
+from connect.engine.lanes import get_asgi_application  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 django_asgi = get_asgi_application()

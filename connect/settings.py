@@ -73,9 +73,10 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # CORS first: it answers preflights on the Bearer-only paths (apps/core/cors.py).
     "corsheaders.middleware.CorsMiddleware",
+    "apps.core.middleware.UploadLimitMiddleware",
     "apps.core.middleware.NulCharacterMiddleware",
     "apps.core.middleware.PlainOptionsHeadMiddleware",
-    "apps.core.timeouts.RequestDeadlineMiddleware",
+    "connect.engine.deadlines.RequestDeadlineMiddleware",
     "apps.access.rest.RateLimitHeadersMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -107,7 +108,7 @@ TEMPLATES = [
 
 DATABASE_URL = env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'connect.sqlite3'}")
 # Request code runs on a fixed set of long-lived threads per server process (the lanes of
-# apps/core/asgi.py and apps/mcp/consumer.py, the event hub's executor), each with its own
+# connect/engine/lanes.py, the event hub's executor), each with its own
 # connection. On SQLite that connection is kept (CONN_MAX_AGE None): opening one per request
 # cost about 1.1 ms (connect, PRAGMAs, reading the schema, a cold page cache) of a 3 ms
 # request. On PostgreSQL connections come from psycopg's pool, which Django allows only with
@@ -122,20 +123,25 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
         "timeout": 30,
-        # WAL itself is switched on once per process (apps/core/sqlite.py): the file keeps it.
+        # WAL itself is switched on once per process (connect/engine/sqlite.py): the file keeps it.
         "init_command": "PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
     }
     # Also django-q2's processes keep their connection from task to task: its ORM broker and
     # workers close connections older than CONN_MAX_AGE before every task. A forked child
-    # drops the one it inherited (apps/core/forking.py).
+    # drops the one it inherited (connect/engine/forking.py).
     DATABASES["default"]["CONN_MAX_AGE"] = None
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": envint("CONNECT_DB_POOL_MIN", 2),
         "max_size": envint("CONNECT_DB_POOL_MAX", 10),  # per server process
-        "timeout": 10,
+        # How long a request waits for a connection: when the database is unreachable it
+        # answers 503 unavailable after this, well inside the request timeout.
+        "timeout": 5,
     }
+    # Django's backend, with each connection tried as it leaves the pool, so one the server or
+    # a proxy closed while idle is replaced before a request gets it (connect/engine/postgresql).
+    DATABASES["default"]["ENGINE"] = "connect.engine.postgresql"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -225,6 +231,9 @@ CONNECT_WEBHOOK_TIMEOUT_SECONDS = float(env("CONNECT_WEBHOOK_TIMEOUT_SECONDS", "
 CONNECT_WEBHOOK_LEASE_SECONDS = envint("CONNECT_WEBHOOK_LEASE_SECONDS", 60)
 CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS = envint("CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS", 60)
 CONNECT_WEBHOOK_SWEEP_SECONDS = float(env("CONNECT_WEBHOOK_SWEEP_SECONDS", "5"))
+# Attempt batches one endpoint may have in flight at once, across all workers: a slow receiver
+# holds at most this many workers, and the rest serve the other endpoints.
+CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY = max(1, envint("CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY", 1))
 # Extra networks webhooks may never reach (comma-separated CIDRs), beside the built-in metadata list.
 CONNECT_WEBHOOK_DENY_NETWORKS = [n.strip() for n in env("CONNECT_WEBHOOK_DENY_NETWORKS").split(",") if n.strip()]
 
@@ -261,9 +270,14 @@ CONNECT_SSE_STATS = envbool("CONNECT_SSE_STATS", False)
 # comma-separated, or `*`; empty = this service's origin plus loopback origins on any port.
 CONNECT_ALLOWED_ORIGINS = env("CONNECT_ALLOWED_ORIGINS")
 
-# Threads per server process that run Django's sync code (apps/core/asgi.py): up to this many
-# requests per process proceed at once. Keep CONNECT_DB_POOL_MAX at least as large.
+# Threads per server process ("lanes", connect/engine/lanes.py) that run the sync code of
+# Django's views and of /mcp: up to this many requests per process proceed at once. Keep
+# CONNECT_DB_POOL_MAX at least as large.
 CONNECT_SYNC_THREADS = envint("CONNECT_SYNC_THREADS", 4)
+# How long a request waits for one of those threads when all are busy; past it the process is
+# saturated and sheds the request: 503 unavailable with Retry-After, at once. Health probes are
+# never shed. Keep it well under CONNECT_REQUEST_TIMEOUT_SECONDS.
+CONNECT_QUEUE_TIMEOUT_SECONDS = float(env("CONNECT_QUEUE_TIMEOUT_SECONDS", "2"))
 
 # Rate limits (apps/access/ratelimit.py): requests per fixed window, per credential and per
 # workspace, counted in Redis when REDIS_URL is set, else in the database. 0 turns one off.
@@ -272,8 +286,8 @@ CONNECT_RATE_LIMIT_WINDOW_SECONDS = envint("CONNECT_RATE_LIMIT_WINDOW_SECONDS", 
 CONNECT_RATE_LIMIT_PER_CREDENTIAL = envint("CONNECT_RATE_LIMIT_PER_CREDENTIAL", 60_000)
 CONNECT_RATE_LIMIT_PER_WORKSPACE = envint("CONNECT_RATE_LIMIT_PER_WORKSPACE", 120_000)
 
-# Database time per request (apps/core/timeouts.py): PostgreSQL statement_timeout in the server
-# processes, an SQLite progress-handler deadline; past it the client gets 503 timeout.
+# Database time per request (connect/engine/deadlines.py): PostgreSQL statement_timeout in the
+# server processes, an SQLite progress-handler deadline; past it the client gets 503 timeout.
 CONNECT_REQUEST_TIMEOUT_SECONDS = float(env("CONNECT_REQUEST_TIMEOUT_SECONDS", "10"))
 
 # CORS (django-cors-headers) on the Bearer-only paths, from the origin policy and the header

@@ -40,7 +40,8 @@ def database_url_for_test_db() -> str:
 
 def server_env(base_url: str | None = None, **overrides: str) -> dict[str, str]:
     """The environment of a process of the service under test: this worker's test database,
-    production settings (no DEBUG) with the development secret allowed, then `overrides`."""
+    production settings (no DEBUG) with the development secret allowed, a generous lane queue
+    bound, then `overrides`."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url_for_test_db(),
@@ -48,6 +49,9 @@ def server_env(base_url: str | None = None, **overrides: str) -> dict[str, str]:
         "CONNECT_DEVELOPMENT": "1",
         "DJANGO_SETTINGS_MODULE": "tests.settings",
         "PYTHONUNBUFFERED": "1",
+        # Bursts of a test's own (32 clients at once) may queue for a lane longer than the
+        # 2 s default on a busy machine; shedding is tested with its own bound (test_overload).
+        "CONNECT_QUEUE_TIMEOUT_SECONDS": "60",
     }
     env.pop("DEBUG", None)
     env.update(overrides)

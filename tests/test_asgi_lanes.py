@@ -1,4 +1,4 @@
-"""How the live server runs Django's sync code (apps/core/asgi.py): on a few long-lived
+"""How the live server runs Django's sync code (connect/engine/lanes.py): on a few long-lived
 threads per process, never one new thread per request, and a slow request does not hold up
 a fast one."""
 

@@ -90,7 +90,8 @@ def test_a_path_holding_nul_names_nothing(api, alice_key, path):
 )
 def test_a_query_holding_nul_is_invalid_request(api, alice_key, path):
     response = api.client.get(path, headers={"Authorization": f"Bearer {alice_key}"})
-    assert response.status_code == 400 and response.json() == {"error": "invalid_request"}
+    name = "a parameter name" if "x%00" in path else path.rpartition("&")[2].rpartition("?")[2].partition("=")[0]
+    assert response.status_code == 400 and response.json() == {"error": "invalid_request", "detail": f"{name}: holds U+0000"}
 
 
 def test_a_form_holding_nul_is_invalid_request(db):
@@ -98,7 +99,7 @@ def test_a_form_holding_nul_is_invalid_request(db):
         "/api/auth/oauth2/token",
         {"grant_type": "authorization_code", "code": "c\x00", "client_id": "agent", "code_verifier": "v" * 43},
     )
-    assert response.status_code == 400 and response.json() == {"error": "invalid_request"}
+    assert response.status_code == 400 and response.json() == {"error": "invalid_request", "detail": "code: holds U+0000"}
 
 
 @pytest.mark.parametrize("credential", ["svc_\x00", "opaque-oauth-token\x00"])

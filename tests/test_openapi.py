@@ -145,3 +145,67 @@ def test_real_responses_match_the_documented_schemas(api, doc, acme, alice_key):
         assert not errors, (path, [e.message for e in errors])
     not_found = api.get("/api/v1/sessions/nope", alice_key)
     assert not list(validator_for(doc, "/api/v1/sessions/{id}", 404).iter_errors(not_found.json()))
+
+
+def test_the_document_lists_itself(doc):
+    operation = doc["paths"]["/openapi.json"]["get"]
+    assert operation.get("security") in (None, [], [{}])
+    assert "200" in operation["responses"]
+
+
+def test_every_wire_code_is_one_component_and_error_is_exactly_one_of_them(doc):
+    from apps.core import errors
+    from apps.core.openapi import wire_codes
+
+    classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.ApiError)]
+    codes = wire_codes()
+    assert {c.code for c in classes} | {"unsupported_media_type", "not_acceptable"} == set(codes)
+    schemas = doc["components"]["schemas"]
+    refs = [one["$ref"].rsplit("/", 1)[1] for one in schemas["Error"]["oneOf"]]
+    assert sorted(refs) == sorted(name for _, name, _ in codes.values()) and len(refs) == len(set(refs))
+    for code, (status, name, _) in codes.items():
+        assert schemas[name]["properties"]["error"]["const"] == code
+        assert ("detail" in schemas[name]["required"]) is (status == 400 and code != "filter_cost_exceeded")
+    # Each code's body validates against Error, as one of them only.
+    body_of = {"filter_cost_exceeded": {"cost": 110, "budget": 100, "entries": []}}
+    error = validator_for_schema(doc, {"$ref": "#/components/schemas/Error"})
+    for code, (status, _, _) in codes.items():
+        detail = {"detail": "limit: why"} if status == 400 and code not in body_of else {}
+        body = {"error": code, **detail, **body_of.get(code, {})}
+        assert not list(error.iter_errors(body)), code
+    assert list(error.iter_errors({"error": "no_such_code"}))
+    assert list(error.iter_errors({"error": "invalid_request"})), "a 400 without detail is not documented"
+
+
+def test_every_error_response_refers_to_the_code_components(doc):
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            if not isinstance(operation, dict):
+                continue
+            for status, response in operation["responses"].items():
+                schema = response.get("content", {}).get("application/json", {}).get("schema")
+                # /mcp answers JSON-RPC errors; the authorization server, OAuth's (RFC 6749 §5.2).
+                oauth = path.startswith(("/api/auth/", "/.well-known/oauth-authorization-server"))
+                if int(status) < 400 or schema is None or path == "/mcp" or oauth:
+                    continue
+                text = json.dumps(schema)
+                assert "#/components/schemas/" in text, (path, method, status)
+
+
+def test_body_taking_operations_document_413(doc):
+    for path, item in doc["paths"].items():
+        for method in ("post", "put", "patch", "delete"):
+            if method in item:
+                assert "413" in item[method]["responses"], (method, path)
+    webhook = doc["paths"]["/api/v1/webhooks"]["post"]["responses"]["413"]
+    assert webhook["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/PayloadTooLargeError"}
+    assert "payload_too_large" in webhook["description"]
+
+
+def validator_for_schema(doc, schema) -> Draft202012Validator:
+    text = json.dumps(doc).replace('"#/components/', '"urn:openapi#/components/')
+    registry = Registry().with_resource(
+        "urn:openapi", Resource.from_contents(json.loads(text), default_specification=DRAFT202012)
+    )
+    return Draft202012Validator(json.loads(json.dumps(schema).replace('"#/components/', '"urn:openapi#/components/')),
+                                registry=registry)

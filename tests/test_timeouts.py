@@ -1,4 +1,4 @@
-"""Per-request time limit (apps/core/timeouts.py): a slow statement is cut off at
+"""Per-request time limit (connect/engine/deadlines.py): a slow statement is cut off at
 CONNECT_REQUEST_TIMEOUT_SECONDS and the client gets 503 timeout — on a real server, where
 PostgreSQL's statement_timeout and SQLite's progress handler are set as in production."""
 
@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.db.utils import OperationalError
 
-from apps.core.timeouts import is_timeout
+from connect.engine.faults import is_timeout
 from tests.servers import ROOT, serve
 
 pytestmark = [pytest.mark.e2e]
@@ -38,8 +38,33 @@ def test_a_slow_statement_ends_in_503_timeout(bounded_server, transactional_db, 
 
 
 def test_fast_statements_are_untouched(bounded_server, transactional_db):
+    # A statement of no length: SQLite's progress handler is not even consulted (it runs every
+    # SQLITE_PROGRESS_STEPS instructions) and PostgreSQL's timer would need a whole second's
+    # stall of the server, so a busy machine cannot turn it into a 503.
     with bounded_server.client() as client:
-        assert client.get("/test/slow-query-api", params={"seconds": 0.2}).json() == {"slept": True}
+        assert client.get("/test/slow-query-api", params={"seconds": 0}).json() == {"slept": True}
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="PostgreSQL's server enforces its statement_timeout")
+def test_a_long_statement_before_its_deadline_runs_to_the_end_and_one_past_it_is_cut(db, monkeypatch):
+    """The SQLite deadline with the clock held still, so the machine's load cannot decide: a
+    statement of ~0.3 s of work is untouched while the clock stays before the deadline, and
+    interrupted once it is past."""
+    from connect.engine import deadlines
+    from tests.urls import slow_query
+
+    now = [100.0]
+    monkeypatch.setattr(deadlines, "_clock", lambda: now[0])
+    connection.ensure_connection()
+    deadlines._request.deadline = 101.0
+    try:
+        slow_query(0.3)  # not interrupted, however long it takes on this machine
+        now[0] = 102.0
+        with pytest.raises(OperationalError) as raised:
+            slow_query(0.3)
+        assert is_timeout(raised.value)
+    finally:
+        deadlines._request.deadline = None
 
 
 def test_commands_keep_unbounded_statements(transactional_db):

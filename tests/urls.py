@@ -9,6 +9,7 @@ import time
 from django.db import connection
 from django.http import JsonResponse
 from django.urls import path
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -21,6 +22,19 @@ def thread_view(request):
     return JsonResponse(
         {"thread": threading.get_ident(), "process": os.getpid(), "connection": id(connection.connection)}
     )
+
+
+def hold_view(request):
+    """Holds its lane until the file named by `release` exists (a test's switch, not a clock),
+    after creating the file named by `started`."""
+    from pathlib import Path
+
+    Path(request.GET["started"]).touch()
+    release = Path(request.GET["release"])
+    deadline = time.monotonic() + 120
+    while not release.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return JsonResponse({"released": release.exists()})
 
 
 def sleep_view(request):
@@ -45,6 +59,16 @@ def slow_query_view(request):
     return JsonResponse({"slept": True})
 
 
+@csrf_exempt
+def slow_write_view(request):
+    """A write that first notes each attempt in the file named by `attempts`, then keeps the
+    database busy: shows whether the server ran it more than once."""
+    with open(request.GET["attempts"], "a") as attempts:
+        attempts.write("attempt\n")
+    slow_query(float(request.GET.get("seconds", "30")))
+    return JsonResponse({"slept": True})
+
+
 class SlowQueryApi(APIView):
     authentication_classes: list = []
 
@@ -56,7 +80,9 @@ class SlowQueryApi(APIView):
 urlpatterns = [
     path("test/thread", thread_view),
     path("test/sleep", sleep_view),
+    path("test/hold", hold_view),
     path("test/slow-query", slow_query_view),
     path("test/slow-query-api", SlowQueryApi.as_view()),
+    path("test/slow-write", slow_write_view),
     *production,
 ]

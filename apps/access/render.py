@@ -26,6 +26,7 @@ def www_authenticate() -> str:
 
 def error_headers(error: ApiError, rate: RateDecision | None = None) -> list[tuple[str, str]]:
     headers = rate.headers() if rate is not None else []
+    headers += [(name, value) for name, value in error.headers().items()]  # e.g. a 503's Retry-After
     if error.status == 401:
         headers.append(("WWW-Authenticate", www_authenticate()))
     return headers

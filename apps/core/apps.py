@@ -9,8 +9,8 @@ class CoreConfig(AppConfig):
     def ready(self) -> None:
         from corsheaders.signals import check_request_enabled
 
-        # sqlite and timeouts connect SQLite's WAL and deadline handlers on import.
-        from apps.core import forking, sqlite, taskcluster, timeouts  # noqa: F401
+        # sqlite and deadlines connect SQLite's WAL and deadline handlers on import.
+        from connect.engine import deadlines, forking, sqlite, taskcluster  # noqa: F401
         from apps.core.cors import URLS_REGEX
         from apps.core.origins import allowed_origin
 

@@ -8,12 +8,25 @@ views) use `error_response` here, which knows no credential.
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Any
 
+from django.core.exceptions import (
+    DisallowedHost,
+    RequestDataTooBig,
+    SuspiciousMultipartForm,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf
+
+from connect.engine.faults import is_dependency_unavailable, is_timeout
+
+logger = logging.getLogger("connect.errors")
 
 
 class ApiError(Exception):
@@ -29,9 +42,19 @@ class ApiError(Exception):
     def body(self) -> dict[str, Any]:
         return {"error": self.code, **self.extra}
 
+    def headers(self) -> dict[str, str]:
+        return {}
+
 
 class InvalidRequest(ApiError):
     status, code = 400, "invalid_request"
+
+
+def invalid(name: str, why: str, error: type[ApiError] = InvalidRequest) -> ApiError:
+    """A 400 that says which parameter or field is wrong and why: `{"error": code, "detail":
+    "limit: must be an integer from 1 to 100"}`. `why` is ours: never the client's value, which
+    may be a secret (a URL's credentials, a token pasted in the wrong place)."""
+    return error(detail=f"{name}: {why}")
 
 
 class Unauthorized(ApiError):
@@ -66,6 +89,18 @@ class PayloadTooLarge(ApiError):
     status, code = 413, "payload_too_large"
 
 
+class UriTooLong(ApiError):
+    """The request line is over the HTTP server's limit (connect/engine/http_limits.py)."""
+
+    status, code = 414, "uri_too_long"
+
+
+class HeadersTooLarge(ApiError):
+    """The request's header block is over the HTTP server's limit (connect/engine/http_limits.py)."""
+
+    status, code = 431, "request_header_fields_too_large"
+
+
 class InvalidFilters(ApiError):
     status, code = 400, "invalid_filters"
 
@@ -94,9 +129,19 @@ class Unavailable(ApiError):
 
     status, code = 503, "unavailable"
 
+    def __init__(self, *, retry_after: int = 5, **extra: Any) -> None:
+        super().__init__(**extra)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
+
 
 def error_response(error: ApiError) -> JsonResponse:
-    return JsonResponse(error.body(), status=error.status)
+    response = JsonResponse(error.body(), status=error.status)
+    for name, value in error.headers().items():
+        response[name] = value
+    return response
 
 
 # DRF's own exceptions, translated to our codes. Anything else is a 500.
@@ -106,8 +151,8 @@ _DRF_CODES: dict[type[Exception], ApiError] = {
     drf.PermissionDenied: Forbidden(),
     drf.NotFound: NotFound(),
     drf.MethodNotAllowed: MethodNotAllowed(),
-    drf.ValidationError: InvalidRequest(),
-    drf.ParseError: InvalidRequest(),
+    drf.ValidationError: invalid("request", "fails validation"),
+    drf.ParseError: invalid("body", "malformed for its Content-Type"),
     drf.UnsupportedMediaType: ApiError("unsupported_media_type", status=415),
     drf.NotAcceptable: ApiError("not_acceptable", status=406),
     drf.Throttled: ApiError("rate_limited", status=429),
@@ -121,13 +166,18 @@ def as_api_error(exc: Exception) -> ApiError | None:
         return NotFound()
     if isinstance(exc, DjangoPermissionDenied):
         return Forbidden()
+    if isinstance(exc, RequestDataTooBig):
+        # Django's upload limit (DATA_UPLOAD_MAX_MEMORY_SIZE), raised when a view or middleware
+        # first reads the body. Django would answer 400 (it is a SuspiciousOperation); DRF, 500.
+        return PayloadTooLarge()
     for kind, error in _DRF_CODES.items():
         if isinstance(exc, kind):
             return error
-    from apps.core.timeouts import is_timeout
-
     if is_timeout(exc):
         return RequestTimeout()
+    if is_dependency_unavailable(exc):
+        logger.warning("dependency unavailable: %s", exc)
+        return Unavailable()
     return None
 
 
@@ -139,11 +189,32 @@ def not_found_view(request, exception=None) -> JsonResponse:  # noqa: ARG001 - D
 
 
 def server_error_view(request) -> JsonResponse:  # noqa: ARG001
-    return error_response(ApiError())
+    # Django calls this while handling the exception: a dependency outage or a timeout raised
+    # outside a DRF view (in a middleware, say) still answers its 503.
+    exc = sys.exc_info()[1]
+    error = as_api_error(exc) if isinstance(exc, Exception) else None
+    return error_response(error if isinstance(error, (RequestTimeout, Unavailable)) else ApiError())
+
+
+# Django's SuspiciousOperation family, which it answers with handler400: what each one says.
+_SUSPICIOUS_DETAILS: dict[type[Exception], tuple[str, str]] = {
+    DisallowedHost: ("Host", "not a host this service answers for"),
+    TooManyFieldsSent: ("body", "more form fields than DATA_UPLOAD_MAX_NUMBER_FIELDS"),
+    TooManyFilesSent: ("body", "more files than DATA_UPLOAD_MAX_NUMBER_FILES"),
+    SuspiciousMultipartForm: ("body", "malformed multipart form"),
+}
 
 
 def bad_request_view(request, exception=None) -> JsonResponse:  # noqa: ARG001
-    return error_response(InvalidRequest())
+    """Django's handler400. RequestDataTooBig (a SuspiciousOperation) is `413 payload_too_large`."""
+    error = as_api_error(exception) if exception is not None else None
+    if error is None:
+        name, why = next(
+            (pair for kind, pair in _SUSPICIOUS_DETAILS.items() if isinstance(exception, kind)),
+            ("request", "refused by the request parser"),
+        )
+        error = invalid(name, why)
+    return error_response(error)
 
 
 def permission_denied_view(request, exception=None) -> JsonResponse:  # noqa: ARG001

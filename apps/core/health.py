@@ -4,7 +4,9 @@
 - `GET /healthz`: liveness. The process answers; touches nothing else, so a database outage
   does not make a load balancer restart healthy processes.
 - `GET /readyz`: readiness. The database answers `SELECT 1` and, when `REDIS_URL` is set,
-  Redis answers PING, each within `READINESS_TIMEOUT_SECONDS`; else 503 with what failed.
+  Redis answers PING, each within `READINESS_TIMEOUT_SECONDS`; else 503 with `Retry-After`
+  and, per dependency, what failed. Both are served on their own lane, never shed under
+  overload (connect/engine/lanes.py).
 - `GET /`: a small index of links (docs, OpenAPI, health, OAuth metadata).
 """
 
@@ -20,6 +22,7 @@ from django.views.decorators.http import require_safe
 logger = logging.getLogger("connect.health")
 
 READINESS_TIMEOUT_SECONDS = 2
+READINESS_RETRY_AFTER_SECONDS = 5
 
 
 def database_ready() -> None:
@@ -68,7 +71,9 @@ def readyz(request) -> JsonResponse:  # noqa: ARG001
             results[name] = "unavailable"
     if all(value == "ok" for value in results.values()):
         return JsonResponse({"status": "ready", "checks": results})
-    return JsonResponse({"error": "not_ready", "checks": results}, status=503)
+    response = JsonResponse({"error": "not_ready", "checks": results}, status=503)
+    response["Retry-After"] = str(READINESS_RETRY_AFTER_SECONDS)
+    return response
 
 
 @require_safe

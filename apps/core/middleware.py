@@ -1,4 +1,12 @@
-"""Request edges every path shares: NUL characters refused, plain OPTIONS and HEAD.
+"""Request edges every path shares: bodies over the upload limit and NUL characters refused,
+plain OPTIONS and HEAD.
+
+Upload limit: a body over `DATA_UPLOAD_MAX_MEMORY_SIZE` is `413 payload_too_large` on every
+path but the admin's, whether or not the view reads its body (a POST whose view ignores the
+body, e.g. a webhook test, must not accept megabytes either), before authentication. Django
+raises RequestDataTooBig on the first read of the body; it would become a 400 in a plain view
+and a 500 in a DRF view, and apps/core/errors.py maps it to 413 there too for reads that get
+past this middleware.
 
 NUL (apps/core/text.py): a path holding one names nothing (`404 not_found`); a query string
 or form body holding one is `400 invalid_request` — before any view can pass it to a query.
@@ -18,10 +26,11 @@ never sends one.
 
 from __future__ import annotations
 
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse
-from django.urls import Resolver404, resolve
+from django.urls import NoReverseMatch, Resolver404, resolve, reverse
 
-from apps.core.errors import InvalidRequest, NotFound, error_response
+from apps.core.errors import InvalidRequest, NotFound, PayloadTooLarge, error_response
 from apps.core.text import NUL, holds_nul
 
 
@@ -69,6 +78,29 @@ class PlainOptionsHeadMiddleware:
         return getattr(match.func, "view_class", None) or getattr(match.func, "cls", None)
 
 
+class UploadLimitMiddleware:
+    """Reads the body of every request that may carry one (the admin's excepted: its forms
+    keep Django's own handling), so an oversized one is refused here, whatever the view."""
+
+    BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+        try:
+            self.admin_prefix: str | None = reverse("admin:index")
+        except NoReverseMatch:  # a URLconf without the admin (bench/urls.py)
+            self.admin_prefix = None
+
+    def __call__(self, request):
+        admin = self.admin_prefix is not None and request.path_info.startswith(self.admin_prefix)
+        if request.method in self.BODY_METHODS and not admin:
+            try:
+                request.body  # noqa: B018 - the read is the check; Django keeps the bytes for the view
+            except RequestDataTooBig:
+                return error_response(PayloadTooLarge())
+        return self.get_response(request)
+
+
 class NulCharacterMiddleware:
     FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -78,12 +110,19 @@ class NulCharacterMiddleware:
     def __call__(self, request):
         if NUL in request.path:
             return error_response(NotFound())
-        if self._holds_nul(request.GET) or (
-            request.method == "POST" and request.content_type in self.FORM_TYPES and self._holds_nul(request.POST)
-        ):
-            return error_response(InvalidRequest())
+        at_fault = self._nul_field(request.GET)
+        if at_fault is None and request.method == "POST" and request.content_type in self.FORM_TYPES:
+            at_fault = self._nul_field(request.POST)
+        if at_fault is not None:
+            return error_response(InvalidRequest(detail=f"{at_fault}: holds U+0000"))
         return self.get_response(request)
 
     @staticmethod
-    def _holds_nul(query) -> bool:
-        return any(holds_nul(key) or holds_nul(query.getlist(key)) for key in query)
+    def _nul_field(query) -> str | None:
+        """The first parameter holding NUL, by name when its name is clean; None when none does."""
+        for key in query:
+            if holds_nul(key):
+                return "a parameter name"
+            if holds_nul(query.getlist(key)):
+                return key
+        return None

@@ -1,4 +1,10 @@
-"""OpenAPI plumbing shared by every app: the error body and the postprocessing hook."""
+"""OpenAPI plumbing shared by every app: the error bodies and the postprocessing hook.
+
+Error bodies: every wire code of apps/core/errors.py has one schema component (`NotFoundError`
+for `not_found`, …; `filter_cost_exceeded` is the event stream's `FilterCostExceeded`), and
+`Error` is exactly one of them, so an error response that refers to `Error` refers to every code
+once. A 400 code's component requires `detail` (which parameter or field, and why).
+"""
 
 from __future__ import annotations
 
@@ -7,13 +13,17 @@ from typing import Any
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
+from apps.core import errors, shapes
+
 ERROR_DESCRIPTIONS = {
-    400: "`invalid_request`: query parameters or request shape fail validation",
+    400: "`invalid_request`: query parameters or request shape fail validation; `detail` says which parameter "
+    "or field and why, e.g. `limit: must be an integer from 1 to 100`",
     401: "`unauthorized`: Bearer credential missing, invalid, expired, of another audience or without a workspace",
     403: "`insufficient_scope` (scope missing) or `forbidden` (issuer no longer an active member)",
     404: "`not_found`, or `workspace_not_found` when the credential's workspace cannot be resolved",
     405: "`method_not_allowed`",
     409: "`not_allowed`",
+    413: "`payload_too_large`: the request body is over the upload limit (`DATA_UPLOAD_MAX_MEMORY_SIZE`)",
     429: "`rate_limited`: the credential's or the workspace's request limit for this window is spent "
     "(see `Retry-After`); on the event stream also `connection_limit` (too many open streams)",
     500: "`internal_server_error`",
@@ -26,7 +36,8 @@ class ErrorSerializer(serializers.Serializer):
 
 
 def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:
-    """The error rows of an operation: the given ones plus those every operation can return."""
+    """The error rows of an operation: the given ones plus those every operation can return
+    (413 is added to every operation that can carry a body, in `document_payload_limit`)."""
     codes = sorted({*statuses, 401, 403, 404, 429, 500, 503})
     return {code: OpenApiResponse(ErrorSerializer, description=ERROR_DESCRIPTIONS[code]) for code in codes}
 
@@ -77,8 +88,91 @@ def document_rate_limits(result: dict[str, Any]) -> None:
                 response.setdefault("headers", {}).update(refs)
 
 
+# --- Error codes -------------------------------------------------------------------------------
+
+# Codes that have no class of their own in apps/core/errors.py (DRF's, and the last resort).
+_UNCLASSED_CODES = {
+    "internal_server_error": (500, "InternalServerError", "unexpected server error; never a detail"),
+    "unsupported_media_type": (415, "UnsupportedMediaTypeError", "the request's Content-Type is not accepted"),
+    "not_acceptable": (406, "NotAcceptableError", "no acceptable response format"),
+}
+DETAIL = {"type": "string", "description": "which parameter or field, and why, e.g. `cursor: not a cursor this "
+          "service issued`; never the value that was sent"}
+
+
+def wire_codes() -> dict[str, tuple[int, str, str]]:
+    """code → (status, component name, meaning) for every error class in apps/core/errors.py."""
+    codes = dict(_UNCLASSED_CODES)
+    for cls in _subclasses(errors.ApiError):
+        if cls.__module__ != errors.__name__:
+            continue  # a specialisation elsewhere (InvalidCursor, MCP's ToolArgumentError) keeps its code
+        name = cls.__name__ if cls.__name__.endswith("Exceeded") else f"{cls.__name__}Error"
+        codes[cls.code] = (cls.status, name, " ".join((cls.__doc__ or "").split("\n\n")[0].split()))
+    return codes
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [sub for direct in cls.__subclasses__() for sub in (direct, *_subclasses(direct))]
+
+
+def document_error_codes(result: dict[str, Any]) -> None:
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    refs = []
+    for code, (status, name, meaning) in sorted(wire_codes().items(), key=lambda item: (item[1][0], item[0])):
+        refs.append({"$ref": f"#/components/schemas/{name}"})
+        if name in schemas:  # FilterCostExceeded: the event stream documents its extra fields
+            continue
+        properties: dict[str, Any] = {"error": {"type": "string", "const": code}}
+        if status == 400:
+            properties["detail"] = DETAIL
+        description = f"`{code}` (HTTP {status})" + (f": {meaning}" if meaning else "")
+        schemas[name] = {"type": "object", "description": description, "properties": properties,
+                         "required": list(properties)}
+    schemas["Error"] = {"description": "An error body: `{\"error\": code}`, with extra fields for some codes.",
+                        "oneOf": refs}
+
+
+def document_payload_limit(result: dict[str, Any]) -> None:
+    """Every operation that can carry a body answers 413 past the upload limit
+    (apps/core/middleware.UploadLimitMiddleware), except those that document their own 413.
+    It is refused before authentication, so it carries no RateLimit headers."""
+    for item in result.get("paths", {}).values():
+        for method, operation in item.items():
+            if method in ("post", "put", "patch", "delete") and isinstance(operation, dict):
+                operation.setdefault("responses", {}).setdefault("413", {
+                    "description": ERROR_DESCRIPTIONS[413],
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/PayloadTooLargeError"}}},
+                })
+
+
+OPENAPI_PATH = "/openapi.json"
+
+
+def document_itself(result: dict[str, Any]) -> None:
+    """`GET /openapi.json` is part of the contract (§4.6): the document lists itself."""
+    result.setdefault("paths", {})[OPENAPI_PATH] = {
+        "get": {
+            "operationId": "getOpenApiDocument",
+            "summary": "This document: the machine-readable contract (OpenAPI 3.1)",
+            "tags": ["metadata"],
+            "security": [],
+            "responses": {
+                "200": {
+                    "description": "the OpenAPI document",
+                    "content": {"application/json": {"schema": {"type": "object", "required": ["openapi", "paths"]}}},
+                },
+            },
+        }
+    }
+
+
 def postprocess(result: dict[str, Any], generator, request, public) -> dict[str, Any]:  # noqa: ARG001
+    # The wire shapes' components (apps/core/shapes.py): views and extenders refer to them by name.
+    result.setdefault("components", {}).setdefault("schemas", {}).update(shapes.components())
     for extend in SCHEMA_EXTENDERS:
         extend(result)
+    document_itself(result)
     document_rate_limits(result)
+    document_payload_limit(result)
+    document_error_codes(result)
     return result

@@ -1,5 +1,7 @@
 """Query-string validation with DRF serializers, so the same class documents the parameters
-(drf-spectacular) and enforces them. Any failure is `400 invalid_request`."""
+(drf-spectacular) and enforces them. Any failure is `400 invalid_request` whose `detail` names
+the first failing parameter (in the serializer's order) and what it must be, e.g.
+`limit: must be an integer from 1 to 100`; never the value that was sent."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from apps.core.errors import InvalidRequest
+from apps.core.errors import invalid
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
@@ -45,5 +47,22 @@ def validate_query(serializer_class: type[serializers.Serializer], request) -> d
     # means "not given". For an API, an empty value is an invalid one.
     serializer = serializer_class(data={name: request.query_params.get(name) for name in request.query_params})
     if not serializer.is_valid():
-        raise InvalidRequest()
+        name = next(name for name in serializer.fields if name in serializer.errors)
+        codes = {getattr(error, "code", None) for error in serializer.errors[name]}
+        raise invalid(name, "required" if "required" in codes else expectation(serializer.fields[name]))
     return serializer.validated_data
+
+
+def expectation(field: serializers.Field) -> str:
+    """What a valid value of a query parameter looks like, from the field's own bounds."""
+    if isinstance(field, serializers.ChoiceField):
+        return "must be one of " + ", ".join(str(choice) for choice in field.choices)
+    if isinstance(field, serializers.IntegerField):
+        if field.min_value is None or field.max_value is None:
+            return "must be an integer"
+        return f"must be an integer from {field.min_value} to {field.max_value}"
+    if isinstance(field, serializers.CharField):
+        if field.max_length is not None:
+            return f"must be 1 to {field.max_length} characters"
+        return "must not be empty"
+    return "invalid"

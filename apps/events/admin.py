@@ -13,8 +13,8 @@ import json
 from django.contrib import admin
 from django.utils.html import format_html
 
+from apps.core.admin import CappedCountPaginator, ReadOnlyMixin
 from apps.events.models import Event
-from apps.recordings.admin import CappedCountPaginator, ReadOnlyMixin
 
 
 @admin.register(Event)

@@ -38,7 +38,6 @@ from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from channels.utils import await_many_dispatch
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
 
 from apps.access.admission import admit
 from apps.access.audience import rest_audiences
@@ -69,21 +68,6 @@ STREAM_HEADERS = [
     (b"x-accel-buffering", b"no"),
 ]
 REPLAY_CHUNK = 200
-
-
-# Seconds a client is asked to wait after a 503 (a dependency down) before opening again.
-RETRY_AFTER_SECONDS = 2
-
-
-def _dependency_failed(exc: BaseException) -> bool:
-    """The database or Redis could not be reached (as opposed to a bug of ours)."""
-    if isinstance(exc, (OperationalError, InterfaceError)):
-        return True
-    try:
-        import redis.exceptions
-    except ImportError:  # pragma: no cover - redis is a base requirement
-        return False
-    return isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError))
 
 
 class EventStreamConsumer(AsyncHttpConsumer):
@@ -133,13 +117,11 @@ class EventStreamConsumer(AsyncHttpConsumer):
 
     @staticmethod
     def _error_for(exc: Exception) -> ApiError:
+        """Known failures keep their code (a dependency down is 503 unavailable, see
+        connect/engine/faults.py); anything else is the contract's 500, logged."""
         known = as_api_error(exc)
         if known is not None:
             return known
-        if _dependency_failed(exc):
-            logger.warning("event stream not opened: a dependency is unavailable (%s)", type(exc).__name__,
-                           exc_info=exc)
-            return Unavailable()
         logger.error("event stream failed to open", exc_info=exc)
         return ApiError()
 
@@ -152,8 +134,6 @@ class EventStreamConsumer(AsyncHttpConsumer):
     async def send_error(self, error: ApiError) -> None:
         status, headers, body = render(error, self.rate)
         raw = [(b"content-type", b"application/json"), *((k.lower().encode(), v.encode()) for k, v in headers)]
-        if status == 503:
-            raw.append((b"retry-after", str(RETRY_AFTER_SECONDS).encode()))
         await self.send_response(status, orjson.dumps(body), headers=raw)
 
     # --- opening ---------------------------------------------------------------------------
@@ -177,18 +157,18 @@ class EventStreamConsumer(AsyncHttpConsumer):
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         raw = query.get("filters")
         if raw is not None and len(raw) != 1:
-            raise InvalidFilters()
+            raise InvalidFilters(detail="filters: given more than once")
         try:
             subscription = filters.subscription_for(raw[0] if raw else None, principal.scopes)
-        except filters.InvalidFilters:
-            raise InvalidFilters() from None
+        except filters.InvalidFilters as invalid_filters:
+            raise InvalidFilters(detail=invalid_filters.detail) from None
         except filters.FilterCostExceeded as exceeded:
             raise FilterCostExceeded(**exceeded.body_fields()) from None
         except filters.MissingScope:
             raise InsufficientScope() from None
         last_event_id = self._header(b"last-event-id")
         if last_event_id is not None and len(last_event_id) > 64:
-            raise InvalidRequest()
+            raise InvalidRequest(detail="Last-Event-ID: at most 64 characters")
 
         try:
             await hub.ensure_carrier()

@@ -33,7 +33,13 @@ COST_BUDGET = 100
 
 
 class InvalidFilters(ValueError):
-    """`400 invalid_filters`: not JSON, or not the filter schema."""
+    """`400 invalid_filters` (stream) or `invalid_request` (webhooks): not JSON, or not the
+    filter schema. `detail` says where and why, e.g. `filters[2].sessionId: required for
+    transcript.segment.created`, in our words: it never echoes a value the client sent."""
+
+    def __init__(self, where: str, why: str) -> None:
+        super().__init__(f"filters{where}: {why}")
+        self.detail = f"filters{where}: {why}"
 
 
 class FilterCostExceeded(ValueError):
@@ -66,19 +72,22 @@ class FilterEntry:
 def parse_entries(value: Any) -> list[FilterEntry]:
     """Validate an already-decoded JSON value against the filter-array schema."""
     if not isinstance(value, list) or not MIN_ENTRIES <= len(value) <= MAX_ENTRIES:
-        raise InvalidFilters("filters must be an array of 1 to 20 entries")
+        raise InvalidFilters("", f"must be an array of {MIN_ENTRIES} to {MAX_ENTRIES} entries")
     entries = []
-    for item in value:
-        if not isinstance(item, dict) or not set(item) <= {"type", "sessionId"}:
-            raise InvalidFilters("an entry is an object with only type and sessionId")
+    for index, item in enumerate(value):
+        at = f"[{index}]"
+        if not isinstance(item, dict):
+            raise InvalidFilters(at, "must be an object")
+        if not set(item) <= {"type", "sessionId"}:
+            raise InvalidFilters(at, "unknown property; an entry has only type and sessionId")
         type_ = item.get("type")
         if not isinstance(type_, str) or type_ not in TYPE_SCOPES:
-            raise InvalidFilters("unknown event type")
+            raise InvalidFilters(f"{at}.type", "must be one of " + ", ".join(TYPE_SCOPES))
         session_id = item.get("sessionId")
         if "sessionId" in item and (not isinstance(session_id, str) or not session_id):
-            raise InvalidFilters("sessionId must be a non-empty string")
+            raise InvalidFilters(f"{at}.sessionId", "must be a non-empty string")
         if type_ in SESSION_BOUND_TYPES and session_id is None:
-            raise InvalidFilters(f"{type_} requires a sessionId")
+            raise InvalidFilters(f"{at}.sessionId", f"required for {type_}")
         entries.append(FilterEntry(type=type_, session_id=session_id))
     return entries
 
@@ -90,7 +99,7 @@ def parse_filters(raw: str) -> list[FilterEntry]:
         # cost error's body could not echo it) and nesting past 1,024 levels.
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        raise InvalidFilters("filters is not JSON") from None
+        raise InvalidFilters("", "not JSON") from None
     return parse_entries(value)
 
 

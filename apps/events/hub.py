@@ -8,11 +8,10 @@ in the issue, that does not scale past a few hundred streams).
   by id (see `_poll`), woken at once by commits made in this process.
 - All database work of the hub (follower, slot leases, batched credential checks,
   and each connect's authentication, slot and resume) runs on the hub's own two threads, not
-  on `database_sync_to_async`'s shared thread and never once per event per stream. Each job
-  gets a healthy connection: a pooled PostgreSQL connection the server closed while it sat idle
-  is replaced before the job sees it (one poll(), no round trip), and a job that is safe to run
-  twice (`retry=True`: reads, and writes made idempotent) runs once more on a fresh connection
-  when its own dies under it (`_db_job`).
+  on `database_sync_to_async`'s shared thread and never once per event per stream. A job that
+  is safe to run twice (`retry=True`: reads, and writes made idempotent) runs once more on a
+  fresh connection when its own dies under it (`_db_job`); a connection that died idle in the
+  pool is replaced before any job gets it (connect/engine/postgresql).
 - Slot leases: every third of a lease the hub renews the slots of the streams it holds, by id,
   and deletes lapsed rows (slots.py), so a slot lives as long as its stream.
 - Dispatch is per batch, not per event: everything one follower poll (or one burst of Redis
@@ -32,7 +31,6 @@ import asyncio
 import logging
 import os
 import secrets
-import select
 import socket
 import time
 from collections import defaultdict, deque
@@ -42,13 +40,14 @@ from typing import Any, Callable
 
 import orjson
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, close_old_connections, connection
+from django.db import InterfaceError, OperationalError, close_old_connections
 
 from apps.events import fanout, selectors, slots
 from apps.events.credentials import CredentialRef, invalid_credentials
 from apps.events.filters import Subscription
 from apps.events.models import Event
 from apps.events.representations import event_envelope
+from connect.engine.faults import discard_lost_connections, is_database_unavailable
 
 logger = logging.getLogger("connect.events")
 
@@ -100,81 +99,19 @@ def frame_for(event: Event) -> bytes:
     return sse_frame(event.id, event.type, event_envelope(event))
 
 
-def _socket_closed_while_idle(raw) -> bool:
-    """An idle PostgreSQL connection whose socket is readable was closed by the server or a
-    proxy: nothing arrives unasked on a connection that never LISTENs except the FATAL a
-    terminated backend sends before it hangs up (or the hang-up itself). One poll(), no round
-    trip, so it is checked before every job."""
-    try:
-        fd = raw.pgconn.socket
-    except Exception:  # noqa: BLE001 - already closed: psycopg raises for a finished connection
-        return True
-    poller = select.poll()
-    poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
-    return bool(poller.poll(0))
-
-
-def _lost_connection(exc: BaseException) -> bool:
-    """`exc` came from a database connection the server or network closed; a fresh one may
-    succeed. (Not a database that cannot be reached at all: connecting again would only wait
-    a second time.)"""
-    if not isinstance(exc, (OperationalError, InterfaceError)):
-        return False
-    raw = connection.connection
-    return raw is not None and bool(getattr(raw, "closed", False) or getattr(raw, "broken", False))
-
-
-def _discard_connection() -> None:
-    """Drop this thread's connection; on a psycopg pool, also test the idle ones, so the dead
-    siblings of a dead connection (a restarted server, `pg_terminate_backend` of them all) are
-    replaced at once rather than handed to the next jobs one by one."""
-    raw = connection.connection
-    if raw is not None:
-        try:
-            raw.close()  # closed, so the pool discards it when Django hands it back
-        except Exception:  # noqa: BLE001
-            pass
-    try:
-        connection.close()
-    except Exception:  # noqa: BLE001 - returning a dead connection may complain; it is gone
-        connection.connection = None
-    pool = getattr(connection, "pool", None)
-    if pool is not None:
-        try:
-            pool.check()
-        except Exception:  # noqa: BLE001 - the job's own connect reports an unreachable server
-            logger.warning("database pool check failed", exc_info=True)
-
-
-def _healthy_connection() -> None:
-    """Before a job on PostgreSQL: a connection whose server end closed while it sat in the
-    pool is replaced before the job sees it."""
-    if connection.vendor != "postgresql" or connection.in_atomic_block:
-        return
-    connection.ensure_connection()
-    if _socket_closed_while_idle(connection.connection):
-        logger.warning("discarding a database connection the server closed")
-        _discard_connection()
-        connection.ensure_connection()
-
-
 def _db_job(fn: Callable, retry: bool, *args, **kwargs):
-    """`fn` on a hub thread with a healthy connection. `retry`: `fn` is safe to run twice (a
-    read, or a write made idempotent), so a connection lost under it is replaced and `fn` runs
-    once more; otherwise the error stands (the caller answers 503)."""
+    """`fn` on a hub thread. Every PostgreSQL connection is tried as it leaves the pool
+    (connect/engine/postgresql); `retry`: `fn` is safe to run twice (a read, or a write made
+    idempotent), so when its connection dies under it, it runs once more on a fresh one
+    (connect/engine/faults.py); otherwise the error stands and the caller answers 503."""
     try:
-        _healthy_connection()
         try:
             return fn(*args, **kwargs)
         except (OperationalError, InterfaceError) as exc:
-            if not _lost_connection(exc):
-                raise
-            _discard_connection()
-            if not retry:
+            if not (retry and is_database_unavailable(exc) and discard_lost_connections()):
                 raise
             logger.warning("database connection lost under %s; retrying once on a fresh one",
                            getattr(fn, "__name__", fn))
-            _healthy_connection()
             return fn(*args, **kwargs)
     finally:
         close_old_connections()  # conn_max_age=0: give the connection back (PostgreSQL pool)

@@ -3,31 +3,29 @@ Channels consumer, not a DRF view, so it is described here: the `text/event-stre
 and the envelope of each event type, the `filters` parameter, `Last-Event-ID` (our resume
 extension), and every error, each a JSON body sent before any stream byte.
 
-The event shapes reuse the REST components (`SessionOut`, `FlatSegmentOut`): events carry the
-same representations REST returns (apps/recordings/representations.py)."""
+Each envelope is derived from the declarations REST, MCP and webhooks use (apps/events/shapes.py,
+apps/recordings/shapes.py): a session in an event is the `SessionOut` component."""
 
 from __future__ import annotations
 
-import copy
+from datetime import datetime, timezone
 from typing import Any
 
+import orjson
 from django.conf import settings
 
 from apps.events import filters
+from apps.events.models import Event
+from apps.events.representations import event_envelope
+from apps.events.shapes import ENVELOPE_NAMES, typed_envelope
+from apps.recordings.models import Session, SessionStatus
+from apps.recordings.representations import session_created_data
 
 PATH = "/api/v1/events/stream"
-SESSION_REF = "#/components/schemas/SessionOut"
 ERROR_REF = "#/components/schemas/Error"
-EVENT_SCHEMAS = {
-    filters.SESSION_CREATED: "SessionCreatedEvent",
-    filters.SESSION_STATUS_CHANGED: "SessionStatusChangedEvent",
-    filters.TRANSCRIPT_SEGMENT_CREATED: "TranscriptSegmentCreatedEvent",
-}
-TIMESTAMP = {
-    "type": "string",
-    "format": "date-time",
-    "description": "ISO 8601, UTC, with milliseconds and `Z`, e.g. `2026-01-05T09:30:00.123Z`",
-}
+EVENT_SCHEMAS = {str(event_type): name for event_type, name in ENVELOPE_NAMES.items()}
+EXAMPLE_SESSION_ID = "01jd8x5k2p0000000000000000"
+EXAMPLE_EVENT_ID = "evt_01jd8x5k3m6q2w9r7t4v0y1z3a"
 
 FRAMES = """Each event is one frame:
 
@@ -50,31 +48,20 @@ The server ends the stream when the credential is revoked or its member deactiva
 one heartbeat), and cuts off a client that does not read fast enough. See docs/events.md."""
 
 
-def _session_event_data(*extra: tuple[str, dict[str, Any]]) -> dict[str, Any]:
-    properties = {"sessionId": {"type": "string"}, "occurredAt": TIMESTAMP, **dict(extra)}
-    properties["session"] = {"$ref": SESSION_REF, "description": "the session as REST shows it, at that moment"}
-    return {"type": "object", "additionalProperties": False, "required": list(properties), "properties": properties}
+def _envelope(event_type: str) -> dict[str, Any]:
+    description = f"`{event_type}` (needs `{filters.TYPE_SCOPES[event_type]}`)"
+    return typed_envelope(event_type, description).json_schema()
 
 
-def _segment_event_data(schemas: dict[str, Any]) -> dict[str, Any]:
-    segment = copy.deepcopy(schemas["FlatSegmentOut"])
-    properties = {"sessionId": {"type": "string"}, "occurredAt": TIMESTAMP, **segment["properties"]}
-    return {"type": "object", "additionalProperties": False, "required": list(properties), "properties": properties}
-
-
-def _envelope(event_type: str, data: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "description": f"`{event_type}` (needs `{filters.TYPE_SCOPES[event_type]}`)",
-        "additionalProperties": False,
-        "required": ["type", "sessionId", "occurredAt", "data"],
-        "properties": {
-            "type": {"type": "string", "const": event_type},
-            "sessionId": {"type": "string"},
-            "occurredAt": TIMESTAMP,
-            "data": data,
-        },
-    }
+def _example_stream() -> str:
+    """A stream's first bytes, its event written by the functions the stream uses."""
+    at = datetime(2026, 1, 5, 9, 30, 0, 123000, tzinfo=timezone.utc)
+    session = Session(id=EXAMPLE_SESSION_ID, label="Kickoff", memo=None, status=SessionStatus.RECORDING,
+                      started_at=at, ended_at=None, created_at=at, updated_at=at)
+    event = Event(type=filters.SESSION_CREATED, session_id=session.id, occurred_at=at,
+                  data=session_created_data(session, at))
+    data = orjson.dumps(event_envelope(event)).decode()
+    return f": connected\n\nid: {EXAMPLE_EVENT_ID}\nevent: {event.type}\ndata: {data}\n\n: ping\n\n"
 
 
 def _filter_entry() -> dict[str, Any]:
@@ -178,17 +165,7 @@ def _operation(heartbeat: int, resume: int, max_streams: int) -> dict[str, Any]:
                                 "mapping": {t: f"#/components/schemas/{n}" for t, n in EVENT_SCHEMAS.items()},
                             },
                         },
-                        "example": (
-                            ": connected\n\n"
-                            "id: evt_01jd8x5k3m6q2w9r7t4v0y1z3a\nevent: session.created\n"
-                            'data: {"type":"session.created","sessionId":"01jd8x5k2p0000000000000000",'
-                            '"occurredAt":"2026-01-05T09:30:00.123Z","data":{"sessionId":"01jd8x5k2p0000000000000000",'
-                            '"occurredAt":"2026-01-05T09:30:00.123Z","session":{"id":"01jd8x5k2p0000000000000000",'
-                            '"label":"Kickoff","memo":null,"status":"recording","startedAt":"2026-01-05T09:30:00.123Z",'
-                            '"endedAt":null,"createdAt":"2026-01-05T09:30:00.123Z",'
-                            '"updatedAt":"2026-01-05T09:30:00.123Z"}}}\n\n'
-                            ": ping\n\n"
-                        ),
+                        "example": _example_stream(),
                     }
                 },
             },
@@ -239,17 +216,8 @@ def extend(schema: dict[str, Any]) -> None:
     schemas = schema.setdefault("components", {}).setdefault("schemas", {})
     schemas["EventStreamFilterEntry"] = _filter_entry()
     schemas["FilterCostExceeded"] = _cost_exceeded()
-    schemas["SessionCreatedEvent"] = _envelope(filters.SESSION_CREATED, _session_event_data())
-    schemas["SessionStatusChangedEvent"] = _envelope(
-        filters.SESSION_STATUS_CHANGED,
-        _session_event_data(
-            ("status", {"$ref": f"{SESSION_REF}/properties/status"}),
-            ("previousStatus", {"$ref": f"{SESSION_REF}/properties/status"}),
-        ),
-    )
-    schemas["TranscriptSegmentCreatedEvent"] = _envelope(
-        filters.TRANSCRIPT_SEGMENT_CREATED, _segment_event_data(schemas)
-    )
+    for event_type, name in EVENT_SCHEMAS.items():
+        schemas[name] = _envelope(event_type)
     schema.setdefault("paths", {})[PATH] = {
         "get": _operation(
             settings.CONNECT_SSE_HEARTBEAT_SECONDS,

@@ -1,17 +1,8 @@
-"""The event envelope on the wire (contract §2.6, §6.1): exactly type, sessionId, occurredAt, data."""
+"""The event envelope on the wire (contract §2.6, §6.1): exactly type, sessionId, occurredAt,
+data, generated from its declaration in apps/events/shapes.py."""
 
 from __future__ import annotations
 
-from typing import Any
+from apps.events.shapes import EVENT_ENVELOPE
 
-from apps.core.timestamps import iso_ms
-from apps.events.models import Event
-
-
-def event_envelope(event: Event) -> dict[str, Any]:
-    return {
-        "type": event.type,
-        "sessionId": event.session_id,
-        "occurredAt": iso_ms(event.occurred_at),
-        "data": event.data,
-    }
+event_envelope = EVENT_ENVELOPE.encode

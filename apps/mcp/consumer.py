@@ -5,27 +5,30 @@ protection, 403) and the Host, the method (GET and DELETE → 405: no SSE stream
 the body size (413); then, on a lane thread, admission (apps/access/admission.py: 401 naming
 the protected-resource metadata, 404 workspace_not_found, 403 forbidden, 429 in REST's
 buckets) and the media types (415, 406). Authentication, the protocol and the tools run as
-one call on one of a few long-lived threads per process (as apps/core/asgi.py runs Django's
-views), so a request costs one thread hop and one pooled database connection.
+one call on one of the process's lanes (connect/engine/lanes.py, shared with Django's views),
+so a request costs one thread hop and one pooled database connection.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import logging
 from typing import Any
 
 import orjson
-from asgiref.sync import ThreadSensitiveContext
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
 from apps.access.admission import admit
 from apps.access.audience import accepted_audiences
 from apps.access.render import render
+from apps.core.errors import ApiError, RequestTimeout, Unavailable, as_api_error
 from apps.core.origins import allowed_origin
 from apps.mcp import protocol
 from apps.mcp.tools import WorkspaceTools
+from connect.engine.faults import run_read_only
+from connect.engine.lanes import SHED_RETRY_AFTER_SECONDS, Lanes, Overloaded, process_lanes
+
+logger = logging.getLogger("connect.mcp")
 
 
 def answer(headers: dict[str, str], body: bytes, duplicated: set[str]) -> tuple[protocol.Reply, dict[str, str]]:
@@ -48,24 +51,6 @@ def answer(headers: dict[str, str], body: bytes, duplicated: set[str]) -> tuple[
     return protocol.respond(headers, body, WorkspaceTools(admission.principal), duplicated=duplicated), limit_headers
 
 
-class Lanes:
-    """A few long-lived single-thread executors; each request runs its sync code on the least
-    busy one (the policy of apps/core/asgi.py's LaneASGIHandler)."""
-
-    def __init__(self, count: int) -> None:
-        self._executors = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mcp-lane-{i}") for i in range(count)]
-        self._busy = [0] * count
-
-    async def run(self, fn, *args):
-        lane = min(range(len(self._executors)), key=self._busy.__getitem__)
-        self._busy[lane] += 1
-        try:
-            async with ThreadSensitiveContext(executor=self._executors[lane]):
-                return await database_sync_to_async(fn)(*args)
-        finally:
-            self._busy[lane] -= 1
-
-
 def _media_type(value: str) -> str:
     return value.split(";", 1)[0].strip().lower()
 
@@ -80,14 +65,9 @@ def accepts_json(accept: str | None) -> bool:
 class McpEndpoint:
     """The ASGI application for /mcp."""
 
-    def __init__(self) -> None:
-        self._lanes: Lanes | None = None
-
     @property
     def lanes(self) -> Lanes:
-        if self._lanes is None:
-            self._lanes = Lanes(settings.CONNECT_SYNC_THREADS)
-        return self._lanes
+        return process_lanes()
 
     async def __call__(self, scope: dict[str, Any], receive, send) -> None:
         headers, duplicated = protocol.routing_headers(scope.get("headers", []))
@@ -110,10 +90,36 @@ class McpEndpoint:
         if len(body) > settings.CONNECT_MCP_MAX_BODY_BYTES:
             return await self.too_large(send)
 
-        reply, extra = await self.lanes.run(answer, headers, body, duplicated)
+        try:
+            # The tools only read, so a request whose connection died runs once more.
+            reply, extra = await self.lanes.run(run_read_only, answer, headers, body, duplicated)
+        except Overloaded:
+            # The process is saturated: shed at once, with the REST body as for 429.
+            error = Unavailable(retry_after=SHED_RETRY_AFTER_SECONDS)
+            return await self.json(send, error.status, error.body(), error.headers())
+        except Exception as exc:  # noqa: BLE001 - a JSON-RPC error, never daphne's HTML 500 page
+            return await self.failed(send, exc, body)
         if reply.body is None:
             return await self.send(send, reply.status, b"", extra)
         return await self.json(send, reply.status, reply.body, extra)
+
+    async def failed(self, send, exc: Exception, body: bytes) -> None:
+        """A failure of the work on the lane, as a JSON-RPC error answering the request's id:
+        503 (with `Retry-After` when a dependency is down) for an outage or the deadline, else
+        500. The REST code is in `error.data.error`."""
+        error = as_api_error(exc)
+        if isinstance(error, (Unavailable, RequestTimeout)):
+            status, message = 503, "Service unavailable; retry later"
+        else:
+            logger.error("unhandled error in /mcp", exc_info=exc)
+            error, status, message = ApiError(), 500, "Internal error"
+        try:
+            message_id = orjson.loads(body).get("id")
+        except (orjson.JSONDecodeError, AttributeError):
+            message_id = None
+        request_id = message_id if isinstance(message_id, (str, int)) and not isinstance(message_id, bool) else None
+        reply = protocol.error_object(protocol.INTERNAL_ERROR, message, {"error": error.code}, request_id)
+        await self.json(send, status, reply, error.headers())
 
     async def read_body(self, receive) -> bytes | None:
         """The whole body, or None when the client left; stops reading past the size limit

@@ -19,9 +19,10 @@ from apps.access.principal import Principal
 from apps.core.cursors import decode_cursor, encode_cursor
 from apps.core.errors import InvalidRequest, NotFound
 from apps.core.params import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from apps.core.shapes import INTEGER, STRING, Field, envelope
 from apps.core.text import holds_nul
 from apps.mcp.protocol import STRUCTURED_OUTPUT_VERSIONS
-from apps.recordings import search, selectors
+from apps.recordings import search, selectors, shapes
 from apps.recordings.representations import (
     board_repr,
     flat_segment_repr,
@@ -45,75 +46,16 @@ class ToolArgumentError(InvalidRequest):
 
 # --- Schemas ----------------------------------------------------------------------------------
 
-TIMESTAMP = {"type": "string", "description": "ISO 8601, UTC, milliseconds, Z"}
-NULLABLE_TIMESTAMP = {"type": ["string", "null"], "description": "ISO 8601, UTC, milliseconds, Z"}
-SESSION_STATUS = {"type": "string", "enum": ["recording", "processing", "completed", "failed"]}
-REVISION_KIND = {"type": "string", "enum": ["committed", "final"]}
-NEXT_CURSOR = {"type": ["string", "null"], "description": "pass back as `cursor` for the next page; null on the last"}
+# Output schemas: the shapes' portable JSON Schema (apps/core/shapes.py), one `type` per schema
+# and nullability as `anyOf`, from the declarations the representations are generated from.
 
-SESSION_SUMMARY = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string"},
-        "label": {"type": ["string", "null"]},
-        "status": SESSION_STATUS,
-        "startedAt": NULLABLE_TIMESTAMP,
-        "endedAt": NULLABLE_TIMESTAMP,
-        "createdAt": TIMESTAMP,
-    },
-    "required": ["id", "label", "status", "startedAt", "endedAt", "createdAt"],
-}
-SESSION = {
-    "type": "object",
-    "properties": {
-        **SESSION_SUMMARY["properties"],
-        "memo": {"type": ["string", "null"]},
-        "updatedAt": TIMESTAMP,
-    },
-    "required": [*SESSION_SUMMARY["required"], "memo", "updatedAt"],
-}
-SEARCH_HIT = {
-    "type": "object",
-    "properties": {
-        **SESSION_SUMMARY["properties"],
-        "transcriptId": {"type": "string"},
-        "revisionKind": REVISION_KIND,
-        "session": SESSION_SUMMARY,
-        "snippet": {"type": "string", "description": "plain text, at most 200 characters, around the first match"},
-    },
-    "required": [*SESSION_SUMMARY["required"], "transcriptId", "revisionKind", "session", "snippet"],
-}
-SEGMENT = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string"},
-        "sequence": {"type": "integer"},
-        "timestampStart": {"type": "integer", "description": "milliseconds from the session start"},
-        "timestampEnd": {"type": "integer", "description": "milliseconds from the session start"},
-        "speakerLabel": {"type": ["string", "null"]},
-        "text": {"type": "string"},
-        "confidence": {"type": ["number", "null"], "description": "0.0 to 1.0"},
-        "createdAt": TIMESTAMP,
-    },
-    "required": ["id", "sequence", "timestampStart", "timestampEnd", "speakerLabel", "text", "confidence",
-                 "createdAt"],
-}
-BOARD = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string"},
-        "boardId": {"type": "string", "description": "the board spec's id (use it as boardSpecId)"},
-        "version": {"type": "integer"},
-        "status": {"type": "string", "enum": ["generating", "ready", "failed"]},
-        "isCurrent": {"type": "boolean"},
-        "sourceRevisionKind": REVISION_KIND,
-        "createdAt": TIMESTAMP,
-        "payload": {"description": "free-form JSON; its shape depends on the board definition"},
-        "payloadHash": {"type": "string", "description": "sha256: + hex of the canonical JSON"},
-    },
-    "required": ["id", "boardId", "version", "status", "isCurrent", "sourceRevisionKind", "createdAt", "payload",
-                 "payloadHash"],
-}
+GET_TRANSCRIPT_OUTPUT = shapes.FLAT_TRANSCRIPT.extend(
+    "GetTranscriptResult",
+    Field("totalSegments", INTEGER),
+    Field("nextCursor", STRING, nullable=True, description=shapes.NEXT_CURSOR),
+    Field("note", STRING, required=False, description="present when this is one page of a longer transcript"),
+)
+LIST_BOARDS_OUTPUT = envelope("ListBoardsResult", "items", shapes.BOARD, many=True, component=False)
 
 SESSION_ID_ARG = {
     "type": "string", "minLength": 1, "description": "a session id, from list_sessions or search_transcripts",
@@ -122,10 +64,6 @@ SESSION_ID_ARG = {
 
 def _input(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
-
-
-def _output(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required}
 
 
 # --- Arguments --------------------------------------------------------------------------------
@@ -301,8 +239,7 @@ TOOLS: tuple[Tool, ...] = (
             },
             [],
         ),
-        output_schema=_output({"items": {"type": "array", "items": SESSION}, "nextCursor": NEXT_CURSOR},
-                              ["items", "nextCursor"]),
+        output_schema=shapes.SESSION_PAGE.json_schema(portable=True),
         run=list_sessions,
     ),
     Tool(
@@ -315,7 +252,7 @@ TOOLS: tuple[Tool, ...] = (
             "AI-generated boards."
         ),
         input_schema=_input({"sessionId": SESSION_ID_ARG}, ["sessionId"]),
-        output_schema=_output({"session": SESSION}, ["session"]),
+        output_schema=shapes.SESSION_ENVELOPE.json_schema(portable=True),
         run=get_session,
     ),
     Tool(
@@ -344,8 +281,7 @@ TOOLS: tuple[Tool, ...] = (
             },
             ["query"],
         ),
-        output_schema=_output({"items": {"type": "array", "items": SEARCH_HIT}, "nextCursor": NEXT_CURSOR},
-                              ["items", "nextCursor"]),
+        output_schema=shapes.SEARCH_PAGE.json_schema(portable=True),
         run=search_transcripts,
     ),
     Tool(
@@ -370,16 +306,7 @@ TOOLS: tuple[Tool, ...] = (
             },
             ["sessionId"],
         ),
-        output_schema=_output(
-            {
-                "sessionId": {"type": "string"},
-                "transcript": {"type": "array", "items": SEGMENT},
-                "totalSegments": {"type": "integer"},
-                "nextCursor": NEXT_CURSOR,
-                "note": {"type": "string", "description": "present when this is one page of a longer transcript"},
-            },
-            ["sessionId", "transcript", "totalSegments", "nextCursor"],
-        ),
+        output_schema=GET_TRANSCRIPT_OUTPUT.json_schema(portable=True),
         run=get_transcript,
     ),
     Tool(
@@ -392,7 +319,7 @@ TOOLS: tuple[Tool, ...] = (
             "isCurrent marks the version in use. To read only the current version of one board, use get_board."
         ),
         input_schema=_input({"sessionId": SESSION_ID_ARG}, ["sessionId"]),
-        output_schema=_output({"items": {"type": "array", "items": BOARD}}, ["items"]),
+        output_schema=LIST_BOARDS_OUTPUT.json_schema(portable=True),
         run=list_boards,
     ),
     Tool(
@@ -408,7 +335,7 @@ TOOLS: tuple[Tool, ...] = (
              "boardSpecId": {"type": "string", "minLength": 1, "description": "the board's boardId"}},
             ["sessionId", "boardSpecId"],
         ),
-        output_schema=_output({"board": BOARD}, ["board"]),
+        output_schema=shapes.BOARD_ENVELOPE.json_schema(portable=True),
         run=get_board,
     ),
 )

@@ -9,35 +9,12 @@ from __future__ import annotations
 import json
 
 from django.contrib import admin
-from django.core.paginator import Paginator
 from django.urls import reverse
-from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
+from apps.core.admin import CappedCountPaginator, ReadOnlyMixin
 from apps.recordings.models import BoardContent, Segment, Session, Transcript
-
-
-class ReadOnlyMixin:
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
-
-class CappedCountPaginator(Paginator):
-    """Counts at most CAP rows, so an unfiltered page of a million-row table stays cheap; the
-    admin then shows "CAP" as the total and pages up to it (filter to see the rest)."""
-
-    CAP = 10_000
-
-    @cached_property
-    def count(self) -> int:
-        return self.object_list[: self.CAP].count()
 
 
 def segments_url(transcript: Transcript) -> str:

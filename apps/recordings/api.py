@@ -3,16 +3,18 @@ validate input, call a selector and format with the shared representations."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.access.rest import HasScope
+from apps.core.cursors import InvalidCursor
+from apps.core.errors import InvalidRequest
 from apps.core.openapi import error_responses
 from apps.core.params import DEFAULT_PAGE_SIZE, CursorField, LimitField, RevisionKindField, validate_query
-from apps.recordings import search, selectors
+from apps.recordings import search, selectors, shapes
 from apps.recordings.representations import (
     board_repr,
     board_summary_repr,
@@ -26,81 +28,9 @@ SESSIONS_READ = HasScope.of("svc:sessions:read")
 TRANSCRIPTS_READ = HasScope.of("svc:transcripts:read")
 BOARDS_READ = HasScope.of("svc:boards:read")
 
-# --- Documented shapes (the representations above produce them; tests/test_openapi.py checks
-# live responses against these schemas, so the two cannot drift apart). --------------------
-
-Timestamp = serializers.CharField  # ISO 8601, UTC, milliseconds, `Z`
-
-
-class SessionOut(serializers.Serializer):
-    id = serializers.CharField()
-    label = serializers.CharField(allow_null=True)
-    memo = serializers.CharField(allow_null=True)
-    status = serializers.ChoiceField(choices=["recording", "processing", "completed", "failed"])
-    startedAt = Timestamp(allow_null=True)
-    endedAt = Timestamp(allow_null=True)
-    createdAt = Timestamp()
-    updatedAt = Timestamp()
-
-
-class SessionSummaryOut(serializers.Serializer):
-    id = serializers.CharField()
-    label = serializers.CharField(allow_null=True)
-    status = serializers.CharField()
-    startedAt = Timestamp(allow_null=True)
-    endedAt = Timestamp(allow_null=True)
-    createdAt = Timestamp()
-
-
-class FlatSegmentOut(serializers.Serializer):
-    id = serializers.CharField()
-    sequence = serializers.IntegerField()
-    timestampStart = serializers.IntegerField(help_text="milliseconds from the session start")
-    timestampEnd = serializers.IntegerField(help_text="milliseconds from the session start")
-    speakerLabel = serializers.CharField(allow_null=True)
-    text = serializers.CharField()
-    confidence = serializers.FloatField(allow_null=True, help_text="0.0 to 1.0")
-    createdAt = Timestamp()
-
-
-class RevisionSegmentOut(FlatSegmentOut):
-    sessionCommittedIndex = serializers.IntegerField()
-
-
-class TranscriptRevisionOut(serializers.Serializer):
-    id = serializers.CharField()
-    revisionKind = serializers.ChoiceField(choices=["committed", "final"])
-    createdAt = Timestamp()
-    segments = RevisionSegmentOut(many=True)
-
-
-class SearchHitOut(SessionSummaryOut):
-    transcriptId = serializers.CharField()
-    revisionKind = serializers.ChoiceField(choices=["committed", "final"])
-    session = SessionSummaryOut()
-    snippet = serializers.CharField(help_text="plain text, at most 200 characters, around the first match")
-
-
-class BoardSummaryOut(serializers.Serializer):
-    id = serializers.CharField()
-    boardId = serializers.CharField(help_text="the board spec's id")
-    version = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=["generating", "ready", "failed"])
-    isCurrent = serializers.BooleanField()
-    sourceRevisionKind = serializers.ChoiceField(choices=["committed", "final"])
-    createdAt = Timestamp()
-
-
-class BoardOut(BoardSummaryOut):
-    payload = serializers.JSONField(help_text="free-form JSON; its shape depends on the board definition")
-    payloadHash = serializers.CharField(help_text="`sha256:` + hex of the canonical JSON")
-
-
-def page_of(item: type[serializers.Serializer], name: str) -> serializers.Serializer:
-    return inline_serializer(
-        name, {"items": item(many=True), "nextCursor": serializers.CharField(allow_null=True)}
-    )
-
+# Response bodies are documented as the components of apps/recordings/shapes.py, the
+# declarations the representations are generated from (tests/test_openapi.py checks live
+# responses against them).
 
 # --- Views ----------------------------------------------------------------------------------
 
@@ -116,7 +46,7 @@ class SessionListApi(APIView):
         operation_id="listSessions",
         summary="List sessions, newest first",
         parameters=[QueryIn],
-        responses={200: page_of(SessionOut, "SessionPage"), **error_responses(400)},
+        responses={200: shapes.SESSION_PAGE.ref(), **error_responses(400)},
     )
     def get(self, request: Request) -> Response:
         query = validate_query(self.QueryIn, request)
@@ -134,7 +64,7 @@ class SessionDetailApi(APIView):
     @extend_schema(
         operation_id="getSession",
         summary="Read a session's metadata (no transcript segments)",
-        responses={200: inline_serializer("SessionEnvelope", {"session": SessionOut()}), **error_responses()},
+        responses={200: shapes.SESSION_ENVELOPE.ref(), **error_responses()},
     )
     def get(self, request: Request, id: str) -> Response:
         session = selectors.get_session(workspace=request.auth.workspace, session_id=id)
@@ -152,7 +82,7 @@ class TranscriptRevisionsApi(APIView):
         summary="A session's transcript revisions (committed and final unless filtered)",
         parameters=[QueryIn],
         responses={
-            200: inline_serializer("TranscriptRevisions", {"transcripts": TranscriptRevisionOut(many=True)}),
+            200: shapes.TRANSCRIPT_REVISIONS.ref(),
             **error_responses(400),
         },
     )
@@ -171,9 +101,7 @@ class FlatTranscriptApi(APIView):
         operation_id="getTranscript",
         summary="All segments of a session's transcript (final revision when there is one, else committed)",
         responses={
-            200: inline_serializer(
-                "FlatTranscript", {"sessionId": serializers.CharField(), "transcript": FlatSegmentOut(many=True)}
-            ),
+            200: shapes.FLAT_TRANSCRIPT.ref(),
             **error_responses(),
         },
     )
@@ -201,17 +129,24 @@ class TranscriptSearchApi(APIView):
             "is null to see every match."
         ),
         parameters=[QueryIn],
-        responses={200: page_of(SearchHitOut, "SearchPage"), **error_responses(400)},
+        responses={200: shapes.SEARCH_PAGE.ref(), **error_responses(400)},
     )
     def get(self, request: Request) -> Response:
         query = validate_query(self.QueryIn, request)
-        hits, next_cursor = search.search_transcripts(
-            workspace=request.auth.workspace,
-            query=query["query"],
-            limit=query.get("limit", DEFAULT_PAGE_SIZE),
-            revision_kind=query.get("revisionKind"),
-            cursor=query.get("cursor"),
-        )
+        try:
+            hits, next_cursor = search.search_transcripts(
+                workspace=request.auth.workspace,
+                query=query["query"],
+                limit=query.get("limit", DEFAULT_PAGE_SIZE),
+                revision_kind=query.get("revisionKind"),
+                cursor=query.get("cursor"),
+            )
+        except InvalidRequest as error:
+            # Search's only 400s are its cursor's; those that read the key after the signature
+            # passed say nothing, so the answer names the cursor for them.
+            if "detail" in error.extra:
+                raise
+            raise InvalidCursor() from None
         items = [search_hit_repr(h.transcript, h.session, h.snippet) for h in hits]
         return Response({"items": items, "nextCursor": next_cursor})
 
@@ -222,7 +157,7 @@ class BoardListApi(APIView):
     @extend_schema(
         operation_id="listBoards",
         summary="Every board version of a session, newest version first per board",
-        responses={200: inline_serializer("BoardList", {"items": BoardSummaryOut(many=True)}), **error_responses()},
+        responses={200: shapes.BOARD_LIST.ref(), **error_responses()},
     )
     def get(self, request: Request, sessionId: str) -> Response:
         boards = selectors.session_boards(workspace=request.auth.workspace, session_id=sessionId)
@@ -236,7 +171,7 @@ class BoardDetailApi(APIView):
         operation_id="getBoard",
         summary="The current content of one board of a session",
         parameters=[OpenApiParameter("boardSpecId", str, OpenApiParameter.PATH, description="the board spec's id")],
-        responses={200: inline_serializer("BoardEnvelope", {"board": BoardOut()}), **error_responses()},
+        responses={200: shapes.BOARD_ENVELOPE.ref(), **error_responses()},
     )
     def get(self, request: Request, sessionId: str, boardSpecId: str) -> Response:
         board = selectors.current_board(workspace=request.auth.workspace, session_id=sessionId, board_id=boardSpecId)

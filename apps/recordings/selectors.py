@@ -7,8 +7,8 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from apps.core.cursors import decode_cursor, encode_cursor
-from apps.core.errors import InvalidRequest, NotFound
+from apps.core.cursors import InvalidCursor, decode_cursor, encode_cursor
+from apps.core.errors import NotFound
 from apps.core.timestamps import parse_iso
 from apps.recordings.models import BoardContent, RevisionKind, Segment, Session, Transcript
 from apps.recordings.representations import SESSION_FIELDS
@@ -33,7 +33,7 @@ def sessions_page(
         try:
             created_at, last_id = parse_iso(key[0]), str(key[1])
         except (IndexError, TypeError, ValueError):
-            raise InvalidRequest() from None
+            raise InvalidCursor() from None
         sessions = sessions.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=last_id))
     page = list(sessions.order_by("-created_at", "-id").values_list(*SESSION_FIELDS, named=True)[: limit + 1])
     if len(page) <= limit:

@@ -14,11 +14,14 @@ from django.db.models import Max
 from django.utils import timezone
 
 from apps.core.ids import new_id
-from apps.core.timestamps import iso_ms
 from apps.events.models import EventType
 from apps.events.services import record_event
 from apps.recordings.models import BoardContent, BoardStatus, RevisionKind, Segment, Session, SessionStatus, Transcript
-from apps.recordings.representations import flat_segment_repr, session_repr
+from apps.recordings.representations import (
+    session_created_data,
+    session_status_changed_data,
+    transcript_segment_created_data,
+)
 from apps.tenancy.models import Workspace
 
 # DESIGN.md §1: recording→processing→completed, recording→completed, recording/processing→failed.
@@ -62,13 +65,12 @@ def create_session(
         created_at=now,
         updated_at=now,
     )
-    occurred_at = iso_ms(now)
     record_event(
         workspace_id=session.workspace_id,
         type=EventType.SESSION_CREATED,
         session_id=session.id,
         occurred_at=now,
-        data={"sessionId": session.id, "occurredAt": occurred_at, "session": session_repr(session)},
+        data=session_created_data(session, now),
     )
     return session
 
@@ -90,13 +92,7 @@ def change_session_status(*, session: Session, status: str, at: datetime | None 
         type=EventType.SESSION_STATUS_CHANGED,
         session_id=session.id,
         occurred_at=now,
-        data={
-            "sessionId": session.id,
-            "status": session.status,
-            "previousStatus": previous_status,
-            "occurredAt": iso_ms(now),
-            "session": session_repr(session),
-        },
+        data=session_status_changed_data(session, previous_status, now),
     )
     return session
 
@@ -160,14 +156,13 @@ def append_committed_segments(
     if transcript_id is None:
         transcript_id = _transcript(session, RevisionKind.COMMITTED, now).id
     rows = _insert_numbered(workspace_id=session.workspace_id, transcript_id=transcript_id, segments=segments, now=now)
-    occurred_at = iso_ms(now)
     for row in rows:
         record_event(
             workspace_id=session.workspace_id,
             type=EventType.TRANSCRIPT_SEGMENT_CREATED,
             session_id=session.id,
             occurred_at=now,
-            data={"sessionId": session.id, "occurredAt": occurred_at, **flat_segment_repr(row)},
+            data=transcript_segment_created_data(session.id, now, row),
         )
     return rows
 

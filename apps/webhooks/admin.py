@@ -9,23 +9,12 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
+from apps.core.admin import CappedCountPaginator, ReadOnlyMixin
 from apps.core.errors import NotAllowed
-from apps.recordings.admin import CappedCountPaginator
 from apps.webhooks import services
 from apps.webhooks.filters import SUBSCRIBABLE_TYPES
 from apps.webhooks.models import Delivery, DeliveryAttempt, SigningKey, WebhookEndpoint
 from apps.webhooks.services import TEST_EVENT_TYPE
-
-
-class ReadOnly:
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 class EventTypeFilter(admin.SimpleListFilter):
@@ -39,7 +28,7 @@ class EventTypeFilter(admin.SimpleListFilter):
         return queryset.filter(event_type=self.value()) if self.value() else queryset
 
 
-class AttemptInline(ReadOnly, admin.TabularInline):
+class AttemptInline(ReadOnlyMixin, admin.TabularInline):
     model = DeliveryAttempt
     fields = ["number", "started_at", "completed_at", "http_status", "duration_ms", "error"]
     readonly_fields = fields
@@ -47,7 +36,7 @@ class AttemptInline(ReadOnly, admin.TabularInline):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(ReadOnly, admin.ModelAdmin):
+class DeliveryAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = ["id", "status", "event_type", "kind", "endpoint", "workspace", "attempt_count",
                     "last_http_status", "stop_reason", "created_at"]
     list_filter = [
@@ -90,7 +79,7 @@ class DeliveryAdmin(ReadOnly, admin.ModelAdmin):
 
 
 @admin.register(WebhookEndpoint)
-class WebhookEndpointAdmin(ReadOnly, admin.ModelAdmin):
+class WebhookEndpointAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = ["id", "name", "url", "workspace", "active", "deleted_at", "created_at"]
     list_filter = ["active", "workspace"]
     list_select_related = ["workspace"]
@@ -99,7 +88,7 @@ class WebhookEndpointAdmin(ReadOnly, admin.ModelAdmin):
 
 
 @admin.register(SigningKey)
-class SigningKeyAdmin(ReadOnly, admin.ModelAdmin):
+class SigningKeyAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = ["kid", "status", "created_at", "retiring_at", "retired_at"]
     list_filter = ["status"]
     # Only public fields: the sealed private half is never shown, not even encrypted.

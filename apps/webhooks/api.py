@@ -5,19 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.access.credentials import require_scope
-from apps.core.errors import InvalidRequest
+from apps.core.errors import invalid
 from apps.core.openapi import error_responses
 from apps.core.params import DEFAULT_PAGE_SIZE, CursorField, LimitField, validate_query
 from apps.core.text import NotText, loads_text
-from apps.webhooks import selectors, services
-from apps.webhooks.filters import SESSION_STATUSES, SUBSCRIBABLE_TYPES
+from apps.recordings.models import SessionStatus
+from apps.webhooks import selectors, services, shapes
+from apps.webhooks.filters import SUBSCRIBABLE_TYPES
 from apps.webhooks.models import DeliveryKind, DeliveryStatus
 from apps.webhooks.representations import delivery_repr, delivery_with_attempts_repr, endpoint_repr
 
@@ -25,21 +26,25 @@ WEBHOOKS_READ = "svc:webhooks:read"
 WEBHOOKS_WRITE = "svc:webhooks:write"
 SESSIONS_READ = "svc:sessions:read"  # session.* subscriptions need it too (contract §4.7)
 
-Timestamp = serializers.CharField
-
 
 def json_body(request: Request, *, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:
     """The request's JSON object. A missing or other content type, malformed JSON, a string
-    that is not Unicode text, a non-object, unknown or missing fields: `400 invalid_request`."""
+    that is not Unicode text, a non-object, unknown or missing fields: `400 invalid_request`,
+    whose `detail` names the part at fault (never a value the client sent)."""
     content_type = (request.content_type or "").split(";")[0].strip().lower()
     if content_type != "application/json":
-        raise InvalidRequest()
+        raise invalid("Content-Type", "must be application/json")
     try:
         body = loads_text(request.body or b"")
     except NotText:
-        raise InvalidRequest() from None
-    if not isinstance(body, dict) or set(body) - allowed or required - set(body):
-        raise InvalidRequest()
+        raise invalid("body", "must be JSON text (UTF-8, no U+0000, no lone surrogate)") from None
+    if not isinstance(body, dict):
+        raise invalid("body", "must be a JSON object")
+    if set(body) - allowed:
+        raise invalid("body", "unknown field; the fields are " + ", ".join(sorted(allowed)))
+    missing = sorted(required - set(body))
+    if missing:
+        raise invalid(missing[0], "required")
     return body
 
 
@@ -48,14 +53,15 @@ def _scopes(request: Request, *scopes: str) -> None:
         require_scope(request.auth, scope)
 
 
-# --- Documented shapes ------------------------------------------------------------------------
+# --- Documented request bodies (response bodies are the components of apps/webhooks/shapes.py,
+# the declarations the representations are generated from) ----------------------------------
 
 
 class FilterEntry(serializers.Serializer):
     type = serializers.ChoiceField(choices=list(SUBSCRIBABLE_TYPES))
     sessionId = serializers.CharField(required=False, min_length=1)
     status = serializers.ListField(
-        child=serializers.ChoiceField(choices=list(SESSION_STATUSES)),
+        child=serializers.ChoiceField(choices=SessionStatus.values),
         required=False,
         help_text="Only on `session.status_changed` entries; unique values.",
     )
@@ -74,56 +80,6 @@ class EndpointPatchIn(serializers.Serializer):
     active = serializers.BooleanField(required=False)
 
 
-class EndpointOut(serializers.Serializer):
-    id = serializers.CharField(help_text="`wh_` + id")
-    name = serializers.CharField()
-    url = serializers.CharField()
-    filters = FilterEntry(many=True)
-    active = serializers.BooleanField()
-    createdAt = Timestamp()
-    updatedAt = Timestamp()
-
-
-class DeliveryOut(serializers.Serializer):
-    id = serializers.CharField(help_text="`dlv_` + id")
-    eventId = serializers.CharField(help_text="`evt_` + id; constant across retries and replays")
-    eventType = serializers.CharField()
-    endpointId = serializers.CharField()
-    endpointName = serializers.CharField()
-    endpointUrl = serializers.CharField()
-    kind = serializers.ChoiceField(choices=DeliveryKind.values)
-    status = serializers.ChoiceField(choices=DeliveryStatus.values)
-    attemptCount = serializers.IntegerField()
-    lastHttpStatus = serializers.IntegerField(allow_null=True)
-    nextAttemptAt = Timestamp(allow_null=True)
-    terminalAt = Timestamp(allow_null=True)
-    stopReason = serializers.CharField(
-        allow_null=True,
-        help_text="`max_attempts`, `endpoint_deleted`, `endpoint_disabled` or `installation_unauthorized`",
-    )
-    createdAt = Timestamp()
-    updatedAt = Timestamp()
-
-
-class AttemptOut(serializers.Serializer):
-    attemptNumber = serializers.IntegerField()
-    startedAt = Timestamp()
-    completedAt = Timestamp()
-    httpStatus = serializers.IntegerField(allow_null=True)
-    durationMs = serializers.IntegerField()
-    error = serializers.CharField(
-        allow_null=True, help_text="`network_error`, `timeout`, `redirect`, `http_error` or `blocked_destination`"
-    )
-
-
-class DeliveryWithAttemptsOut(DeliveryOut):
-    attempts = AttemptOut(many=True)
-
-
-def page_of(item, name: str):
-    return inline_serializer(name, {"items": item(many=True), "nextCursor": serializers.CharField(allow_null=True)})
-
-
 # --- Endpoints --------------------------------------------------------------------------------
 
 
@@ -136,7 +92,7 @@ class EndpointListApi(APIView):
         operation_id="listWebhooks",
         summary="List webhook endpoints, newest first",
         parameters=[QueryIn],
-        responses={200: page_of(EndpointOut, "WebhookPage"), **error_responses(400)},
+        responses={200: shapes.ENDPOINT_PAGE.ref(), **error_responses(400)},
     )
     def get(self, request: Request) -> Response:
         _scopes(request, WEBHOOKS_READ)
@@ -150,7 +106,7 @@ class EndpointListApi(APIView):
         operation_id="createWebhook",
         summary="Create an active webhook endpoint (needs svc:webhooks:write and svc:sessions:read)",
         request=EndpointIn,
-        responses={201: EndpointOut, **error_responses(400)},
+        responses={201: shapes.ENDPOINT.ref(), **error_responses(400)},
     )
     def post(self, request: Request) -> Response:
         _scopes(request, WEBHOOKS_WRITE, SESSIONS_READ)
@@ -163,7 +119,7 @@ class EndpointListApi(APIView):
 
 class EndpointDetailApi(APIView):
     @extend_schema(operation_id="getWebhook", summary="Read a webhook endpoint",
-                   responses={200: EndpointOut, **error_responses()})
+                   responses={200: shapes.ENDPOINT.ref(), **error_responses()})
     def get(self, request: Request, id: str) -> Response:
         _scopes(request, WEBHOOKS_READ)
         return Response(endpoint_repr(selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)))
@@ -172,7 +128,7 @@ class EndpointDetailApi(APIView):
         operation_id="updateWebhook",
         summary="Update any of name, url, filters, active; deactivating cancels pending deliveries",
         request=EndpointPatchIn,
-        responses={200: EndpointOut, **error_responses(400)},
+        responses={200: shapes.ENDPOINT.ref(), **error_responses(400)},
     )
     def patch(self, request: Request, id: str) -> Response:
         _scopes(request, WEBHOOKS_WRITE)
@@ -200,7 +156,7 @@ class EndpointTestApi(APIView):
         operation_id="testWebhook",
         summary="Send one signed test delivery (kind `test`, event type `webhook.test`, one attempt)",
         request=None,
-        responses={202: DeliveryOut, **error_responses()},
+        responses={202: shapes.DELIVERY.ref(), **error_responses()},
     )
     def post(self, request: Request, id: str) -> Response:
         _scopes(request, WEBHOOKS_WRITE)
@@ -226,7 +182,7 @@ class DeliveryListApi(APIView):
         operation_id="listWebhookDeliveries",
         summary="List deliveries, newest first",
         parameters=[QueryIn],
-        responses={200: page_of(DeliveryOut, "WebhookDeliveryPage"), **error_responses(400)},
+        responses={200: shapes.DELIVERY_PAGE.ref(), **error_responses(400)},
     )
     def get(self, request: Request) -> Response:
         _scopes(request, WEBHOOKS_READ)
@@ -248,7 +204,7 @@ class DeliveryDetailApi(APIView):
     @extend_schema(
         operation_id="getWebhookDelivery",
         summary="Read a delivery with its attempts (404 after the 30-day retention window)",
-        responses={200: DeliveryWithAttemptsOut, **error_responses()},
+        responses={200: shapes.DELIVERY_WITH_ATTEMPTS.ref(), **error_responses()},
     )
     def get(self, request: Request, id: str) -> Response:
         _scopes(request, WEBHOOKS_READ)
@@ -261,7 +217,7 @@ class DeliveryReplayApi(APIView):
         operation_id="replayWebhookDelivery",
         summary="Queue a new delivery of the same event (new dlv_ id, same evt_ id, normal retry policy)",
         request=None,
-        responses={202: DeliveryOut, **error_responses(409)},
+        responses={202: shapes.DELIVERY.ref(), **error_responses(409)},
     )
     def post(self, request: Request, id: str) -> Response:
         _scopes(request, WEBHOOKS_WRITE)

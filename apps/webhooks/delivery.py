@@ -1,6 +1,6 @@
 """Drains: claiming due deliveries in batches, attempting them, recording the results.
 
-Leases make a delivery's attempts exclusive:
+Leases make a delivery's attempts exclusive, and claims share the workers fairly:
 1. A delivery is *due* when it is pending or retrying, its `next_attempt_at` has come, and no
    live lease holds it. Nothing is queued per delivery: a drain task (apps/webhooks/tasks.py)
    claims due deliveries itself.
@@ -10,8 +10,16 @@ Leases make a delivery's attempts exclusive:
    (`FOR UPDATE SKIP LOCKED`, with READ COMMITTED's re-check of the lease on the locked row);
    SQLite's IMMEDIATE transactions make the claim one writer's step. Two drains never hold one
    delivery.
-3. Results are written only `WHERE lease_token = A`: a delivery cancelled meanwhile stays cancelled.
-4. A worker killed mid-attempt leaves a lease that expires; the delivery is due again and the
+3. Fairness: the endpoint claimed is, of those with due work and fewer than
+   `CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY` batches in flight (live lease tokens), the one that has
+   used the least worker time (fair queueing: its `fair_clock`, charged after each batch, plus
+   what its last batch cost), not the one holding the globally oldest delivery. A batch starts further attempts only within `BATCH_SLICE_SECONDS`
+   of its start. So a worker serves one endpoint for at most the slice plus one attempt's
+   timeout before claiming again, and an endpoint whose receiver is slow holds at most its cap of
+   the workers: it cannot delay another endpoint's deliveries by more than about one attempt's
+   timeout per worker.
+4. Results are written only `WHERE lease_token = A`: a delivery cancelled meanwhile stays cancelled.
+5. A worker killed mid-attempt leaves a lease that expires; the delivery is due again and the
    next drain (the sweeper queues one) attempts it. Nothing is lost; the receiver may see the
    event twice (at least once, contract §6.2.5) and deduplicates on the event id.
 """
@@ -24,7 +32,8 @@ from typing import Callable
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Count, F, FloatField, Max, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from apps.webhooks import keys, outbound, schedule, ssrf
@@ -60,6 +69,15 @@ def sender() -> outbound.Sender:
 # deadline: the attempt lease, and django-q2's task timeout, minus a margin to record results.
 BATCH = 20
 LEASE_MARGIN_SECONDS = 1.0
+# Fairness: a batch starts another attempt only within this slice of its start, so a receiver
+# that answers slowly gets one attempt per claim and then waits its turn, while a quick one's
+# batch goes on over its connection. A worker is thus held by one endpoint for at most the slice
+# plus one attempt's timeout before it claims again, least worker time first (claim_batch).
+BATCH_SLICE_SECONDS = 1.0
+MIN_CHARGE_SECONDS = 0.001  # a batch always costs something, so equal endpoints take turns
+# Endpoints with due work a claim reads, in order: more than the batches a deployment has in
+# flight, so one below its cap is always among them.
+CANDIDATES = 200
 _STOP_BATCH_ERRORS = {"network_error", "timeout", "blocked_destination"}
 
 
@@ -73,28 +91,88 @@ def any_due() -> bool:
     return _due(timezone.now()).exists()
 
 
+def _leased(now):
+    return Delivery.objects.filter(status__in=ACTIVE_STATUSES, lease_until__gt=now).exclude(lease_token="")
+
+
+def _batches_in_flight(endpoint_id: str, now) -> int:
+    """Attempt batches of the endpoint holding a live lease, one lease token each. A batch whose
+    worker died stops counting when its lease expires."""
+    return _leased(now).filter(endpoint_id=endpoint_id).values("lease_token").distinct().count()
+
+
+def _candidates(now, current: float) -> list[tuple[str, float, int]]:
+    """(endpoint id, start, batches in flight) of the endpoints with due work, in claim order:
+    the earliest finish first, where a batch starts at the endpoint's clock (or the rotation's
+    `current` time when its clock is behind it) and is expected to cost what its last one did
+    (fair_clock - fair_start): a quick endpoint goes ahead of slow ones whose clocks are level
+    with its own. On a tie, the endpoint whose delivery has waited longest."""
+    due = _due(now)
+    in_flight = (
+        _leased(now).filter(endpoint_id=OuterRef("pk")).order_by().values("endpoint_id")
+        .annotate(batches=Count("lease_token", distinct=True)).values("batches")
+    )
+    oldest = due.filter(endpoint_id=OuterRef("pk")).order_by("next_attempt_at").values("next_attempt_at")[:1]
+    # Per endpoint, its oldest due delivery: one probe of the partial index delivery_endpoint_due
+    # (empty for an idle endpoint), not a pass over a backlog of thousands.
+    endpoints = (
+        WebhookEndpoint.objects.annotate(oldest_due=Subquery(oldest)).filter(oldest_due__isnull=False)
+        .annotate(batches=Coalesce(Subquery(in_flight), 0),
+                  start=Greatest("fair_clock", Value(current, output_field=FloatField())),
+                  finish=F("start") + F("fair_clock") - F("fair_start"))
+        .order_by("finish", "oldest_due", "pk")
+    )
+    return list(endpoints.values_list("pk", "start", "batches")[:CANDIDATES])
+
+
 def claim_batch(*, limit: int = BATCH) -> tuple[str, list[str]]:
-    """Lease up to `limit` due deliveries of the endpoint whose delivery has waited longest, oldest
-    first. Returns (attempt token, ids), or ("", []) when nothing is due. One endpoint per batch:
-    a batch goes over one keep-alive connection, and a receiver that hangs delays only its own."""
+    """Lease up to `limit` due deliveries of one endpoint, oldest first: of the endpoints with due
+    work and fewer than CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY batches in flight, the one whose
+    next batch would finish first on the rotation's clock of worker time (`_candidates`,
+    WebhookEndpoint.fair_clock). Returns (attempt token, ids), or ("", []) when nothing may be
+    claimed now.
+
+    The cap holds across workers. PostgreSQL locks the endpoint's row (`FOR NO KEY UPDATE SKIP
+    LOCKED`: a claim for another endpoint passes by, and inserting a delivery, which takes a key
+    share lock, is not blocked), then counts its batches in flight again in a fresh statement,
+    which sees every claim committed before the lock was granted. SQLite's IMMEDIATE transaction
+    makes the whole claim one writer's step. A claimed endpoint's clock and start become its
+    start: an endpoint back from idle starts at the rotation's current time (the highest start of
+    any claim), so time spent idle is not saved up as credit against the busy ones."""
     now = timezone.now()
+    cap = settings.CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY
     skip_locked = connection.features.has_select_for_update_skip_locked
     with transaction.atomic():
-        oldest = _due(now).order_by("next_attempt_at")
-        if skip_locked:
-            oldest = oldest.select_for_update(skip_locked=True)
-        endpoint_id = oldest.values_list("endpoint_id", flat=True).first()
-        if endpoint_id is None:
-            return "", []
-        batch = _due(now).filter(endpoint_id=endpoint_id).order_by("next_attempt_at")
-        if skip_locked:
-            batch = batch.select_for_update(skip_locked=True)
-        ids = list(batch.values_list("id", flat=True)[:limit])
-        token = attempt_token()
-        Delivery.objects.filter(id__in=ids).update(
-            lease_token=token, lease_until=now + timedelta(seconds=settings.CONNECT_WEBHOOK_LEASE_SECONDS)
-        )
-    return token, ids
+        current = WebhookEndpoint.objects.aggregate(current=Max("fair_start"))["current"] or 0.0
+        for endpoint_id, start, batches in _candidates(now, current):
+            if batches >= cap:
+                continue
+            if skip_locked:
+                row = WebhookEndpoint.objects.filter(pk=endpoint_id).select_for_update(no_key=True, skip_locked=True)
+                if not list(row.values_list("pk", flat=True)) or _batches_in_flight(endpoint_id, now) >= cap:
+                    continue
+            batch = _due(now).filter(endpoint_id=endpoint_id).order_by("next_attempt_at")
+            if skip_locked:
+                batch = batch.select_for_update(skip_locked=True)
+            ids = list(batch.values_list("id", flat=True)[:limit])
+            if not ids:
+                continue
+            token = attempt_token()
+            Delivery.objects.filter(id__in=ids).update(
+                lease_token=token, lease_until=now + timedelta(seconds=settings.CONNECT_WEBHOOK_LEASE_SECONDS)
+            )
+            WebhookEndpoint.objects.filter(pk=endpoint_id).update(
+                fair_clock=Greatest("fair_clock", Value(start, output_field=FloatField())), fair_start=start
+            )
+            return token, ids
+    return "", []
+
+
+def _charge(endpoint_id: str, seconds: float) -> None:
+    """Move the endpoint back in the rotation by the worker time its batch used."""
+    WebhookEndpoint.objects.filter(pk=endpoint_id).update(
+        fair_clock=F("fair_clock") + max(seconds, MIN_CHARGE_SECONDS)
+    )
 
 
 def installation_authorized(endpoint: WebhookEndpoint) -> bool:
@@ -190,6 +268,7 @@ def attempt_batch(token: str, ids: list[str], *, deadline: float) -> list[tuple[
             status=DeliveryStatus.CANCELLED, stop_reason=reason, terminal_at=now, updated_at=now,
             lease_until=None, lease_token="",
         )
+        _charge(endpoint.id, 0)
         return [(d.id, "cancelled") for d in deliveries]
 
     try:
@@ -199,8 +278,11 @@ def attempt_batch(token: str, ids: list[str], *, deadline: float) -> list[tuple[
         blocked = True
     material = keys.signing_material()
     attempted = []
+    batch_started = time.monotonic()
     for delivery in deliveries:
         if attempted and attempted[-1][2].error in _STOP_BATCH_ERRORS:
+            break
+        if attempted and time.monotonic() - batch_started >= BATCH_SLICE_SECONDS:
             break
         if time.monotonic() + settings.CONNECT_WEBHOOK_TIMEOUT_SECONDS > deadline:
             break
@@ -215,6 +297,7 @@ def attempt_batch(token: str, ids: list[str], *, deadline: float) -> list[tuple[
     unattempted = [d.id for d in deliveries[len(attempted):]]
     if unattempted:
         Delivery.objects.filter(id__in=unattempted, lease_token=token).update(lease_until=None, lease_token="")
+    _charge(endpoint.id, time.monotonic() - batch_started)
     return [(d.id, statuses.get(d.id, "lease_lost")) for d, _, _ in attempted]
 
 

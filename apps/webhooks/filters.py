@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from apps.events.filters import FilterEntry as StreamEntry
+from apps.events.filters import InvalidFilters
 
 SUBSCRIBABLE_TYPES = ("session.created", "session.status_changed")
 SESSION_STATUSES = ("recording", "processing", "completed", "failed")
@@ -19,35 +20,30 @@ MAX_ENTRIES = 20
 MAX_SESSION_ID_LENGTH = 200
 
 
-class InvalidFilters(ValueError):
-    pass
-
-
 def validate_filters(value: Any) -> list[dict[str, Any]]:
-    """The normalised filter list, or InvalidFilters saying what is wrong."""
+    """The normalised filter list, or InvalidFilters saying where and what is wrong."""
     if not isinstance(value, list) or not 1 <= len(value) <= MAX_ENTRIES:
-        raise InvalidFilters(f"filters is a list of 1 to {MAX_ENTRIES} entries")
-    return [_validate_entry(entry) for entry in value]
+        raise InvalidFilters("", f"must be a list of 1 to {MAX_ENTRIES} entries")
+    return [_validate_entry(entry, f"[{index}]") for index, entry in enumerate(value)]
 
 
-def _validate_entry(entry: Any) -> dict[str, Any]:
+def _validate_entry(entry: Any, at: str) -> dict[str, Any]:
     if not isinstance(entry, dict):
-        raise InvalidFilters("each filter entry is an object")
-    unknown = set(entry) - {"type", "sessionId", "status"}
-    if unknown:
-        raise InvalidFilters(f"unknown filter fields: {sorted(unknown)}")
+        raise InvalidFilters(at, "must be an object")
+    if set(entry) - {"type", "sessionId", "status"}:
+        raise InvalidFilters(at, "unknown property; an entry has only type, sessionId and status")
     kind = entry.get("type")
     if kind not in SUBSCRIBABLE_TYPES:
-        raise InvalidFilters(f"type must be one of {SUBSCRIBABLE_TYPES}")
+        raise InvalidFilters(f"{at}.type", "must be one of " + ", ".join(SUBSCRIBABLE_TYPES))
     normalised: dict[str, Any] = {"type": kind}
     if "sessionId" in entry:
         session_id = entry["sessionId"]
         if not isinstance(session_id, str) or not 1 <= len(session_id) <= MAX_SESSION_ID_LENGTH:
-            raise InvalidFilters("sessionId is a non-empty string")
+            raise InvalidFilters(f"{at}.sessionId", f"must be a string of 1 to {MAX_SESSION_ID_LENGTH} characters")
         normalised["sessionId"] = session_id
     if "status" in entry:
         if kind != "session.status_changed":
-            raise InvalidFilters("status applies to session.status_changed entries only")
+            raise InvalidFilters(f"{at}.status", "applies to session.status_changed entries only")
         statuses = entry["status"]
         if (
             not isinstance(statuses, list)
@@ -55,7 +51,9 @@ def _validate_entry(entry: Any) -> dict[str, Any]:
             or any(s not in SESSION_STATUSES for s in statuses)
             or len(set(statuses)) != len(statuses)
         ):
-            raise InvalidFilters(f"status is a non-empty list of unique values of {SESSION_STATUSES}")
+            raise InvalidFilters(
+                f"{at}.status", "must be a non-empty list of unique values of " + ", ".join(SESSION_STATUSES)
+            )
         normalised["status"] = list(statuses)
     return normalised
 

@@ -47,6 +47,15 @@ class WebhookEndpoint(models.Model):
     credential_kind = models.CharField(max_length=16)  # "api_key" | "oauth"
     credential_id = models.CharField(max_length=64)  # ApiKey id, or the OAuth access token's pk
     oauth_application_id = models.BigIntegerField(null=True, blank=True)
+    # The endpoint's place in the drains' rotation (fair queueing over worker time,
+    # apps/webhooks/delivery.py). `fair_clock`: where its next batch starts on a clock shared by
+    # all endpoints, pushed on by the seconds each batch of it used, so a receiver that answers
+    # slowly waits while quick ones go first. `fair_start`: the clock at its last claim, so
+    # `fair_clock - fair_start` is what its last batch cost; the highest `fair_start` over all
+    # endpoints is the rotation's current time, which an endpoint back from idle starts at
+    # (idle time is not saved up as credit against the busy ones).
+    fair_clock = models.FloatField(default=0.0, editable=False)
+    fair_start = models.FloatField(default=0.0, editable=False)
 
     class Meta:
         indexes = [models.Index(fields=["workspace", "created_at", "id"], name="webhook_ws_created")]
@@ -127,6 +136,12 @@ class Delivery(models.Model):
             models.Index(
                 fields=["endpoint", "next_attempt_at"], name="delivery_endpoint_due",
                 condition=models.Q(status__in=ACTIVE_STATUSES),
+            ),
+            # A claim's count of an endpoint's attempt batches in flight (leases not yet released):
+            # a handful of rows per endpoint at most, whatever its backlog.
+            models.Index(
+                fields=["endpoint", "lease_until"], name="delivery_endpoint_leased",
+                condition=models.Q(status__in=ACTIVE_STATUSES) & ~models.Q(lease_token=""),
             ),
         ]
 

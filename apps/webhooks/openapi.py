@@ -1,46 +1,14 @@
 """OpenAPI for what DRF views do not describe: the public JWKS document and the request
-Connect sends to receivers (OpenAPI 3.1 `webhooks`), with its four Svc-* headers."""
+Connect sends to receivers (OpenAPI 3.1 `webhooks`), with its four Svc-* headers. The request
+bodies are derived from their declarations (apps/webhooks/shapes.py): a session in a body is
+the `SessionOut` component, as REST shows it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from apps.webhooks.filters import SESSION_STATUSES
-
-SESSION_SCHEMA_REF = "#/components/schemas/WebhookSession"
-
-
-def _session_schema() -> dict[str, Any]:
-    nullable = {"type": ["string", "null"]}
-    return {
-        "type": "object",
-        "required": ["id", "label", "memo", "status", "startedAt", "endedAt", "createdAt", "updatedAt"],
-        "properties": {
-            "id": {"type": "string"},
-            "label": nullable,
-            "memo": nullable,
-            "status": {"type": "string", "enum": list(SESSION_STATUSES)},
-            "startedAt": {**nullable, "format": "date-time"},
-            "endedAt": {**nullable, "format": "date-time"},
-            "createdAt": {"type": "string", "format": "date-time"},
-            "updatedAt": {"type": "string", "format": "date-time"},
-        },
-    }
-
-
-def _body(event_type: str, data: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "required": ["id", "type", "occurredAt", "data"],
-        "additionalProperties": False,
-        "properties": {
-            "id": {"type": "string", "description": "`evt_` + id: the same across retries and replays"},
-            "type": {"type": "string", "const": event_type},
-            "occurredAt": {"type": "string", "format": "date-time"},
-            "data": data,
-        },
-    }
-
+from apps.events.models import EventType
+from apps.webhooks.shapes import TEST_EVENT_TYPE, typed_body
 
 HEADERS = {
     "Svc-Webhook-Id": "`wh_` + id of the endpoint",
@@ -51,7 +19,7 @@ HEADERS = {
 }
 
 
-def _webhook(event_type: str, summary: str, data: dict[str, Any]) -> dict[str, Any]:
+def _webhook(event_type: str, summary: str) -> dict[str, Any]:
     return {
         "post": {
             "operationId": f"receive_{event_type.replace('.', '_')}",
@@ -62,7 +30,10 @@ def _webhook(event_type: str, summary: str, data: dict[str, Any]) -> dict[str, A
                 {"name": name, "in": "header", "required": True, "description": text, "schema": {"type": "string"}}
                 for name, text in HEADERS.items()
             ],
-            "requestBody": {"required": True, "content": {"application/json": {"schema": _body(event_type, data)}}},
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": typed_body(event_type).json_schema()}},
+            },
             "responses": {"2XX": {"description": "Received; the response body is ignored."}},
         }
     }
@@ -70,7 +41,6 @@ def _webhook(event_type: str, summary: str, data: dict[str, Any]) -> dict[str, A
 
 def extend(schema: dict[str, Any]) -> None:
     components = schema.setdefault("components", {}).setdefault("schemas", {})
-    components["WebhookSession"] = _session_schema()
     components["JsonWebKeySet"] = {
         "type": "object",
         "required": ["keys"],
@@ -106,39 +76,11 @@ def extend(schema: dict[str, Any]) -> None:
             },
         }
     }
-    session = {"$ref": SESSION_SCHEMA_REF}
-    stamp = {"type": "string", "format": "date-time"}
-    status = {"type": "string", "enum": list(SESSION_STATUSES)}
+    summaries = {
+        EventType.SESSION_CREATED: "A session was created",
+        EventType.SESSION_STATUS_CHANGED: "A session's status changed",
+        TEST_EVENT_TYPE: "A test delivery (POST /api/v1/webhooks/{id}/test)",
+    }
     schema.setdefault("webhooks", {}).update(
-        {
-            "session.created": _webhook(
-                "session.created",
-                "A session was created",
-                {
-                    "type": "object",
-                    "required": ["sessionId", "occurredAt", "session"],
-                    "properties": {"sessionId": {"type": "string"}, "occurredAt": stamp, "session": session},
-                },
-            ),
-            "session.status_changed": _webhook(
-                "session.status_changed",
-                "A session's status changed",
-                {
-                    "type": "object",
-                    "required": ["sessionId", "status", "previousStatus", "occurredAt", "session"],
-                    "properties": {
-                        "sessionId": {"type": "string"},
-                        "status": status,
-                        "previousStatus": status,
-                        "occurredAt": stamp,
-                        "session": session,
-                    },
-                },
-            ),
-            "webhook.test": _webhook(
-                "webhook.test",
-                "A test delivery (POST /api/v1/webhooks/{id}/test)",
-                {"type": "object", "properties": {"webhookId": {"type": "string"}, "message": {"type": "string"}}},
-            ),
-        }
+        {str(event_type): _webhook(str(event_type), summary) for event_type, summary in summaries.items()}
     )

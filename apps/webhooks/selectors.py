@@ -9,8 +9,8 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from apps.core.cursors import decode_cursor, encode_cursor
-from apps.core.errors import InvalidRequest, NotFound
+from apps.core.cursors import InvalidCursor, decode_cursor, encode_cursor
+from apps.core.errors import NotFound
 from apps.core.timestamps import parse_iso
 from apps.tenancy.models import Workspace
 from apps.webhooks.models import TERMINAL_STATUSES, Delivery, DeliveryAttempt, WebhookEndpoint
@@ -36,7 +36,7 @@ def _keyset(queryset: QuerySet, listing: str, workspace: Workspace, cursor: str 
     try:
         created_at, last_id = parse_iso(key[0]), str(key[1])
     except (IndexError, TypeError, ValueError):
-        raise InvalidRequest() from None
+        raise InvalidCursor() from None
     return queryset.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=last_id))
 
 

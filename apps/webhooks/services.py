@@ -6,15 +6,17 @@ unless one is already waiting (apps/webhooks/tasks.py). If that is lost, the swe
 
 from __future__ import annotations
 
+import ipaddress
 from datetime import timedelta
 from typing import Any, Iterable
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from apps.access.principal import Principal
-from apps.core.errors import InvalidRequest, NotAllowed
+from apps.core.errors import InvalidRequest, NotAllowed, invalid
 from apps.core.ids import new_id
 from apps.core.timestamps import iso_ms
 from apps.webhooks import filters as webhook_filters
@@ -44,32 +46,76 @@ def policy() -> ssrf.Policy:
 
 def check_destination(url: Any) -> str:
     """`400 invalid_request` unless the URL and every address its host resolves to pass the
-    SSRF rules now. The connect-time check (outbound.GuardedBackend) repeats it for real."""
+    SSRF rules now. The connect-time check (outbound.GuardedBackend) repeats it for real. The
+    `detail` names the rule broken, never the URL or an address (a URL may carry a secret). The
+    name is looked up with the development flag too: the flag never lifts the deny list."""
     rules = policy()
     try:
         destination = ssrf.check_url(url, rules)
-        if destination.literal is None and not rules.allow_private:
-            try:
-                answers = outbound.resolve(destination.host, destination.port)
-            except OSError:
-                raise ssrf.UnsafeDestination(f"{destination.host} does not resolve") from None
-            ssrf.check_resolved(destination.host, answers, rules)
     except ssrf.UnsafeDestination:
-        raise InvalidRequest() from None
+        raise invalid("url", _url_problem(url, rules)) from None
+    if destination.literal is None:
+        try:
+            answers = outbound.resolve(destination.host, destination.port)
+        except OSError:
+            raise invalid("url", "its host does not resolve") from None
+        try:
+            ssrf.check_resolved(destination.host, answers, rules)
+        except ssrf.UnsafeDestination:
+            raise invalid("url", _resolved_problem(answers, rules)) from None
     return url
+
+
+def _url_problem(url: Any, rules: ssrf.Policy) -> str:
+    """Which of check_url's rules `url` breaks, in wire-safe words."""
+    try:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        scheme = parts.scheme.lower() if parts else ""
+    except ValueError:
+        parts, scheme = None, ""
+    if not parts or not parts.netloc or len(url) > ssrf.MAX_URL_LENGTH or any(c.isspace() for c in url):
+        return f"must be an absolute https URL of at most {ssrf.MAX_URL_LENGTH} characters"
+    if scheme not in ({"https", "http"} if rules.allow_private else {"https"}):
+        return "must be https"
+    if "@" in parts.netloc:
+        return "must not carry credentials"
+    try:
+        _, literal = ssrf.parse_host(parts.netloc.rpartition(":")[0] if parts.port else parts.netloc)
+    except (ssrf.UnsafeDestination, ValueError):
+        return "must name a valid host"
+    if literal is not None:
+        return "is " + _address_problem(ssrf.address_problem(literal, rules) or "refused")
+    return "names a refused host (localhost or the deny list)"
+
+
+def _resolved_problem(answers: list[str], rules: ssrf.Policy) -> str:
+    for answer in answers:
+        try:
+            problem = ssrf.address_problem(ipaddress.ip_address(answer.split("%")[0]), rules)
+        except ValueError:
+            continue
+        if problem:
+            return "resolves to " + _address_problem(problem)
+    return "resolves to no address"
+
+
+def _address_problem(problem: str) -> str:
+    if problem.startswith("carries"):  # "carries <address>, …": the address stays out of the body
+        return "an IPv6 address embedding a refused IPv4 address"
+    return f"an address that is {problem}"
 
 
 def _check_name(name: Any) -> str:
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LENGTH:
-        raise InvalidRequest()
+        raise invalid("name", f"must be a non-blank string of at most {MAX_NAME_LENGTH} characters")
     return name
 
 
 def _check_filters(value: Any) -> list[dict[str, Any]]:
     try:
         return webhook_filters.validate_filters(value)
-    except webhook_filters.InvalidFilters:
-        raise InvalidRequest() from None
+    except webhook_filters.InvalidFilters as error:
+        raise InvalidRequest(detail=error.detail) from None
 
 
 @transaction.atomic
@@ -108,7 +154,7 @@ def update_endpoint(*, endpoint: WebhookEndpoint, changes: dict[str, Any]) -> We
         endpoint.filters = _check_filters(changes["filters"])
     if "active" in changes:
         if not isinstance(changes["active"], bool):
-            raise InvalidRequest()
+            raise invalid("active", "must be true or false")
         if endpoint.active and not changes["active"]:
             cancel_active_deliveries(endpoint_ids=[endpoint.id], reason=StopReason.ENDPOINT_DISABLED)
         endpoint.active = changes["active"]

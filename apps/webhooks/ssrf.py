@@ -10,6 +10,12 @@ multicast, reserved, unspecified, documentation and benchmarking ranges; IPv4 em
 (IPv4-mapped, IPv4-compatible, NAT64, 6to4, Teredo) is judged by the IPv4 it carries. IPv4
 spelled as a decimal, octal, hexadecimal or short number ("2130706433", "0177.0.0.1",
 "0x7f.1", "127.1") is read as the address a resolver would make of it.
+
+`Policy.allow_private` (CONNECT_WEBHOOKS_ALLOW_PRIVATE, development and tests) lifts exactly
+three rules: https-only (http:// is allowed), the `localhost` names, and the loopback and private
+ranges of `LOCAL_NETWORKS`. Everything else still holds: the deny list (addresses and names,
+however spelled or embedded), link-local (where cloud metadata services live, 169.254.0.0/16
+and fe80::/10), multicast, unspecified, reserved and the other non-global ranges.
 """
 
 from __future__ import annotations
@@ -41,6 +47,12 @@ _SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 
+# What the development flag lets a receiver be: loopback, RFC 1918 and unique-local networks,
+# and carrier-grade NAT (tailnets, some container networks). Nothing else.
+LOCAL_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
+    "127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7", "100.64.0.0/10",
+))
+
 
 class UnsafeDestination(ValueError):
     """The destination is refused; the message says why (for logs, never for the wire)."""
@@ -48,7 +60,7 @@ class UnsafeDestination(ValueError):
 
 @dataclass(frozen=True)
 class Policy:
-    allow_private: bool = False  # development and tests only: http:// and any address
+    allow_private: bool = False  # development and tests only: http://, localhost, LOCAL_NETWORKS
     deny_networks: tuple[str, ...] = DEFAULT_DENY_NETWORKS
     deny_hosts: tuple[str, ...] = DEFAULT_DENY_HOSTS
 
@@ -138,20 +150,37 @@ def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | Non
     return None
 
 
-def address_problem(address: IPAddress, policy: Policy = Policy()) -> str | None:
-    """Why `address` may not be dialled, or None when it may."""
-    if policy.allow_private:
-        return None
+def _denied(address: IPAddress, policy: Policy) -> str | None:
+    """Whether `address`, or the IPv4 address it carries, is on the deny list: never dialled,
+    whatever the policy allows."""
     for net in policy.networks():
         if address.version == net.version and address in net:
             return "on the deny list"
     if isinstance(address, ipaddress.IPv6Address):
         inner = embedded_ipv4(address)
+        if inner is not None and _denied(inner, policy):
+            return f"carries {inner}, on the deny list"
+    return None
+
+
+def _local(address: IPAddress) -> bool:
+    return any(address.version == net.version and address in net for net in LOCAL_NETWORKS)
+
+
+def address_problem(address: IPAddress, policy: Policy = Policy()) -> str | None:
+    """Why `address` may not be dialled, or None when it may."""
+    denied = _denied(address, policy)
+    if denied:
+        return denied
+    if isinstance(address, ipaddress.IPv6Address):
+        inner = embedded_ipv4(address)
         if inner is not None:
             problem = address_problem(inner, policy)
             return f"carries {inner}, {problem}" if problem else None
-        if address.is_site_local:
-            return "site-local"
+    if policy.allow_private and _local(address):
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.is_site_local:
+        return "site-local"
     for problem, hit in (
         ("unspecified", address.is_unspecified),
         ("loopback", address.is_loopback),
@@ -178,12 +207,10 @@ def check_address(address: IPAddress | str, policy: Policy = Policy()) -> IPAddr
 
 
 def check_host_name(host: str, policy: Policy = Policy()) -> None:
-    if policy.allow_private:
-        return
-    if host == "localhost" or host.endswith(".localhost"):
-        raise UnsafeDestination("localhost")
     if host in policy.deny_hosts:
         raise UnsafeDestination(f"{host} is on the deny list")
+    if (host == "localhost" or host.endswith(".localhost")) and not policy.allow_private:
+        raise UnsafeDestination("localhost")
 
 
 def check_url(url: str, policy: Policy = Policy()) -> Destination:

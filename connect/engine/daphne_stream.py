@@ -3,8 +3,8 @@ control for it, and a write that skips the event loop's round trip. The event st
 consumer (apps/events/consumer.py) calls these; under any other server `daphne_request` is None
 and the consumer falls back to plain ASGI `send`.
 
-What this relies on, read in daphne 4.2 and Twisted 26.10 (every private name is in
-`PRIVATE_NAMES`, pinned by tests/test_engine_pins.py):
+Relies on, read in daphne 4.2 and Twisted 26.10 (every private name is in `PRIVATE_NAMES`,
+pinned by tests/test_engine_pins.py):
 - daphne/server.py passes the application `send` as `functools.partial(server.handle_reply,
   protocol)`, and that protocol is its twisted.web `Request` for the connection. `handle_reply`
   drops replies to connections it no longer knows; `WebRequest.handle_reply` drops them once
@@ -30,13 +30,15 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-# (where, attribute) for every private name used here. `_tempDataLen` is an instance attribute
-# (set in FileDescriptor.__init__); the others are class attributes.
+# (where, attribute) for every private name used here. `_tempDataLen` is an instance attribute,
+# set in FileDescriptor.__init__ (tcp.Connection's base); the others are class attributes.
 PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
-    ("twisted.internet.tcp.Connection", "_tempDataLen"),
+    ("twisted.internet.abstract.FileDescriptor", "_tempDataLen"),
     ("twisted.internet.tcp.Connection", "_writeDisconnected"),
     ("twisted.web.http.Request", "_disconnected"),
 )
+# The private names read on the TCP transport (a tcp.Connection).
+TRANSPORT_PRIVATE_NAMES = ("_tempDataLen", "_writeDisconnected")
 
 # Public but undocumented attributes this module also reads: pinned by presence the same way.
 TRANSPORT_BUFFER_NAMES = ("dataBuffer", "offset", "writeSomeData")
@@ -120,7 +122,7 @@ def can_write_through(transport: Any) -> bool:
         isinstance(transport, Connection)
         and not getattr(transport, "TLS", False)
         and all(hasattr(transport, name) for name in TRANSPORT_BUFFER_NAMES)
-        and all(hasattr(transport, name) for where, name in PRIVATE_NAMES if where.endswith(".Connection"))
+        and all(hasattr(transport, name) for name in TRANSPORT_PRIVATE_NAMES)
     )
 
 

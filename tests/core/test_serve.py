@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from apps.core.management.commands.serve import listening_sockets
+from connect.engine.serve import listening_sockets
 from tests.servers import alive, cmdline_of, descendants, parent_of, serve, start
 
 

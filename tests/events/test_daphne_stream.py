@@ -88,6 +88,10 @@ def test_the_producer_pauses_resumes_and_stops_the_stream():
 
 def test_private_names_name_real_attributes(connection):
     """What the engine pin test checks for every module, here for this one on its own."""
-    owners = {"twisted.internet.tcp.Connection": connection, "twisted.web.http.Request": Request}
+    owners = {
+        "twisted.internet.abstract.FileDescriptor": connection,
+        "twisted.internet.tcp.Connection": connection,
+        "twisted.web.http.Request": Request,
+    }
     for where, name in daphne_stream.PRIVATE_NAMES:
         assert hasattr(owners[where], name), (where, name)

@@ -18,7 +18,7 @@ from apps.events.models import StreamSlot
 
 pytestmark = [
     pytest.mark.skipif(
-        settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql",
+        "postgresql" not in settings.DATABASES["default"]["ENGINE"],
         reason="PostgreSQL's connections and pool",
     ),
     pytest.mark.django_db(transaction=True),

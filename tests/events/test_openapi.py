@@ -220,4 +220,5 @@ def test_filter_cost_exceeded_body_matches_its_schema(doc):
     assert errors_of(v, {**body, "entries": [{"type": "session.created"}]})  # each entry has its cost
     four_hundred = doc["paths"][PATH]["get"]["responses"]["400"]["content"]["application/json"]["schema"]
     assert not errors_of(validator(doc, four_hundred), body)
-    assert not errors_of(validator(doc, four_hundred), {"error": "invalid_filters"})
+    invalid_filters = {"error": "invalid_filters", "detail": "filters[0].sessionId: required for transcript.segment.created"}
+    assert not errors_of(validator(doc, four_hundred), invalid_filters)

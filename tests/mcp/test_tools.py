@@ -436,3 +436,69 @@ def test_mcp_token_stays_refused_by_the_event_streams_authentication(alice):
     with pytest.raises(Unauthorized):
         authenticate_bearer(f"Bearer {token}")
     assert authenticate_bearer(f"Bearer {_token(alice, [settings.CONNECT_BASE_URL])}").workspace == alice.workspace
+
+
+# --- Output schemas are portable ------------------------------------------------------------------
+# The rules of the MCP Inspector 2.x CLI's `--strict` tool-schema check (clients/cli, schemaLint),
+# written out so they hold offline; bench/mcp_conformance.sh runs the Inspector itself.
+
+BOOLEAN_VALUED = {"additionalProperties", "unevaluatedProperties", "additionalItems", "unevaluatedItems"}
+ONE_SUBSCHEMA = ("items", "contains", "not", "propertyNames", "if", "then", "else", "additionalProperties",
+                 "unevaluatedProperties", "additionalItems", "unevaluatedItems", "contentSchema")
+SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+SUBSCHEMA_MAPS = ("properties", "patternProperties", "dependentSchemas", "dependencies", "$defs", "definitions")
+CONSTRAINING = {
+    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+    "maxLength", "minLength", "pattern", "format", "contentMediaType", "contentEncoding", "contentSchema",
+    "maxItems", "minItems", "uniqueItems", "maxContains", "minContains", "maxProperties", "minProperties",
+    "required", "dependentRequired", "allOf", "anyOf", "oneOf", "not", "items", "prefixItems", "contains",
+    "additionalItems", "unevaluatedItems", "properties", "patternProperties", "additionalProperties",
+    "unevaluatedProperties", "propertyNames", "dependentSchemas", "dependencies", "$ref", "$dynamicRef",
+    "$recursiveRef",
+}
+
+
+def portability_findings(schema, path: str = "", keyword: str | None = None) -> list[str]:
+    if isinstance(schema, bool):
+        return [] if keyword in BOOLEAN_VALUED else [f"{path}: boolean schema"]
+    if not isinstance(schema, dict):
+        return []
+    found = []
+    if isinstance(schema.get("type"), list):
+        found.append(f"{path}: type union {schema['type']}")
+    if isinstance(schema.get("$ref"), str) and not schema["$ref"].startswith("#"):
+        found.append(f"{path}: remote $ref")
+    constrains = any(k in CONSTRAINING for k in schema) or ("if" in schema and ("then" in schema or "else" in schema))
+    if not constrains and keyword != "not":
+        found.append(f"{path}: untyped schema")
+    for key in SUBSCHEMA_MAPS:
+        for name, sub in (schema.get(key) or {}).items():
+            found += portability_findings(sub, f"{path}.{key}.{name}", key)
+    for key in SUBSCHEMA_LISTS:
+        for i, sub in enumerate(schema.get(key) or []):
+            found += portability_findings(sub, f"{path}.{key}[{i}]", key)
+    for key in ONE_SUBSCHEMA:
+        if key in schema:
+            found += portability_findings(schema[key], f"{path}.{key}", key)
+    return found
+
+
+def test_the_portability_rules_find_what_the_inspector_finds():
+    assert portability_findings({"type": "object", "properties": {"a": {"type": ["string", "null"]}}}) == [
+        ".properties.a: type union ['string', 'null']"]
+    assert portability_findings({"type": "object", "properties": {"p": {"description": "free"}}}) == [
+        ".properties.p: untyped schema"]
+    assert portability_findings({"anyOf": [{"$ref": "https://x/s.json"}, True]}) == [
+        ".anyOf[0]: remote $ref", ".anyOf[1]: boolean schema"]
+    assert portability_findings({"type": "object", "additionalProperties": False}) == []
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", MODERN])
+def test_every_tool_schema_is_portable(alice_key, version):
+    reply, _ = post(alice_key, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, version)
+    tools = reply.body["result"]["tools"]
+    assert len(tools) == len(TOOLS)
+    for tool in tools:
+        for kind in ("inputSchema", "outputSchema"):
+            assert portability_findings(tool[kind], kind) == [], tool["name"]
+            assert '"type": [' not in json.dumps(tool[kind])

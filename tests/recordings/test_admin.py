@@ -9,8 +9,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from apps.core.admin import CappedCountPaginator
 from apps.recordings import services as recordings
-from apps.recordings.admin import CappedCountPaginator
 from apps.recordings.models import BoardContent, Segment, Session, Transcript
 from apps.tenancy import services as tenancy
 from tests import factories

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from apps.core.cursors import CURSOR_DETAIL
 from apps.recordings import services
 from tests import factories
 
@@ -60,7 +61,7 @@ def test_empty_workspace_lists_nothing(api, alice_key):
 def test_invalid_limit_is_invalid_request(api, alice_key, limit):
     response = api.get("/api/v1/sessions", alice_key, limit=limit)
     assert response.status_code == 400
-    assert response.json() == {"error": "invalid_request"}
+    assert response.json() == {"error": "invalid_request", "detail": "limit: must be an integer from 1 to 100"}
 
 
 @pytest.mark.parametrize("limit", ["1", "100"])
@@ -73,21 +74,22 @@ def test_limit_bounds_are_accepted(api, acme, alice_key, limit):
 def test_bad_cursor_is_invalid_request(api, alice_key, cursor):
     response = api.get("/api/v1/sessions", alice_key, cursor=cursor)
     assert response.status_code == 400
-    assert response.json() == {"error": "invalid_request"}
+    detail = "cursor: must not be empty" if cursor == "" else CURSOR_DETAIL
+    assert response.json() == {"error": "invalid_request", "detail": detail}
 
 
 def test_tampered_cursor_is_invalid_request(api, acme, alice_key):
     factories.sessions_at_distinct_times(acme, 3)
     cursor = api.get("/api/v1/sessions", alice_key, limit="1").json()["nextCursor"]
     tampered = cursor[:-2] + ("AA" if cursor[-2:] != "AA" else "BB")
-    assert api.get("/api/v1/sessions", alice_key, cursor=tampered).json() == {"error": "invalid_request"}
+    assert api.get("/api/v1/sessions", alice_key, cursor=tampered).json() == {"error": "invalid_request", "detail": CURSOR_DETAIL}
 
 
 def test_cursor_of_another_workspace_is_invalid_request(api, acme, globex, alice_key, bob_key):
     factories.sessions_at_distinct_times(globex, 3)
     foreign = api.get("/api/v1/sessions", bob_key, limit="1").json()["nextCursor"]
     response = api.get("/api/v1/sessions", alice_key, cursor=foreign)
-    assert response.status_code == 400 and response.json() == {"error": "invalid_request"}
+    assert response.status_code == 400 and response.json() == {"error": "invalid_request", "detail": CURSOR_DETAIL}
 
 
 def test_cursor_of_another_listing_is_invalid_request(api, acme, alice_key):

@@ -39,7 +39,8 @@ def test_revision_kind_filter(api, finished, alice_key, kind):
 @pytest.mark.parametrize("kind", ["", "draft", "FINAL"])
 def test_bad_revision_kind_is_invalid_request(api, finished, alice_key, kind):
     response = api.get(f"/api/v1/sessions/{finished.id}/transcripts", alice_key, revisionKind=kind)
-    assert response.status_code == 400 and response.json() == {"error": "invalid_request"}
+    detail = "revisionKind: must be one of committed, final"
+    assert response.status_code == 400 and response.json() == {"error": "invalid_request", "detail": detail}
 
 
 def test_committed_segments_follow_session_commit_index(api, acme, alice_key):

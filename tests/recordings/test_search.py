@@ -36,7 +36,8 @@ def hit_keys(body) -> list[tuple[str, str]]:
 
 def assert_invalid_request(response):
     assert response.status_code == 400
-    assert response.json() == {"error": "invalid_request"}
+    body = response.json()
+    assert body["error"] == "invalid_request" and set(body) == {"error", "detail"}  # detail: tests/test_edges.py
 
 
 # --- Matching --------------------------------------------------------------------------------

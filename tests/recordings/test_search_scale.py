@@ -217,7 +217,8 @@ def test_500_character_queries(api, meeting, alice_key, query):
 
 def test_query_over_500_characters_is_invalid(api, alice_key):
     response = api.get(SEARCH, alice_key, query="b" * 501)
-    assert response.status_code == 400 and response.json() == {"error": "invalid_request"}
+    detail = "query: must be 1 to 500 characters"
+    assert response.status_code == 400 and response.json() == {"error": "invalid_request", "detail": detail}
 
 
 # --- Tenancy: the index is keyed by workspace --------------------------------------------

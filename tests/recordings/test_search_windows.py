@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from django.db import connection
 
-from apps.core.cursors import encode_cursor
+from apps.core.cursors import CURSOR_DETAIL, encode_cursor
 from apps.recordings import search
 from apps.recordings.models import Transcript
 from apps.recordings.search import segment_score
@@ -201,7 +201,7 @@ def test_cursors_of_any_window_stay_bound_to_words_and_filter(api, alice_key, wi
     for cursor in cursors:
         for other in ({"query": "budget review"}, {"query": "review"}, {"query": "budget", "revisionKind": "final"}):
             response = api.get(SEARCH, alice_key, cursor=cursor, **other)
-            assert response.status_code == 400 and response.json() == {"error": "invalid_request"}
+            assert response.status_code == 400 and response.json() == {"error": "invalid_request", "detail": CURSOR_DETAIL}
         assert api.get(SEARCH, alice_key, query="BUDGET", cursor=cursor).status_code == 200
 
 
@@ -229,4 +229,4 @@ def test_well_signed_window_cursor_with_a_bad_key_is_invalid_request(api, acme, 
         key = [["2026-01-01T00:00:00+00:00", "t"] if isinstance(v, int) and not isinstance(v, bool) and v >= 0
                else v for v in key]  # fmt: skip
     response = api.get(SEARCH, alice_key, query="budget", cursor=encode_cursor("search", acme.id, key))
-    assert response.status_code == 400 and response.json() == {"error": "invalid_request"}
+    assert response.status_code == 400 and response.json() == {"error": "invalid_request", "detail": CURSOR_DETAIL}

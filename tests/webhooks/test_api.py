@@ -79,38 +79,52 @@ def test_list_read_patch_delete(alice_http):
     assert alice_http.call("get", f"/api/v1/webhooks/{ids[0]}").status_code == 404
 
 
+NOT_TEXT = "body: must be JSON text (UTF-8, no U+0000, no lone surrogate)"
+FILTER_TYPES = "must be one of session.created, session.status_changed"
+
+
 @pytest.mark.parametrize(
-    "raw,content_type",
+    "raw,content_type,detail",
     [
-        ("{not json", "application/json"),
-        ("[]", "application/json"),
-        (json.dumps({"name": "x", "url": URL, "filters": FILTERS}), "text/plain"),
-        (json.dumps({"name": "x", "url": URL, "filters": FILTERS}), "application/x-www-form-urlencoded"),
-        (json.dumps({"name": "x", "url": URL, "filters": FILTERS, "secret": "s"}), "application/json"),
-        (json.dumps({"name": "x", "url": URL}), "application/json"),
-        (json.dumps({"name": "", "url": URL, "filters": FILTERS}), "application/json"),
+        ("{not json", "application/json", NOT_TEXT),
+        ("[]", "application/json", "body: must be a JSON object"),
+        (json.dumps({"name": "x", "url": URL, "filters": FILTERS}), "text/plain",
+         "Content-Type: must be application/json"),
+        (json.dumps({"name": "x", "url": URL, "filters": FILTERS}), "application/x-www-form-urlencoded",
+         "Content-Type: must be application/json"),
+        (json.dumps({"name": "x", "url": URL, "filters": FILTERS, "secret": "s"}), "application/json",
+         "body: unknown field; the fields are filters, name, url"),
+        (json.dumps({"name": "x", "url": URL}), "application/json", "filters: required"),
+        (json.dumps({"name": "", "url": URL, "filters": FILTERS}), "application/json",
+         "name: must be a non-blank string of at most 200 characters"),
         (json.dumps({"name": "x", "url": URL, "filters": [{"type": "transcript.segment.created", "sessionId": "s"}]}),
-         "application/json"),
-        (json.dumps({"name": "x", "url": URL, "filters": [{"type": "board.updated"}]}), "application/json"),
-        (json.dumps({"name": "x", "url": "http://hooks.example.com/", "filters": FILTERS}), "application/json"),
-        (json.dumps({"name": "x", "url": "https://127.0.0.1/", "filters": FILTERS}), "application/json"),
-        (json.dumps({"name": "x", "url": "https://evil.example.com/", "filters": FILTERS}), "application/json"),
-        (json.dumps({"name": "x", "url": "https://nowhere.example.com/", "filters": FILTERS}), "application/json"),
+         "application/json", f"filters[0].type: {FILTER_TYPES}"),
+        (json.dumps({"name": "x", "url": URL, "filters": [{"type": "board.updated"}]}), "application/json",
+         f"filters[0].type: {FILTER_TYPES}"),
+        (json.dumps({"name": "x", "url": "http://hooks.example.com/", "filters": FILTERS}), "application/json",
+         "url: must be https"),
+        (json.dumps({"name": "x", "url": "https://127.0.0.1/", "filters": FILTERS}), "application/json",
+         "url: is an address that is loopback"),
+        (json.dumps({"name": "x", "url": "https://evil.example.com/", "filters": FILTERS}), "application/json",
+         "url: resolves to an address that is private"),
+        (json.dumps({"name": "x", "url": "https://nowhere.example.com/", "filters": FILTERS}), "application/json",
+         "url: its host does not resolve"),
         # Lone surrogates: valid JSON escapes, not text (PostgreSQL answered 500 to these).
         (json.dumps({"name": "x", "url": URL, "filters": [{"type": "session.created", "sessionId": "\ud800"}]}),
-         "application/json"),
-        (json.dumps({"name": "\udfff", "url": URL, "filters": FILTERS}), "application/json"),
+         "application/json", NOT_TEXT),
+        (json.dumps({"name": "\udfff", "url": URL, "filters": FILTERS}), "application/json", NOT_TEXT),
         # U+0000: text, but no PostgreSQL column or jsonb value holds it (it answered 500).
         (json.dumps({"name": "x", "url": URL, "filters": [{"type": "session.created", "sessionId": "a\u0000"}]}),
-         "application/json"),
-        (json.dumps({"name": "x\u0000", "url": URL, "filters": FILTERS}), "application/json"),
-        ('{"name": "x", "url": "' + URL + '", "filters": ' + "[" * 100_000 + "]" * 100_000 + "}", "application/json"),
+         "application/json", NOT_TEXT),
+        (json.dumps({"name": "x\u0000", "url": URL, "filters": FILTERS}), "application/json", NOT_TEXT),
+        ('{"name": "x", "url": "' + URL + '", "filters": ' + "[" * 100_000 + "]" * 100_000 + "}", "application/json",
+         NOT_TEXT),
     ],
 )
-def test_bad_requests_are_invalid_request(alice_http, raw, content_type):
+def test_bad_requests_are_invalid_request(alice_http, raw, content_type, detail):
     response = alice_http.call("post", "/api/v1/webhooks", raw=raw, content_type=content_type)
     assert response.status_code == 400
-    assert response.json() == {"error": "invalid_request"}
+    assert response.json() == {"error": "invalid_request", "detail": detail}
 
 
 def test_patch_validates_like_create(alice_http):
@@ -246,3 +260,24 @@ def test_jwks_is_public_cacheable_and_creates_the_first_key(db):
     [key] = response.json()["keys"]
     assert {key["kty"], key["crv"], key["use"], key["alg"]} == {"OKP", "Ed25519", "sig", "EdDSA"}
     assert set(key) == {"kty", "crv", "kid", "x", "use", "alg"}
+
+
+@pytest.mark.parametrize("url", [
+    "http://169.254.169.254/latest/meta-data", "http://[::ffff:169.254.169.254]/", "http://2852039166/",
+    "http://metadata.google.internal/", "http://meta.example.com/", "http://mixed.example.com/",
+])
+def test_the_development_flag_never_lets_an_endpoint_reach_the_deny_list(alice_http, settings, monkeypatch, url):
+    """CONNECT_WEBHOOKS_ALLOW_PRIVATE lifts https-only and the private ranges at create and update
+    time, not the deny list: literal addresses in any spelling, denied names, and names that
+    resolve to a denied address (the lookup happens with the flag too)."""
+    settings.CONNECT_WEBHOOKS_ALLOW_PRIVATE = True
+    answers = {"meta.example.com": ["169.254.169.254"], "mixed.example.com": ["10.0.0.5", "fd00:ec2::254"],
+               "dev.example.com": ["127.0.0.1"]}
+    monkeypatch.setattr("apps.webhooks.outbound.resolve", lambda host, port: answers[host])
+    refused = create(alice_http, url=url).json()
+    assert refused["error"] == "invalid_request" and refused["detail"].startswith("url: ")
+    created = create(alice_http, url="http://dev.example.com:8000/hook")
+    assert created.status_code == 201, created.content
+    patched = alice_http.call("patch", f"/api/v1/webhooks/{created.json()['id']}", {"url": url})
+    assert (patched.status_code, patched.json()["error"]) == (400, "invalid_request")
+    assert patched.json()["detail"].startswith("url: ")

@@ -199,6 +199,7 @@ def test_two_workers_racing_on_one_due_delivery_attempt_it_once(webhook_settings
 
 @pytest.mark.django_db(transaction=True)
 def test_racing_claims_take_each_due_delivery_once(webhook_settings, alice, queued):
+    webhook_settings.CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY = 100  # no cap: every claim takes a batch
     endpoints = [make_endpoint(alice, "http://127.0.0.1:9/hook", filters=[{"type": kind}])
                  for kind in ("session.created", "session.status_changed")]
     for i in range(40):
@@ -213,6 +214,8 @@ def test_racing_claims_take_each_due_delivery_once(webhook_settings, alice, queu
 
 
 def test_a_claim_takes_one_endpoints_due_deliveries_oldest_first(webhook_settings, alice, queued):
+    # Both endpoints start level (fair_clock 0): the tie goes to the longest-waiting delivery's
+    # endpoint; the second claim skips that endpoint, whose batch is in flight.
     hook = make_endpoint(alice, "http://127.0.0.1:9/hook")
     other = make_endpoint(alice, "http://127.0.0.1:9/other", filters=[{"type": "session.status_changed"}])
     theirs = new_delivery(other, queued, event_type="session.status_changed")
@@ -220,7 +223,7 @@ def test_a_claim_takes_one_endpoints_due_deliveries_oldest_first(webhook_setting
     Delivery.objects.filter(id=theirs.id).update(next_attempt_at=timezone.now() - timedelta(seconds=5))
     Delivery.objects.filter(id=mine[2].id).update(next_attempt_at=timezone.now() - timedelta(seconds=10))
     _, first = engine.claim_batch()
-    assert first == [mine[2].id, mine[0].id, mine[1].id]  # the longest-waiting delivery's endpoint
+    assert first == [mine[2].id, mine[0].id, mine[1].id]
     _, second = engine.claim_batch()
     assert second == [theirs.id]
     assert engine.claim_batch() == ("", [])
@@ -368,6 +371,9 @@ def test_a_drain_asks_for_help_after_a_full_claim_only(webhook_settings, receive
 
 
 def test_a_claim_leaves_deliveries_in_flight_or_not_yet_due_alone(webhook_settings, receiver, alice, queued):
+    # Room for a second batch beside the other worker's (with the default cap of 1 the endpoint
+    # would wait for it: tests/webhooks/test_fairness.py).
+    webhook_settings.CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY = 2
     endpoint = make_endpoint(alice, receiver.url)
     first, in_flight, later = [new_delivery(endpoint, queued) for _ in range(3)]
     Delivery.objects.filter(id=in_flight.id).update(  # another worker's attempt
@@ -474,3 +480,23 @@ def test_the_sweeper_queues_a_drain_only_while_a_delivery_is_due(webhook_setting
     QueuedDrain.objects.update(until=None)
     call_command("sweep_webhook_deliveries", stdout=(out := io.StringIO()))
     assert out.getvalue().strip() == "queued 1"
+
+
+@pytest.mark.parametrize("answer", ["169.254.169.254", "::ffff:169.254.169.254", "fd00:ec2::254"])
+def test_with_the_development_flag_a_name_rebound_to_a_metadata_address_is_blocked_at_connect_time(
+    webhook_settings, receiver, alice, queued, monkeypatch, answer
+):
+    """CONNECT_WEBHOOKS_ALLOW_PRIVATE lets the delivery reach loopback, never the deny list: the
+    address dialled is checked against it whatever the flag says."""
+    answers = {"hooks.test": ["127.0.0.1"]}
+    monkeypatch.setattr("apps.webhooks.outbound.resolve", lambda host, port: answers[host])
+    port = receiver.server.server_address[1]
+    endpoint = make_endpoint(alice, f"http://hooks.test:{port}/hook")
+    first = new_delivery(endpoint, queued)
+    assert engine.drain() == [(first.id, "succeeded")]  # loopback: allowed by the flag
+    engine.sender().close()  # no kept-alive connection: the next attempt dials again
+    answers["hooks.test"] = [answer]
+    second = new_delivery(endpoint, queued)
+    assert attempt_due() == [(second.id, "retrying")]
+    assert Delivery.objects.get(id=second.id).attempts.get().error == "blocked_destination"
+    assert len(receiver.requests) == 1

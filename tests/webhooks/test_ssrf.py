@@ -137,3 +137,76 @@ def test_allow_private_lifts_the_address_and_scheme_rules_only():
     assert ssrf.check_url("http://localhost/", OPEN).host == "localhost"
     with pytest.raises(ssrf.UnsafeDestination):
         ssrf.check_url("ftp://127.0.0.1/", OPEN)
+
+
+# CONNECT_WEBHOOKS_ALLOW_PRIVATE (issue 20, point 8): the development flag lifts https-only and
+# the loopback and private ranges, never the deny list nor the ranges where cloud metadata lives.
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data",
+        "http://2852039166/",  # 169.254.169.254, decimal
+        "http://0xa9fea9fe/",  # hex
+        "http://0xa9.0xfe.0xa9.0xfe/",  # hex parts
+        "http://0251.0376.0251.0376/",  # octal parts
+        "http://169.254.43518/",  # short form
+        "http://[::ffff:169.254.169.254]/",  # IPv4-mapped
+        "http://[::ffff:a9fe:a9fe]/",
+        "http://[64:ff9b::a9fe:a9fe]/",  # NAT64
+        "http://[2002:a9fe:a9fe::1]/",  # 6to4
+        "http://[::169.254.169.254]/",  # IPv4-compatible
+        "http://[fd00:ec2::254]/",  # AWS metadata over IPv6 (inside the private fc00::/7)
+        "http://100.100.100.200/",  # Alibaba (inside CGNAT, which the flag lifts)
+        "http://168.63.129.16/",  # Azure wire server
+        "http://192.0.0.192/",  # Oracle
+        "http://169.254.170.2/",  # ECS task metadata: link-local, not lifted
+        "http://[fe80::1]/",
+        "http://224.0.0.1/",
+        "http://0.0.0.0/",
+        "http://metadata.google.internal/computeMetadata/v1/",
+        "http://METADATA.GOOGLE.INTERNAL./",
+        "http://metadata.goog/",
+        "http://metadata/",
+        "http://instance-data/",
+    ],
+)
+def test_allow_private_never_lifts_the_deny_list_or_link_local(url):
+    with pytest.raises(ssrf.UnsafeDestination):
+        ssrf.check_url(url, OPEN)
+
+
+def test_allow_private_keeps_an_operators_deny_networks():
+    policy = ssrf.Policy(allow_private=True, deny_networks=ssrf.DEFAULT_DENY_NETWORKS + ("10.9.0.0/16",))
+    with pytest.raises(ssrf.UnsafeDestination):
+        ssrf.check_url("http://10.9.1.1/", policy)
+    assert ssrf.check_url("http://10.8.1.1/", policy).literal == ipaddress.ip_address("10.8.1.1")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8080/hook",
+        "http://127.1/",
+        "http://[::1]:9000/",
+        "http://[::ffff:127.0.0.1]/",
+        "http://10.0.0.5/",
+        "http://172.17.0.2/",  # a container network
+        "http://192.168.1.20/",
+        "http://[fd12:3456::1]/",
+        "http://100.64.0.7/",
+        "http://localhost:8000/",
+        "http://api.localhost/",
+        "http://hooks.example.com/",
+        "https://93.184.216.34/",
+    ],
+)
+def test_allow_private_lifts_https_only_loopback_and_private_ranges(url):
+    ssrf.check_url(url, OPEN)
+
+
+def test_allow_private_refuses_a_name_that_resolves_to_a_denied_address():
+    assert ssrf.check_resolved("hooks.test", ["127.0.0.1", "10.0.0.5"], OPEN)
+    for answers in (["169.254.169.254"], ["127.0.0.1", "169.254.169.254"], ["::ffff:169.254.169.254"],
+                    ["fd00:ec2::254"], ["fe80::1%eth0"]):
+        with pytest.raises(ssrf.UnsafeDestination):
+            ssrf.check_resolved("hooks.test", answers, OPEN)

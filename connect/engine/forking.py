@@ -1,4 +1,8 @@
-"""Forked children and the database (registered by CoreConfig.ready for every process)."""
+"""Forked children and the database (registered by CoreConfig.ready for every process).
+
+Relies on: Django's PostgreSQL backend keeping its psycopg pools in the class attribute
+`DatabaseWrapper._connection_pools` (private, pinned in tests/test_engine_pins.py); the public
+`connections.all(initialized_only=True)` and `wrapper.connection`; `os.register_at_fork`."""
 
 from __future__ import annotations
 

@@ -15,6 +15,10 @@ the next task at once. When tasks have been waiting for STALL_SECONDS while the 
 taken, and a worker died since the lock was last seen free, the holder is that dead worker, and
 the sentinel releases the lock for it. A task the dead worker had not taken yet is not lost; one
 it was running is what the row leases already recover (apps/webhooks/delivery.py).
+
+Relies on (pinned in tests/test_engine_pins.py, and checked at run time with a fallback of no
+watch): `django_q.cluster.Sentinel` with its `start`, `reincarnate`, `pool`, `task_queue` and
+`stop_event`; CPython's `multiprocessing.Queue._rlock` (private), the reader lock.
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@
 do; run on every new connection (it was in the settings' `init_command`), it waits for the
 file's lock whenever another process is writing. Processes that connect per task (django-q2's
 pusher, monitor and workers) spent about a fifth of their samples there (bench/README.md,
-webhooks)."""
+webhooks).
+
+Relies on: the `connection_created` signal and the raw `sqlite3.Connection` behind
+`connection.connection` (public Django API)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Per-request time limit (`CONNECT_REQUEST_TIMEOUT_SECONDS`, default 10): a request's database
-work is cut off there and the client gets `503 {"error": "timeout"}`.
+work is cut off there and the client gets `503 {"error": "timeout"}` (`RequestTimeout`, defined
+in apps/core/errors.py).
 
 - PostgreSQL: `statement_timeout` on the server processes' connections (set in the connection
   options by `apply_statement_timeout`, which the ASGI entry point calls, so migrations, seeds
@@ -10,6 +11,10 @@ work is cut off there and the client gets `503 {"error": "timeout"}`.
 
 What is bounded is the time spent in the database, where slow requests spend it (search, large
 transcripts). Pure Python work in a view cannot be interrupted from outside its thread.
+
+Relies on: the `connection_created` signal and the raw `sqlite3.Connection` behind
+`connection.connection` (its `set_progress_handler`); PostgreSQL's `options` connection
+parameter (libpq `-c statement_timeout=…`), read by psycopg's pool when it opens connections.
 """
 
 from __future__ import annotations
@@ -19,11 +24,11 @@ import time
 
 from django.conf import settings
 from django.db.backends.signals import connection_created
-from django.db.utils import OperationalError
 
-from apps.core.errors import RequestTimeout, error_response
+from apps.core.errors import RequestTimeout, Unavailable, as_api_error, error_response
 
-_request = threading.local()  # .deadline: time.monotonic() value, or None outside requests
+_request = threading.local()  # .deadline: a _clock() value, or None outside requests
+_clock = time.monotonic  # module-level so that a test can stand the clock still
 
 # How many SQLite virtual-machine instructions run between two deadline checks: about a
 # millisecond of work, so the check costs nothing measurable and overshoots by little.
@@ -32,7 +37,7 @@ SQLITE_PROGRESS_STEPS = 10_000
 
 def _past_deadline() -> int:
     deadline = getattr(_request, "deadline", None)
-    return 1 if deadline is not None and time.monotonic() > deadline else 0
+    return 1 if deadline is not None and _clock() > deadline else 0
 
 
 def install_sqlite_deadline(sender, connection, **kwargs) -> None:  # noqa: ARG001 - signal
@@ -47,7 +52,7 @@ def apply_statement_timeout() -> None:
     """PostgreSQL `statement_timeout` for this process's connections; call before the first
     connection is made (the connection pool reads the options when it opens)."""
     database = settings.DATABASES["default"]
-    if database["ENGINE"] != "django.db.backends.postgresql":
+    if not database["ENGINE"].endswith("postgresql"):
         return
     milliseconds = int(settings.CONNECT_REQUEST_TIMEOUT_SECONDS * 1000)
     options = database.setdefault("OPTIONS", {})
@@ -55,31 +60,23 @@ def apply_statement_timeout() -> None:
     options["options"] = f"{existing} -c statement_timeout={milliseconds}".strip()
 
 
-def is_timeout(exc: BaseException) -> bool:
-    """A statement the deadline cut off: SQLite's `interrupted`, PostgreSQL's query_canceled."""
-    if not isinstance(exc, OperationalError):
-        return False
-    cause = exc.__cause__
-    if getattr(cause, "sqlstate", None) == "57014":  # query_canceled (statement_timeout)
-        return True
-    return "interrupted" in str(exc)
-
-
 class RequestDeadlineMiddleware:
     """Sets the request's deadline for the SQLite progress handler and turns a timed-out
-    statement outside DRF (DRF's views go through apps.core.errors) into the 503."""
+    statement or an unavailable database outside DRF (DRF's views go through
+    apps.core.errors) into its 503."""
 
     def __init__(self, get_response) -> None:
         self.get_response = get_response
 
     def __call__(self, request):
-        _request.deadline = time.monotonic() + settings.CONNECT_REQUEST_TIMEOUT_SECONDS
+        _request.deadline = _clock() + settings.CONNECT_REQUEST_TIMEOUT_SECONDS
         try:
             return self.get_response(request)
         finally:
             _request.deadline = None
 
     def process_exception(self, request, exception):  # noqa: ARG002
-        if is_timeout(exception):
-            return error_response(RequestTimeout())
+        error = as_api_error(exception)
+        if isinstance(error, (RequestTimeout, Unavailable)):
+            return error_response(error)
         return None

@@ -1,0 +1,330 @@
+"""Wire shapes, each declared once: field names, types, nullability and enum values.
+
+A `Shape` is the single source for everything that says how an object looks on the wire:
+
+- its representation function (`shape.encode`), which REST, MCP, the event stream and
+  webhooks all call. It is generated Python: one dict literal in declaration order, with the
+  attribute reads and conversions the declaration names, so it costs what a hand-written
+  function costs; a loop over the fields at run time would cost more on the transcript path,
+  which formats every segment of a transcript (bench/wire_encode.py);
+- its JSON Schema, in two spellings: `json_schema()` for /openapi.json (OpenAPI 3.1, nested
+  shapes by `$ref` to their component, nullability as `type: [t, "null"]`, as drf-spectacular
+  writes it), and `json_schema(portable=True)` for MCP `outputSchema`s (self-contained, no
+  `$ref`, nullability as `anyOf` with a `{"type": "null"}` branch, free-form JSON spelled out as
+  the union of JSON's types) because clients that map tool schemas onto a single-`type`
+  dialect reject or drop type lists (the MCP Inspector's `--strict` check flags them);
+- its /openapi.json component: every shape made with `component=True` is added to
+  `components.schemas` under its name (apps/core/openapi.py).
+
+Enum values come from the models' `TextChoices`, so a new status cannot reach the wire
+undocumented. The key order of the generated dict is the declaration order: the bytes on the
+wire are part of the contract (webhook bodies are signed).
+"""
+
+from __future__ import annotations
+
+import keyword
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from django.db.models import TextChoices
+
+from apps.core.timestamps import iso_ms
+
+STRING, INTEGER, NUMBER, BOOLEAN, TIMESTAMP, JSON = "string", "integer", "number", "boolean", "timestamp", "json"
+SCALARS = {STRING: "string", INTEGER: "integer", NUMBER: "number", BOOLEAN: "boolean", TIMESTAMP: "string"}
+TIMESTAMP_DESCRIPTION = "ISO 8601, UTC, milliseconds, `Z`"
+# Any JSON value, spelled with a validation keyword so that a portable schema constrains
+# something (a schema with no keyword at all reads as `true` to portability checks).
+ANY_JSON_TYPES = ("object", "array", "string", "number", "boolean", "null")
+
+# Every shape declared with component=True, by component name, in declaration order.
+COMPONENTS: dict[str, Shape] = {}
+
+
+@dataclass(frozen=True)
+class Field:
+    """One property. `kind` is a scalar name above or a nested Shape.
+
+    `source` is the dotted path the value is read from: a path whose first part names one of
+    the shape's parameters starts there (`"transcript.id"`); otherwise the shape has one
+    parameter and the path starts from it (`"started_at"` reads `obj.started_at`). Without
+    `source`, the wire name in snake_case. `getter` computes the value from the shape's
+    parameters instead, for the odd field whose rule is not a read.
+    """
+
+    name: str
+    kind: str | Shape
+    source: str | None = None
+    nullable: bool = False
+    choices: type[TextChoices] | Sequence[str] | None = None
+    const: str | None = None
+    many: bool = False
+    required: bool = True
+    description: str = ""
+    # The model stores "no value" as "" (a CharField with blank=True): the wire says null.
+    empty_is_null: bool = False
+    # The value is already in wire form (stored JSON, a timestamp the caller formatted): it is
+    # written as is, and the declaration only documents it.
+    stored: bool = False
+    getter: Callable[..., Any] | None = None
+
+    @property
+    def path(self) -> str:
+        """Where the value is read from (see `source`)."""
+        return self.source if self.source is not None else snake_case(self.name)
+
+    @property
+    def enum(self) -> list[str] | None:
+        if self.choices is None:
+            return None
+        if isinstance(self.choices, type) and issubclass(self.choices, TextChoices):
+            return [str(value) for value in self.choices.values]
+        return [str(value) for value in self.choices]
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Another shape's fields inlined at this point (the search hit carries the session
+    summary's fields at its top level as well as under `session`)."""
+
+    shape: Shape
+    source: str
+
+
+def snake_case(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+@dataclass(eq=False)
+class Shape:
+    """A wire object: its entries in wire order, and the parameters its representation function
+    takes (one object, `obj`, unless a shape is built from several, like a search hit from its
+    transcript, session and snippet). `name` is its /openapi.json component name."""
+
+    name: str
+    entries: tuple[Field | Spread, ...]
+    params: tuple[str, ...] = ("obj",)
+    description: str = ""
+    # No property beyond the declared ones (the event envelope and its data: contract §6.1).
+    closed: bool = False
+    component: bool = False
+    _encode: Callable[..., dict[str, Any]] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        for param in self.params:
+            if not param.isidentifier() or keyword.iskeyword(param) or param.startswith("_"):
+                raise ValueError(f"{self.name}: parameter {param!r} is not a plain identifier")
+        names = [f.name for f in self.fields]
+        if len(names) != len(set(names)):
+            raise ValueError(f"{self.name}: a wire name is declared twice: {names}")
+        if self.component:
+            if self.name in COMPONENTS:
+                raise ValueError(f"component {self.name} is declared twice")
+            COMPONENTS[self.name] = self
+
+    # --- Declaring ---------------------------------------------------------------------------
+
+    @cached_property
+    def fields(self) -> tuple[Field, ...]:
+        """The properties on the wire, in order, a Spread's fields in its place."""
+        out: list[Field] = []
+        for entry in self.entries:
+            out.extend(entry.shape.fields if isinstance(entry, Spread) else [entry])
+        return tuple(out)
+
+    @cached_property
+    def _arrangement(self) -> tuple[tuple[str, Shape | None, bool], ...]:
+        return tuple((f.name, f.kind if isinstance(f.kind, Shape) else None, f.many) for f in self.fields)
+
+    def extend(self, name: str, *entries: Field | Spread, **options: Any) -> Shape:
+        """This shape's fields, then more: a new shape with the same parameters."""
+        options.setdefault("params", self.params)
+        options.setdefault("closed", self.closed)
+        return Shape(name, (*self.entries, *entries), **options)
+
+    def specialise(self, name: str, *, description: str = "", component: bool = True, **fields: Field) -> Shape:
+        """The same shape with some fields re-declared (for documentation: an envelope whose
+        `type` is one constant and whose `data` has that type's shape)."""
+        unknown = set(fields) - {f.name for f in self.fields if f in self.entries}
+        if unknown:
+            raise ValueError(f"{self.name} has no own field {sorted(unknown)}")
+        entries = tuple(fields.get(e.name, e) if isinstance(e, Field) else e for e in self.entries)
+        return Shape(name, entries, params=self.params, description=description or self.description,
+                     closed=self.closed, component=component)
+
+    def source_attributes(self) -> tuple[str, ...]:
+        """The attributes the representation reads from its one parameter (for a query that
+        fetches only those columns)."""
+        if len(self.params) != 1:
+            raise ValueError(f"{self.name} has several parameters")
+        return tuple(dict.fromkeys(f.path for f in self.fields if f.getter is None))
+
+    # --- The representation function -------------------------------------------------------
+
+    @property
+    def encode(self) -> Callable[..., dict[str, Any]]:
+        if self._encode is None:
+            self._encode = self._compile()
+        return self._encode
+
+    def _compile(self) -> Callable[..., dict[str, Any]]:
+        namespace: dict[str, Any] = {"_iso_ms": iso_ms}
+        body = self._literal({p: p for p in self.params}, namespace, depth=0)
+        function_name = f"encode_{snake_case(self.name).strip('_')}"
+        source = f"def {function_name}({', '.join(self.params)}):\n    return {body}\n"
+        exec(compile(source, f"<shape {self.name}>", "exec"), namespace)  # noqa: S102 - our own declarations
+        function = namespace[function_name]
+        function.__doc__ = f"{self.name} on the wire (generated from its declaration).\n\n{source}"
+        return function
+
+    def _literal(self, scope: dict[str, str], namespace: dict[str, Any], depth: int) -> str:
+        return "{" + ", ".join(self._items(scope, namespace, depth)) + "}"
+
+    def _items(self, scope: dict[str, str], namespace: dict[str, Any], depth: int) -> list[str]:
+        items: list[str] = []
+        for entry in self.entries:
+            if isinstance(entry, Spread):
+                child = entry.shape
+                child_scope = {child.params[0]: self._path(entry.source, scope)}
+                items.extend(child._items(child_scope, namespace, depth))
+            else:
+                items.append(f"{entry.name!r}: {self._value(entry, scope, namespace, depth)}")
+        return items
+
+    def _path(self, path: str, scope: dict[str, str]) -> str:
+        if not all(part.isidentifier() and not keyword.iskeyword(part) for part in path.split(".")):
+            raise ValueError(f"{self.name}: source {path!r} is not a dotted attribute path")
+        root, _, rest = path.partition(".")
+        if root in self.params:
+            return scope[root] + (f".{rest}" if rest else "")
+        if len(self.params) != 1:
+            raise ValueError(f"{self.name}: source {path!r} does not start with one of {self.params}")
+        return f"{scope[self.params[0]]}.{path}"
+
+    def _value(self, f: Field, scope: dict[str, str], namespace: dict[str, Any], depth: int) -> str:
+        if f.getter is not None:
+            name = f"_get_{len(namespace)}"
+            namespace[name] = f.getter
+            return f"{name}({', '.join(scope[p] for p in self.params)})"
+        expression = self._path(f.path, scope)
+        if f.stored:
+            return expression
+        if isinstance(f.kind, Shape):
+            child = f.kind
+            if len(child.params) != 1:
+                raise ValueError(f"{self.name}.{f.name}: a nested shape takes one parameter")
+            if f.many:
+                item = f"_item{depth}"
+                inner = child._literal({child.params[0]: item}, namespace, depth + 1)
+                value = f"[{inner} for {item} in {expression}]"
+            else:
+                # A nested object is built by the nested shape's own generated function.
+                name = f"_encode_{child.name}"
+                namespace[name] = child.encode
+                value = f"{name}({expression})"
+            return f"({value} if {expression} is not None else None)" if f.nullable else value
+        if f.kind == TIMESTAMP:
+            return f"_iso_ms({expression})"
+        if f.empty_is_null:
+            return f"({expression} or None)"
+        return expression
+
+    def arrange(self, value: Any) -> Any:
+        """Stored wire data (a JSON object written by `encode` earlier) in declaration order.
+
+        PostgreSQL's jsonb keeps an object's keys in its own order (shorter keys first), so data
+        read back from a JSONField would otherwise go out ordered differently from the same data
+        sent before it was stored. Keys the declaration does not know are kept, after the rest."""
+        if not isinstance(value, dict):
+            return value
+        arranged: dict[str, Any] = {}
+        for name, child, many in self._arrangement:
+            if name not in value:
+                continue
+            item = value[name]
+            if child is not None:
+                if not many:
+                    item = child.arrange(item)
+                elif isinstance(item, list):
+                    item = [child.arrange(i) for i in item]
+            arranged[name] = item
+        if len(arranged) != len(value):
+            arranged.update((k, v) for k, v in value.items() if k not in arranged)
+        return arranged
+
+    # --- JSON Schema -------------------------------------------------------------------------
+
+    def ref(self) -> dict[str, str]:
+        if not self.component:
+            raise ValueError(f"{self.name} is not a component")
+        return {"$ref": f"#/components/schemas/{self.name}"}
+
+    def json_schema(self, *, portable: bool = False) -> dict[str, Any]:
+        """The object's schema. `portable`: self-contained, single `type` per schema (MCP)."""
+        properties = {f.name: _property(f, portable) for f in self.fields}
+        schema: dict[str, Any] = {"type": "object"}
+        if self.description:
+            schema["description"] = self.description
+        schema["properties"] = properties
+        schema["required"] = [f.name for f in self.fields if f.required]
+        if self.closed:
+            schema["additionalProperties"] = False
+        return schema
+
+
+def _property(f: Field, portable: bool) -> dict[str, Any]:
+    if isinstance(f.kind, Shape):
+        value = f.kind.ref() if f.kind.component and not portable else f.kind.json_schema(portable=portable)
+    elif f.kind == JSON:
+        value = {"anyOf": [{"type": t} for t in ANY_JSON_TYPES]} if portable else {}
+    else:
+        value = {"type": SCALARS[f.kind]}
+        if f.kind == TIMESTAMP:
+            value["format"] = "date-time"
+        if f.const is not None:
+            value["const"] = f.const
+        elif f.enum is not None:
+            value["enum"] = f.enum
+    if f.many:
+        value = {"type": "array", "items": value}
+    if f.nullable:
+        value = _nullable(value, portable)
+    description = f.description or (TIMESTAMP_DESCRIPTION if f.kind == TIMESTAMP else "")
+    if description:
+        value = {**value, "description": description}
+    return value
+
+
+def _nullable(value: dict[str, Any], portable: bool) -> dict[str, Any]:
+    if portable or "type" not in value or isinstance(value["type"], list):
+        return {"anyOf": [value, {"type": "null"}]}
+    nullable = {**value, "type": [value["type"], "null"]}
+    if "enum" in nullable:
+        nullable["enum"] = [*nullable["enum"], None]
+    return nullable
+
+
+def components() -> dict[str, dict[str, Any]]:
+    """Every component shape's OpenAPI schema, by name."""
+    return {name: shape.json_schema() for name, shape in COMPONENTS.items()}
+
+
+def page_of(item: Shape, name: str, *, cursor_description: str = "", component: bool = True) -> Shape:
+    """`{items: [item], nextCursor}`, the paginated lists' wrapper."""
+    return Shape(
+        name,
+        (
+            Field("items", item, many=True),
+            Field("nextCursor", STRING, source="next_cursor", nullable=True, description=cursor_description),
+        ),
+        params=("items", "next_cursor"),
+        component=component,
+    )
+
+
+def envelope(name: str, key: str, item: Shape, *, many: bool = False, component: bool = True) -> Shape:
+    """`{key: item}` (or a list of items), a single object's wrapper."""
+    return Shape(name, (Field(key, item, many=many),), params=(key,), component=component)

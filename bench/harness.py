@@ -1,0 +1,403 @@
+"""The benchmark harness every script in bench/ shares: paths, logging, databases (the
+benchmark settings, migrations, PostgreSQL databases, the search index's upkeep after a seed),
+servers started on free ports and stopped with their process group (Connect as `serve`, at this
+commit or another checkout; Datasette as the reference), wrk with its Lua script and exact
+percentiles, sanity checks of a response, and waiting for the machine to be idle between runs.
+
+bench/rest.py is the REST benchmark built on it; bench/search.py, bench/mcp.py and bench/sse.py
+use it too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+DATA = BENCH / "data"
+RESULTS = BENCH / "results"
+PYTHON = sys.executable
+PG_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
+
+# A wrk script: rotates through PATHS (one start offset per thread), sends HEADERS, and prints
+# one JSON line from done() with exact latency percentiles and the error counts.
+LUA = r"""
+local paths = {%(paths)s}
+local headers = {%(headers)s}
+local counter = 0
+local threads = {}
+function setup(thread)
+  thread:set("offset", #threads * 7919)
+  table.insert(threads, thread)
+end
+function init(args)
+  counter = offset or 0
+  for k, v in pairs(headers) do wrk.headers[k] = v end
+end
+function request()
+  counter = counter + 1
+  return wrk.format("GET", paths[(counter %% #paths) + 1])
+end
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'BENCHJSON {"requests":%%d,"duration_us":%%d,"bytes":%%d,' ..
+    '"errors":{"connect":%%d,"read":%%d,"write":%%d,"status":%%d,"timeout":%%d},' ..
+    '"latency_us":{"mean":%%.1f,"stdev":%%.1f,"max":%%d,"p50":%%d,"p75":%%d,"p90":%%d,"p99":%%d,"p999":%%d}}\n',
+    summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status, e.timeout,
+    latency.mean, latency.stdev, latency.max, latency:percentile(50), latency:percentile(75),
+    latency:percentile(90), latency:percentile(99), latency:percentile(99.9)))
+end
+"""
+
+
+def log(message: str) -> None:
+    print(f"[{dt.datetime.now():%H:%M:%S}] {message}", flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def lua_string(value: str) -> str:
+    return json.dumps(value)  # a JSON string literal is a valid Lua string literal for ASCII
+
+
+# --- Databases --------------------------------------------------------------------------------
+
+
+@dataclass
+class Database:
+    kind: str  # sqlite | postgres
+    url: str
+    sqlite_path: Path | None = None
+    probe: dict = field(default_factory=dict)
+    label: str = ""  # sqlite | postgres | postgres-pool (same database, pooled connections)
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            DATABASE_URL=self.url,
+            DJANGO_SETTINGS_MODULE="bench.settings",
+            CONNECT_DEVELOPMENT="1",
+            PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+            LOG_LEVEL="WARNING",
+        )
+        env.update(self.extra_env)
+        return env
+
+
+def ensure_postgres_database(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
+            log(f"creating PostgreSQL database {name}")
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def manage(db: Database, *args: str, capture: bool = False) -> str:
+    result = subprocess.run(
+        [PYTHON, "manage.py", *args],
+        cwd=ROOT,
+        env=db.env(),
+        check=True,
+        text=True,
+        stdout=subprocess.PIPE if capture else None,
+    )
+    return result.stdout or ""
+
+
+def probe(db: Database, *extra: str) -> dict:
+    out = subprocess.run(
+        [PYTHON, "-m", "bench.probe", "--workspace", "bench", *extra],
+        cwd=ROOT,
+        env=db.env(),
+        check=True,
+        text=True,
+        stdout=subprocess.PIPE,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def after_seed(db: Database) -> None:
+    """The search index's hourly upkeep, as the task cluster runs it in service (a database
+    seeded before it existed is otherwise measured as if it never ran). PostgreSQL: VACUUM
+    (visibility map, for index-only scans) as autovacuum would do in service. SQLite: fold the
+    WAL into the file; no ANALYZE, as nothing in the app runs it."""
+    manage(db, "shell", "-c", "from apps.recordings.services import compact_search_index; compact_search_index()")
+    if db.kind == "postgres":
+        import psycopg
+
+        with psycopg.connect(db.url, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE")
+    else:
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(db.sqlite_path)) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+# --- Servers ----------------------------------------------------------------------------------
+
+
+class Server:
+    log_dir = RESULTS
+
+    def __init__(
+        self, name: str, command: list[str], env: dict[str, str], port: int, ready_path: str, cwd: Path = ROOT
+    ) -> None:
+        self.name, self.command, self.env, self.port, self.ready_path = name, command, env, port, ready_path
+        self.cwd = cwd
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_dir / f"server-{self.name}.log"
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Server:
+        log(f"starting {self.name} on port {self.port}")
+        self.log_file = open(self.log_path, "w")
+        # Its own process group, so stopping it stops its children (daphne / uvicorn workers).
+        self.proc = subprocess.Popen(
+            self.command, cwd=self.cwd, env=self.env, stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited ({self.proc.returncode}); see {self.log_path}")
+            try:
+                with urllib.request.urlopen(self.base + self.ready_path, timeout=5) as response:
+                    if response.status == 200:
+                        return self
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            time.sleep(0.3)
+        self.__exit__(None, None, None)
+        raise RuntimeError(f"{self.name} did not become ready; see {self.log_path}")
+
+    def __exit__(self, *exc) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)  # any straggling child of this group only
+        self.log_file.close()
+
+    def child_pids(self) -> list[int]:
+        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], text=True, stdout=subprocess.PIPE).stdout
+        return [int(p) for p in out.split()]
+
+
+def connect_server(db: Database, workers: int, *, stock_handler: bool = False, root: Path | None = None) -> Server:
+    """Production: `serve --workers N`. With `stock_handler`, the same with Django's own
+    ASGIHandler (a thread and a connection per request) instead of LaneASGIHandler. With
+    `root`, the Connect checked out there (another commit, for side-by-side runs)."""
+    command = [PYTHON, "manage.py", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", str(workers)]
+    port = free_port()
+    command = [c.replace("{port}", str(port)) for c in command]
+    env = {**db.env(), **({"BENCH_STOCK_HANDLER": "1"} if stock_handler else {})}
+    name = f"connect-{'stock-' if stock_handler else ''}{'baseline-' if root else ''}{db.label}"
+    if root:
+        env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+    return Server(name, command, env, port, "/.well-known/oauth-protected-resource", cwd=root or ROOT)
+
+
+def datasette_server(db: Database, workers: int) -> Server:
+    port = free_port()
+    metadata = Server.log_dir / "datasette-metadata.json"
+    metadata.write_text(json.dumps(datasette_metadata(db), indent=2))
+    env = db.env() | {"BENCH_DATASETTE_DB": str(db.sqlite_path), "BENCH_DATASETTE_METADATA": str(metadata)}
+    if workers == 1:  # Datasette as shipped: one process
+        command = [
+            PYTHON, "-m", "datasette", "serve", "-i", str(db.sqlite_path), "--host", "127.0.0.1", "--port", str(port),
+            "--metadata", str(metadata),
+            "--setting", "suggest_facets", "off", "--setting", "default_page_size", "100",
+            "--setting", "sql_time_limit_ms", "30000",
+        ]  # fmt: skip
+    else:  # the same app under uvicorn with N worker processes, for a like-for-like process count
+        command = [
+            PYTHON, "-m", "uvicorn", "bench.datasette_app:app", "--host", "127.0.0.1", "--port", str(port),
+            "--workers", str(workers), "--no-access-log", "--log-level", "warning",
+        ]  # fmt: skip
+    return Server(f"datasette-{workers}p", command, env, port, "/-/versions.json")
+
+
+# --- Load -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Endpoint:
+    name: str
+    server: str  # connect | datasette-1p | datasette-2p
+    paths: list[str]
+    headers: dict[str, str] = field(default_factory=dict)
+    check: str = ""  # what a sane response holds (see sanity_check)
+
+
+def get_json(url: str, headers: dict[str, str]) -> tuple[int, object]:
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        body = error.read()
+        try:
+            return error.code, json.loads(body)
+        except ValueError:
+            return error.code, body[:300].decode(errors="replace")
+
+
+def sanity_check(base: str, endpoint: Endpoint) -> str | None:
+    """None when the first path answers 200 with the expected content, else a description."""
+    status, body = get_json(base + endpoint.paths[0], endpoint.headers)
+    if status != 200:
+        return f"HTTP {status}: {str(body)[:200]}"
+    kind, _, expected = endpoint.check.partition("=")
+    if kind == "items" and len(body.get("items", [])) != int(expected):
+        return f"expected {expected} items, got {len(body.get('items', []))}"
+    if kind == "transcript" and len(body.get("transcript", [])) != int(expected):
+        return f"expected {expected} segments, got {len(body.get('transcript', []))}"
+    if kind == "rows" and len(body.get("rows", [])) != int(expected):
+        return f"expected {expected} rows, got {len(body.get('rows', []))}"
+    if kind == "nonempty" and not (body.get("items") or body.get("rows")):
+        return "no hits"
+    return None
+
+
+def wrk(url_base: str, endpoint: Endpoint, duration: float, connections: int, threads: int) -> dict:
+    script = LUA % {
+        "paths": ", ".join(lua_string(p) for p in endpoint.paths),
+        "headers": ", ".join(f"[{lua_string(k)}] = {lua_string(v)}" for k, v in endpoint.headers.items()),
+    }
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(script)
+    try:
+        command = [
+            "wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(duration))}s", "--timeout", "10s", "--latency",
+            "-s", f.name, url_base + endpoint.paths[0],
+        ]  # fmt: skip
+        out = subprocess.run(command, text=True, stdout=subprocess.PIPE, timeout=duration + 60).stdout
+    finally:
+        os.unlink(f.name)
+    line = next((ln for ln in out.splitlines() if ln.startswith("BENCHJSON ")), None)
+    if line is None:
+        raise RuntimeError(f"wrk printed no summary:\n{out}")
+    raw = json.loads(line.removeprefix("BENCHJSON "))
+    seconds = raw["duration_us"] / 1e6
+    errors = raw["errors"]
+    return {
+        "rps": raw["requests"] / seconds if seconds else 0.0,
+        "requests": raw["requests"],
+        "p50_ms": raw["latency_us"]["p50"] / 1000,
+        "p90_ms": raw["latency_us"]["p90"] / 1000,
+        "p99_ms": raw["latency_us"]["p99"] / 1000,
+        "mean_ms": raw["latency_us"]["mean"] / 1000,
+        "max_ms": raw["latency_us"]["max"] / 1000,
+        "mb_per_s": raw["bytes"] / seconds / 1e6 if seconds else 0.0,
+        "non_2xx": errors["status"],
+        "socket_errors": errors["connect"] + errors["read"] + errors["write"] + errors["timeout"],
+        "wrk_output": out,
+    }
+
+
+# The FTS5 table of migration 0002 is contentless and its rowid is `transcript key << 24 |
+# sequence`, the key being the INTEGER PRIMARY KEY of recordings_segment_search: Datasette
+# cannot tie it to recordings_segment for `?_search=`, so Datasette serves the search as a
+# canned query over the same index (its JSON API for SQL): the 20 best segments by bm25 in the
+# workspace (ranked first, joined to their text after the LIMIT). Comparable work to Connect's
+# search, which also ranks every match (best segment per transcript) before it limits.
+DATASETTE_SEARCH_SQL = """
+WITH best AS (
+  SELECT f.rowid AS r, f.rank AS rank
+  FROM recordings_segment_fts AS f
+  JOIN recordings_segment_search AS k ON k.id = (f.rowid >> 24)
+  WHERE recordings_segment_fts MATCH :q AND k.workspace_id = :ws
+  ORDER BY f.rank
+  LIMIT 20
+)
+SELECT s.id, s.transcript_id, s.sequence, s.text, best.rank
+FROM best
+JOIN recordings_segment_search AS k ON k.id = (best.r >> 24)
+JOIN recordings_segment AS s ON s.transcript_id = k.transcript_id AND s.sequence = (best.r & 16777215)
+ORDER BY best.rank
+"""
+
+
+def datasette_metadata(db: Database) -> dict:
+    queries = {}
+    if any(t["name"] == "recordings_segment_fts" for t in db.probe.get("fts_tables", [])):
+        queries["search_segments"] = {"sql": DATASETTE_SEARCH_SQL}
+    return {"databases": {db.sqlite_path.stem: {"queries": queries}}}
+
+
+def datasette_search_paths(db: Database, queries: list[str]) -> list[str]:
+    if not datasette_metadata(db)["databases"][db.sqlite_path.stem]["queries"]:
+        return []
+    ws = db.probe["workspace"]["id"]
+    # The MATCH expression Connect builds: every word quoted, all required.
+    return [
+        f"/{db.sqlite_path.stem}/search_segments.json?"
+        + urllib.parse.urlencode({"q": " ".join(f'"{w}"' for w in q.split()), "ws": ws})
+        for q in queries
+    ]
+
+
+def cpu_idle_fraction(window_s: float = 0.5) -> float:
+    def sample() -> tuple[int, int]:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return fields[3] + fields[4], sum(fields)  # idle + iowait, total
+
+    idle0, total0 = sample()
+    time.sleep(window_s)
+    idle1, total1 = sample()
+    return (idle1 - idle0) / max(1, total1 - total0)
+
+
+def drain(servers: dict, limit_s: float = 120.0, idle: float = 0.85) -> float:
+    """Wait until the machine is idle again: a run of slow requests (search) leaves work
+    behind after wrk stops (queued requests, and database queries that go on after the client
+    hung up), which would otherwise be charged to whatever endpoint is measured next. A probe
+    request cannot tell: it may find a free thread while the database is still busy."""
+    del servers  # every server shares the machine; idleness is what matters
+    started = time.monotonic()
+    while time.monotonic() - started < limit_s and cpu_idle_fraction() < idle:
+        pass
+    return time.monotonic() - started
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    system = f"{platform.system()} {platform.release()}"
+    return f"{os.cpu_count()} cores ({cpu}), {system}, Python {platform.python_version()}"

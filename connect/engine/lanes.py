@@ -1,0 +1,197 @@
+"""Lanes: the few long-lived threads per server process that run all of a request's sync code,
+for Django's ASGI handler and for /mcp alike.
+
+Django's own ASGIHandler enters a `ThreadSensitiveContext` per request, so each request's
+sync code (middleware, DRF views, the ORM) runs in a thread started for that request, with a
+database connection opened for it; that thread and connection cost more than a small view.
+Running all sync code on one shared thread per process removes the cost but serialises
+requests: one slow search stalls every fast request queued behind it.
+
+Lanes sit between the two, like a WSGI server's thread pool: each request runs all of its
+sync code on one lane (Django requires one thread per request), a free one, so up to
+`CONNECT_SYNC_THREADS` requests per process proceed at once and no thread is started per
+request. A request that finds no lane free within `CONNECT_QUEUE_TIMEOUT_SECONDS` is shed with
+`503 unavailable` and `Retry-After`: a saturated process answers at once instead of letting a
+queue grow past what clients wait for.
+
+The middleware chain is loaded in sync mode and entered once on the lane, as under WSGI:
+Django's async mode would run each async-capable middleware's hooks as two more hops between
+the event loop and the lane. No view of ours is async; one that were would run through
+async_to_sync, as under WSGI.
+
+Relies on: asgiref's `ThreadSensitiveContext(executor=…)` (asgiref ≥ 3.8) naming the thread
+that `sync_to_async(thread_sensitive=True)` runs on; Django's `ASGIHandler.handle`,
+`get_response_async` and `load_middleware(is_async=…)`, overridden here (public methods of
+the handler class, pinned in tests/test_engine_pins.py); `BaseHandler.get_response` being
+callable twice for one request (the read-only retry).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from channels.db import database_sync_to_async
+from django.core.handlers.asgi import ASGIHandler
+
+from apps.core.errors import Unavailable
+from connect.engine.faults import READ_ONLY_METHODS, discard_lost_connections
+
+logger = logging.getLogger("connect.lanes")
+
+
+class Overloaded(Exception):
+    """No lane came free within the queue bound: the request is shed, not queued."""
+
+
+class Lanes:
+    """A few long-lived single-thread executors, each running one request's sync code at a
+    time. One instance per process (`process_lanes`), shared by Django and /mcp, so the process
+    runs at most `CONNECT_SYNC_THREADS` requests' sync code at once.
+
+    A request takes a free lane, or waits for one in arrival order for at most `queue_timeout`
+    seconds; past that it raises `Overloaded` and is answered 503 at once, instead of queueing
+    behind work it would wait for longer than a client does. Health probes have a lane of their
+    own (`enter_probe`), never shed and never behind a request: a saturated process is alive
+    and may be ready, and a load balancer must be told so."""
+
+    def __init__(self, count: int, *, queue_timeout: float, name: str = "lane") -> None:
+        self._executors = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-{i}") for i in range(count)]
+        self._probe_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-probe")
+        self.queue_timeout = queue_timeout
+        # Touched only on the event loop thread, so no lock: lanes running nothing, and the
+        # requests waiting for one (first come, first served).
+        self._free = list(range(count))
+        self._waiting: deque[asyncio.Future[int]] = deque()
+
+    async def _acquire(self) -> int:
+        if self._free and not self._waiting:
+            return self._free.pop()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[int] = loop.create_future()
+        self._waiting.append(waiter)
+
+        def shed() -> None:
+            if not waiter.done():
+                waiter.set_exception(Overloaded())
+
+        timer = loop.call_later(self.queue_timeout, shed)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            # The client left while waiting; a lane handed over in that instant goes back.
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._release(waiter.result())
+            raise
+        finally:
+            timer.cancel()
+            if waiter in self._waiting:
+                self._waiting.remove(waiter)
+
+    def _release(self, lane: int) -> None:
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(lane)
+                return
+        self._free.append(lane)
+
+    async def enter(self, handle: Callable[..., Any], *args: Any) -> Any:
+        """Await `handle(*args)` (a coroutine function) with its sync code on one lane; raises
+        `Overloaded` before calling it when no lane came free within the queue bound."""
+        lane = await self._acquire()
+        try:
+            async with ThreadSensitiveContext(executor=self._executors[lane]):
+                return await handle(*args)
+        finally:
+            self._release(lane)
+
+    async def enter_probe(self, handle: Callable[..., Any], *args: Any) -> Any:
+        """`enter` for health probes: on the probe lane, never shed."""
+        async with ThreadSensitiveContext(executor=self._probe_executor):
+            return await handle(*args)
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` on a lane, with Django's connection upkeep around it (as a consumer's
+        database_sync_to_async): one hop for a whole sync call. Raises `Overloaded` as `enter`."""
+        return await self.enter(database_sync_to_async(fn), *args)
+
+
+_process_lanes: Lanes | None = None
+
+
+def process_lanes() -> Lanes:
+    """This process's lanes (created on first use, from CONNECT_SYNC_THREADS and
+    CONNECT_QUEUE_TIMEOUT_SECONDS)."""
+    global _process_lanes
+    if _process_lanes is None:
+        from django.conf import settings
+
+        _process_lanes = Lanes(
+            settings.CONNECT_SYNC_THREADS, queue_timeout=settings.CONNECT_QUEUE_TIMEOUT_SECONDS, name="django-lane"
+        )
+    return _process_lanes
+
+
+# Load balancers' probes (apps/core/health.py): answered on the probe lane, never shed.
+PROBE_PATHS = frozenset({"/healthz", "/readyz"})
+SHED_RETRY_AFTER_SECONDS = 1
+
+
+async def send_shed(send: Callable[..., Any]) -> None:
+    """The 503 a shed request gets, straight from the event loop (no lane is free to render it)."""
+    error = Unavailable(retry_after=SHED_RETRY_AFTER_SECONDS)
+    body = json.dumps(error.body()).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               (b"cache-control", b"no-store")]  # fmt: skip
+    headers += [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in error.headers().items()]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class LaneASGIHandler(ASGIHandler):
+    def __init__(self, lanes: Lanes) -> None:
+        super().__init__()
+        self.lanes = lanes
+
+    def load_middleware(self, is_async: bool = False) -> None:  # noqa: ARG002 - always sync
+        super().load_middleware(is_async=False)
+
+    async def get_response_async(self, request):
+        # thread_sensitive: the lane this request's ThreadSensitiveContext names.
+        return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+
+    def get_response(self, request):
+        """The middleware chain and view; a read-only request whose database connection died
+        under it runs once more on a fresh connection (connect/engine/faults.py)."""
+        response = super().get_response(request)
+        if response.status_code >= 500 and request.method in READ_ONLY_METHODS and discard_lost_connections():
+            logger.warning("database connection lost under %s %s; retrying once", request.method, request.path)
+            response = super().get_response(request)
+        return response
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        if scope["path"] in PROBE_PATHS:
+            return await self.lanes.enter_probe(self.handle, scope, receive, send)
+        try:
+            await self.lanes.enter(self.handle, scope, receive, send)
+        except Overloaded:
+            await send_shed(send)
+
+
+def get_asgi_application() -> LaneASGIHandler:
+    import django
+
+    django.setup(set_prefix=False)
+    from connect.engine.deadlines import apply_statement_timeout
+
+    apply_statement_timeout()  # server processes only: commands and workers keep no limit
+    return LaneASGIHandler(process_lanes())

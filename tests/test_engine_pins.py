@@ -1,0 +1,215 @@
+"""Every private attribute, method or module path of a library that Connect touches, checked at
+the installed versions, so that an upgrade fails here, loudly and first, rather than somewhere
+at run time. Each entry says who relies on it; the guarded uses (hasattr/getattr with a safe
+fallback) are pinned too, since their fallback is slower or does less.
+
+Found by grepping the repository for `._name` accesses on library objects, `from lib import
+_name`, overridden private methods and getattr/hasattr with private names. Connect's own
+private names (leading underscore in apps/ and connect/) are not listed: they change together
+with their callers."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import multiprocessing.synchronize
+from collections.abc import Callable
+
+import pytest
+
+
+def _attr(path: str) -> object:
+    """`package.module:Class.attr` → the object (AttributeError/ImportError when gone)."""
+    module_name, _, attributes = path.partition(":")
+    target: object = importlib.import_module(module_name)
+    for name in attributes.split(".") if attributes else []:
+        target = getattr(target, name)
+    return target
+
+
+def _parameters(path: str) -> list[str]:
+    return list(inspect.signature(_attr(path)).parameters)
+
+
+def _source_has(path: str, text: str) -> bool:
+    return text in inspect.getsource(_attr(path))
+
+
+def _django_request_body_is_read_from__body() -> bool:
+    from django.http import HttpRequest
+
+    request = HttpRequest()
+    request._body = b"replaced"
+    return request.body == b"replaced"
+
+
+def _django_model_state_has_adding_and_db() -> bool:
+    from django.contrib.auth.models import Group
+
+    state = Group()._state
+    return state.adding is True and hasattr(state, "db")
+
+
+def _multiprocessing_queue_has_reader_lock() -> bool:
+    from django_q.queues import Queue
+
+    queue = Queue()
+    try:
+        lock = queue._rlock
+        return lock.acquire(False) and (lock.release() is None)
+    finally:
+        queue.close()
+        queue.join_thread()
+
+
+# (who relies on it, what, check) — check returns True or raises when the name is gone.
+PINS: list[tuple[str, str, Callable[[], object]]] = [
+    # --- Django ---------------------------------------------------------------------------------
+    ("connect/engine/forking.py", "DatabaseWrapper._connection_pools (class-level dict of pools)",
+     lambda: isinstance(_attr("django.db.backends.postgresql.base:DatabaseWrapper._connection_pools"), dict)),
+    ("connect/engine/postgresql/base.py", "DatabaseWrapper.get_new_connection(conn_params) takes pool.getconn()",
+     lambda: _parameters("django.db.backends.postgresql.base:DatabaseWrapper.get_new_connection") == ["self", "conn_params"]
+     and _source_has("django.db.backends.postgresql.base:DatabaseWrapper.get_new_connection", "self.pool.getconn()")),
+    ("apps/oauth/views.py", "HttpRequest._body is what HttpRequest.body returns once set",
+     _django_request_body_is_read_from__body),
+    ("apps/recordings/services.py, apps/tenancy/admin.py", "Model._state.adding and ._state.db",
+     _django_model_state_has_adding_and_db),
+    ("connect/engine/lanes.py", "ASGIHandler.handle(scope, receive, send)",
+     lambda: _parameters("django.core.handlers.asgi:ASGIHandler.handle") == ["self", "scope", "receive", "send"]),
+    ("connect/engine/lanes.py", "ASGIHandler.get_response_async(request)",
+     lambda: _parameters("django.core.handlers.asgi:ASGIHandler.get_response_async") == ["self", "request"]),
+    ("connect/engine/lanes.py", "BaseHandler.load_middleware(is_async)",
+     lambda: _parameters("django.core.handlers.asgi:ASGIHandler.load_middleware") == ["self", "is_async"]),
+    ("connect/engine/lanes.py", "ASGIHandler.handle runs get_response_async through create_request",
+     lambda: _source_has("django.core.handlers.asgi:ASGIHandler.run_get_response", "self.get_response_async(request)")),
+    # --- asgiref --------------------------------------------------------------------------------
+    ("connect/engine/lanes.py", "ThreadSensitiveContext(executor=…)",
+     lambda: "executor" in _parameters("asgiref.sync:ThreadSensitiveContext.__init__")),
+    # --- Django REST framework -----------------------------------------------------------------
+    ("apps/core/ratelimit.py", "rest_framework Request._request (the Django HttpRequest)",
+     lambda: _source_has("rest_framework.request:Request.__init__", "self._request = request")),
+    # --- django-oauth-toolkit -------------------------------------------------------------------
+    ("apps/oauth/views.py", "oauth2_provider.oauth2_backends._add_iss_to_redirect(uri, issuer)",
+     lambda: _parameters("oauth2_provider.oauth2_backends:_add_iss_to_redirect") == ["uri", "issuer"]),
+    ("apps/oauth/validators.py", "OAuth2Validator._create_access_token(expires, request, token, source_refresh_token)",
+     lambda: _parameters("oauth2_provider.oauth2_validators:OAuth2Validator._create_access_token")
+     == ["self", "expires", "request", "token", "source_refresh_token"]),
+    ("apps/oauth/validators.py", "OAuth2Validator._create_refresh_token(request, refresh_token_code, access_token, previous_refresh_token)",
+     lambda: _parameters("oauth2_provider.oauth2_validators:OAuth2Validator._create_refresh_token")
+     == ["self", "request", "refresh_token_code", "access_token", "previous_refresh_token"]),
+    ("apps/oauth/validators.py", "OAuth2Validator._create_authorization_code(request, code, expires)",
+     lambda: _parameters("oauth2_provider.oauth2_validators:OAuth2Validator._create_authorization_code")
+     == ["self", "request", "code", "expires"]),
+    # --- django-q2 ------------------------------------------------------------------------------
+    ("connect/engine/taskcluster.py", "django_q.cluster.Sentinel.start()",
+     lambda: _parameters("django_q.cluster:Sentinel.start") == ["self"]),
+    ("connect/engine/taskcluster.py", "django_q.cluster.Sentinel.reincarnate(process)",
+     lambda: _parameters("django_q.cluster:Sentinel.reincarnate") == ["self", "process"]),
+    ("connect/engine/taskcluster.py", "Sentinel's pool, task_queue and stop_event attributes",
+     lambda: all(_source_has("django_q.cluster:Sentinel.__init__", f"self.{name} =")
+                 for name in ("pool", "task_queue", "stop_event"))),
+    ("connect/engine/taskcluster.py", "Sentinel.reincarnate is called with a worker of self.pool",
+     lambda: _source_has("django_q.cluster:Sentinel.reincarnate", "self.pool")),
+    ("connect/engine/taskcluster.py", "django_q.queues.Queue keeps multiprocessing's reader lock _rlock",
+     _multiprocessing_queue_has_reader_lock),
+    ("connect/engine/taskcluster.py", "the stdlib queue's get() takes _rlock",
+     lambda: _source_has("multiprocessing.queues:Queue.get", "self._rlock")),
+    # --- daphne ---------------------------------------------------------------------------------
+    ("apps/events/consumer.py", "daphne hands applications send=partial(server.handle_reply, protocol)",
+     lambda: _source_has("daphne.server:Server.create_application", "send=partial(self.handle_reply, protocol)")),
+    ("connect/engine/serve.py", "daphne --fd becomes the endpoint fd:fileno=N",
+     lambda: _source_has("daphne.endpoints:build_endpoint_description_strings", '"fd:fileno=%d"')),
+    # --- Twisted --------------------------------------------------------------------------------
+    ("apps/events/consumer.py", "twisted.web.http.Request._disconnected",
+     lambda: _attr("twisted.web.http:Request._disconnected") is False),
+    ("apps/events/consumer.py", "FileDescriptor._writeDisconnected, dataBuffer, offset",
+     lambda: (_attr("twisted.internet.abstract:FileDescriptor._writeDisconnected") is False
+              and _attr("twisted.internet.abstract:FileDescriptor.dataBuffer") == b""
+              and _attr("twisted.internet.abstract:FileDescriptor.offset") == 0)),
+    ("apps/events/consumer.py", "FileDescriptor._tempDataLen (set per instance)",
+     lambda: _source_has("twisted.internet.abstract:FileDescriptor.__init__", "self._tempDataLen = 0")),
+    ("apps/events/consumer.py", "twisted.internet.tcp.Connection.writeSomeData(data)",
+     lambda: _parameters("twisted.internet.tcp:Connection.writeSomeData") == ["self", "data"]),
+    # --- channels -------------------------------------------------------------------------------
+    ("connect/engine/lanes.py", "channels.db.database_sync_to_async closes old connections around the call",
+     lambda: _source_has("channels.db:DatabaseSyncToAsync.thread_handler", "close_old_connections")),
+    # --- psycopg_pool ---------------------------------------------------------------------------
+    ("connect/engine/postgresql/base.py", "psycopg_pool.ConnectionPool.check_connection(conn)",
+     lambda: _parameters("psycopg_pool:ConnectionPool.check_connection") == ["conn"]),
+    ("connect/engine/postgresql/base.py", "psycopg_pool.ConnectionPool.check() tests every idle connection",
+     lambda: _parameters("psycopg_pool:ConnectionPool.check") == ["self"]),
+    ("connect/engine/postgresql/base.py, connect/engine/faults.py", "ConnectionPool.putconn discards a closed connection",
+     lambda: _source_has("psycopg_pool:ConnectionPool._return_connection", "discarding closed connection")),
+]
+
+
+LIBRARY_MODULES = ("twisted.internet.abstract", "twisted.internet.tcp", "twisted.web.http", "daphne.http_protocol",
+                   "daphne.server", "channels.generic.http", "channels.consumer")
+
+
+def _resolve_anywhere(name: str) -> bool:
+    """A private name as another module declares it: `module:Attr.name`, a dotted path
+    (`twisted.internet.abstract.FileDescriptor._tempDataLen`), or a bare attribute name. An
+    attribute set per instance is found in its class's source."""
+    if ":" in name:
+        _attr(name)
+        return True
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            target: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for i, part in enumerate(parts[cut:]):
+            if hasattr(target, part):
+                target = getattr(target, part)
+            elif i == len(parts[cut:]) - 1 and inspect.isclass(target):
+                return f"self.{part}" in inspect.getsource(target)
+            else:
+                return False
+        return True
+    return any(f".{name}" in inspect.getsource(importlib.import_module(module)) for module in LIBRARY_MODULES)
+
+
+def _declared_pins() -> list[tuple[str, str, Callable[[], object]]]:
+    """The private names each engine module declares in its `PRIVATE_NAMES`: `(module, attr)`
+    pairs (attr may be dotted, `Class.attr`) or strings in `_resolve_anywhere`'s forms."""
+    from pathlib import Path
+
+    engine = Path(__file__).resolve().parent.parent / "connect" / "engine"
+    pins = []
+    for path in sorted(engine.rglob("*.py")):
+        name = ".".join(path.relative_to(engine.parent.parent).with_suffix("").parts)
+        for entry in getattr(importlib.import_module(name), "PRIVATE_NAMES", ()):
+            dotted = ".".join(entry) if isinstance(entry, tuple) else str(entry)
+            pins.append((str(path.relative_to(engine.parent.parent)), dotted, lambda d=dotted: _resolve_anywhere(d)))
+    return pins
+
+
+@pytest.mark.parametrize(("who", "what", "check"), PINS + _declared_pins(), ids=lambda v: v if isinstance(v, str) else "")
+def test_private_name_exists_at_the_installed_version(who, what, check):
+    assert check(), f"{what}, relied on by {who}, has changed at the installed version"
+
+
+def test_every_engine_module_says_what_it_relies_on():
+    from pathlib import Path
+
+    engine = Path(__file__).resolve().parent.parent / "connect" / "engine"
+    modules = [path for path in engine.rglob("*.py") if path.name != "__init__.py"]
+    assert modules
+    for path in modules:
+        name = ".".join(path.relative_to(engine.parent.parent).with_suffix("").parts)
+        assert "Relies on" in (inspect.getdoc(importlib.import_module(name)) or ""), name
+
+
+def test_the_task_queue_lock_is_a_process_shared_semaphore():
+    # The watch releases the dead holder's lock from the sentinel: only a semaphore allows a
+    # release by a process other than the holder.
+    from django_q.queues import Queue
+
+    queue = Queue()
+    try:
+        assert isinstance(queue._rlock, multiprocessing.synchronize.SemLock)
+    finally:
+        queue.close()
+        queue.join_thread()
