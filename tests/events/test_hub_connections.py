@@ -30,7 +30,8 @@ def killed_on_first_run():
     runs = []
 
     def job():
-        runs.append(connection.connection.info.backend_pid if connection.connection else None)
+        connection.ensure_connection()
+        runs.append(connection.connection.info.backend_pid)
         if len(runs) == 1:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
