@@ -256,6 +256,10 @@ Q_CLUSTER = {
 CONNECT_SSE_HEARTBEAT_SECONDS = envint("CONNECT_SSE_HEARTBEAT_SECONDS", 15)
 CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE = envint("CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE", 10)
 CONNECT_SSE_RESUME_SECONDS = envint("CONNECT_SSE_RESUME_SECONDS", 300)
+# A stream's slot (the per-workspace limit, apps/events/slots.py) is a database row with a lease
+# its process renews every third of it while the stream is open; a killed process's slots lapse
+# after one lease. Short only in tests.
+CONNECT_SSE_SLOT_LEASE_SECONDS = envint("CONNECT_SSE_SLOT_LEASE_SECONDS", 45)
 # Events one stream may have waiting for its client; a client that falls further behind is
 # disconnected (apps/events/hub.py), so a slow reader never grows memory or slows the others.
 CONNECT_SSE_QUEUE_EVENTS = envint("CONNECT_SSE_QUEUE_EVENTS", 1000)

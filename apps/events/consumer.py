@@ -5,50 +5,38 @@ Why the consumer is shaped like this (channels/generic/http.py, daphne/http_prot
 are dispatched one at a time, so a stream loop inside `handle()` would never see
 `http.disconnect`. Here `http_request` only opens the stream — checks, headers, a first
 comment — and returns; a delivery task replays, then writes whatever had to wait in the
-queue and ends the response (live frames are written by the hub, see "Direct writes" below);
-`http.disconnect` (sent by daphne when the client goes, and also after we finish the response
-ourselves) cancels that task and frees the queue and the slot.
+queue and ends the response (live frames are written by the hub straight into the daphne
+request, connect/engine/daphne_stream.py); `http.disconnect` (sent by daphne when the client
+goes, and also after we finish the response ourselves) cancels that task and frees the queue
+and the slot.
+
+No channel layer: the hub carries events, so the consumer never subscribes to one (channels'
+`AsyncConsumer.__call__` would, and a Redis drop inside its receive killed the consumer without
+`disconnect()`). `__call__` here dispatches the client's messages only and ends in a `finally`
+that releases the stream and its slot however the consumer ends: `http.disconnect`, an error,
+or the task cancelled (daphne cancels an application that outlives its connection).
 
 Daphne buffers whatever the application sends without limit (Twisted's transport), so the
 stream registers a Twisted push producer on the request: when the socket's send buffer is full
 Twisted pauses it, events then wait in the stream's bounded queue, and a full queue disconnects
 that client alone.
 
-Direct writes. Once a stream is live (headers and replay sent) the hub writes its frames
-straight into the daphne request (`Stream.write`, set here) instead of waking this stream's
-task, which then only replays, drains after a pause, and closes. What that relies on, read in
-daphne 4.2 and Twisted 26.10:
-- `send_body` ends, with nothing in between that matters here, in `http.Request.write`:
-  daphne/server.py `Server.handle_reply` only drops replies to connections it no longer knows,
-  and daphne/http_protocol.py `WebRequest.handle_reply` drops them once `finished` or
-  `channel is None` (the same check `_direct_write` makes), then calls `http.Request.write`.
-- twisted/web/http.py `Request.write` ignores writes after the client disconnected; chunked, it
-  goes to `HTTPChannel.writeSequence` → the TCP transport. twisted/internet/abstract.py
-  `FileDescriptor.write`/`writeSequence` only append to a buffer and register for writability
-  (`startWriting`); `send()` happens later in `doWrite`. So a write never blocks the loop.
-- The same `writeSequence` calls `_maybePauseProducer` before returning: past `bufferSize`
-  (64 KiB) the transport pauses `HTTPChannel`, which pauses our producer, so `Stream.paused`
-  is set by the very write that filled the buffer and the next batch queues. `doWrite` resumes
-  the producer once its buffer is empty.
-- On a plain TCP transport whose Twisted buffer is empty the write goes one step further, to
-  `send()` at once (`write_through`, `_can_write_through` says what it relies on): with 1,000
-  streams the `startWriting`/`doWrite`/`stopWriting` round (two `epoll_ctl`s and a loop pass
-  per stream and batch) was the largest part of the loop's time. It still builds the chunk
-  exactly as `Request.write` does (`toChunk`) and counts `sentLength`.
-- Everything runs on one thread: daphne installs Twisted's asyncio reactor on the loop the
-  consumers run on (daphne/server.py), so the hub's dispatch, Twisted's callbacks and this
-  consumer never interleave mid-write.
+Failures while opening answer the contract's JSON: `503 unavailable` with `Retry-After` when a
+dependency (Redis, the database) cannot be reached, `500 internal_server_error` otherwise.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from urllib.parse import parse_qs
 
 import orjson
+from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
+from channels.utils import await_many_dispatch
 from django.conf import settings
 
 from apps.access.admission import admit
@@ -64,10 +52,13 @@ from apps.core.errors import (
     InvalidFilters,
     InvalidRequest,
     MethodNotAllowed,
+    Unavailable,
+    as_api_error,
 )
 from apps.events import filters, slots
 from apps.events.credentials import CredentialRef
 from apps.events.hub import PING, Stream, get_hub, resume_frames
+from connect.engine import daphne_stream
 
 logger = logging.getLogger("connect.events")
 
@@ -79,72 +70,62 @@ STREAM_HEADERS = [
 REPLAY_CHUNK = 200
 
 
-class _Producer:
-    """Twisted IPushProducer: Twisted calls pause/resume as the client's socket fills and
-    drains (on the reactor thread, which under daphne is the asyncio loop's thread)."""
-
-    def __init__(self, stream: Stream) -> None:
-        self.stream = stream
-
-    def pauseProducing(self) -> None:  # noqa: N802 - Twisted's interface
-        self.stream.paused = True
-
-    def resumeProducing(self) -> None:  # noqa: N802
-        self.stream.paused = False
-        self.stream.wakeup.set()  # the task drains what queued meanwhile
-
-    def stopProducing(self) -> None:  # noqa: N802
-        self.stream.paused = True
-        self.stream.close("client_gone")
-
-
-def _can_write_through(transport) -> bool:
-    """A plain TCP transport of Twisted's (not TLS) whose buffer we can see, so a live stream's
-    bytes can go to `send()` at once instead of through `startWriting` and a later `doWrite`:
-    twisted/internet/abstract.py buffers every write in `_tempDataBuffer`/`dataBuffer`
-    (`offset` into it) and registers the socket for writability, and twisted/internet/tcp.py
-    `Connection.writeSomeData` is the non-blocking `send()` that `doWrite` itself calls. When
-    that buffer is empty nothing is waiting ahead of us, so sending now keeps the order; what
-    the socket does not take goes to `transport.write` as before (flow control unchanged)."""
-    try:
-        from twisted.internet.tcp import Connection
-    except ImportError:  # pragma: no cover - daphne always brings Twisted
-        return False
-    return (
-        isinstance(transport, Connection)
-        and not getattr(transport, "TLS", False)
-        and all(hasattr(transport, name) for name in ("_tempDataLen", "dataBuffer", "offset", "_writeDisconnected", "writeSomeData"))
-    )
-
-
 class EventStreamConsumer(AsyncHttpConsumer):
     stream: Stream | None = None
     slot_id: int | None = None
     delivery: asyncio.Task | None = None
-    producer: _Producer | None = None
+    producer: daphne_stream.Producer | None = None
     replay: list[tuple[str, bytes]] | None = None
     rate: RateDecision | None = None
+
+    async def __call__(self, scope, receive, send) -> None:
+        """Channels' `AsyncConsumer.__call__` without a channel layer, ending in `disconnect()`
+        whatever ends it (StopConsumer, an exception, cancellation)."""
+        self.scope = scope
+        self.channel_layer = None
+        self.base_send = send
+        try:
+            await await_many_dispatch([receive], self.dispatch)
+        except StopConsumer:
+            pass
+        finally:
+            await self.disconnect()
+
+    async def dispatch(self, message) -> None:
+        # Channels' dispatch also closes this thread's old database connections per message;
+        # the stream does its database work on the hub's threads, which close their own.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def http_request(self, message) -> None:
         if "body" in message:
             self.body.append(message["body"])
         if message.get("more_body"):
             return
-        streaming = False
         try:
             streaming = await self.open_stream()
         except ApiError as error:
             await self.send_error(error)
-        except Exception:  # noqa: BLE001 - never leak details; the body is the contract's 500
-            logger.exception("event stream failed to open")
-            await self.send_error(ApiError())
-        finally:
-            if not streaming:
-                await self.disconnect()
-                raise StopConsumer()
+            streaming = False
+        except Exception as exc:  # noqa: BLE001 - never leak details; the body is the contract's
+            await self.send_error(self._error_for(exc))
+            streaming = False
+        if not streaming:
+            raise StopConsumer()
+
+    @staticmethod
+    def _error_for(exc: Exception) -> ApiError:
+        """Known failures keep their code (a dependency down is 503 unavailable, see
+        connect/engine/faults.py); anything else is the contract's 500, logged."""
+        known = as_api_error(exc)
+        if known is not None:
+            return known
+        logger.error("event stream failed to open", exc_info=exc)
+        return ApiError()
 
     async def http_disconnect(self, message) -> None:  # noqa: ARG002
-        await self.disconnect()
         raise StopConsumer()
 
     def _rate_headers(self) -> list[tuple[bytes, bytes]]:
@@ -189,14 +170,13 @@ class EventStreamConsumer(AsyncHttpConsumer):
         if last_event_id is not None and len(last_event_id) > 64:
             raise InvalidRequest(detail="Last-Event-ID: at most 64 characters")
 
-        await hub.ensure_carrier()
+        try:
+            await hub.ensure_carrier()
+        except Exception as exc:  # noqa: BLE001 - no carrier (Redis down): a dependency, retried by the next open
+            logger.warning("event stream not opened: no event carrier (%s)", type(exc).__name__, exc_info=exc)
+            raise Unavailable() from None
         workspace_id = principal.workspace.id
-        self.slot_id = await hub.run_db(
-            slots.acquire_slot,
-            workspace_id=workspace_id,
-            process=hub.process,
-            limit=settings.CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE,
-        )
+        await self._acquire_slot(hub, workspace_id)
         if self.slot_id is None:
             raise ConnectionLimit()
 
@@ -210,7 +190,10 @@ class EventStreamConsumer(AsyncHttpConsumer):
                 workspace_id=workspace_id,
             ),
             queue_size=settings.CONNECT_SSE_QUEUE_EVENTS,
+            slot_id=self.slot_id,
         )
+        # Registered with no await since the slot was taken: the hub renews the leases of the
+        # slots of the streams it holds, so from here the slot lives as long as the stream.
         # Subscribe before reading what was missed: an event committed in between is then in
         # the live queue too, and the delivery task drops the copy it already replayed.
         hub.register(self.stream)
@@ -221,6 +204,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
             )
             self.replay = await hub.run_db(
                 resume_frames,
+                retry=True,  # a read
                 workspace_id=workspace_id,
                 last_event_id=last_event_id.strip(),
                 subscription=subscription,
@@ -234,69 +218,31 @@ class EventStreamConsumer(AsyncHttpConsumer):
         self.delivery = asyncio.ensure_future(self.deliver())
         return True
 
+    async def _acquire_slot(self, hub, workspace_id: int) -> None:
+        """Sets `slot_id` (None: the workspace is at its limit). Retried once on a dead database
+        connection: `holder` makes a second run find the first one's row. If this task is
+        cancelled meanwhile, the slot the job still takes is released when it arrives."""
+        acquiring = hub.run_db(
+            slots.acquire_slot,
+            retry=True,
+            workspace_id=workspace_id,
+            process=hub.process,
+            limit=settings.CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE,
+            holder=secrets.token_hex(16),
+        )
+        try:
+            self.slot_id = await asyncio.shield(acquiring)
+        except asyncio.CancelledError:
+            acquiring.add_done_callback(hub.release_acquired_slot)
+            raise
+
     def _daphne_request(self):
-        # Daphne passes `send` as functools.partial(server.handle_reply, protocol); the protocol
-        # is its twisted.web Request for this connection. Other servers: no flow control here.
-        send = self.base_send
-        args = getattr(send, "args", ())
-        request = args[0] if args else None
-        return request if hasattr(request, "registerProducer") and hasattr(request, "channel") else None
+        return daphne_stream.daphne_request(self.base_send)
 
     def _register_producer(self) -> None:
         request = self._daphne_request()
-        if request is None or request.producer is not None:
-            return
-        self.producer = _Producer(self.stream)
-        try:
-            request.registerProducer(self.producer, True)
-        except Exception:  # noqa: BLE001 - flow control is a protection, not a requirement to stream
-            self.producer = None
-
-    def _abort(self) -> None:
-        request = self._daphne_request()
-        transport = getattr(getattr(request, "channel", None), "transport", None)
-        if transport is not None and hasattr(transport, "abortConnection"):
-            transport.abortConnection()
-
-    def _direct_write(self):
-        """The write the hub calls once this stream is live; None when not under daphne or
-        without flow control (then every frame goes through the task)."""
-        request = self._daphne_request()
-        if request is None or self.producer is None:
-            return None
-        transport = getattr(request.channel, "transport", None)
-        if not _can_write_through(transport):
-            write = request.write
-
-            def write_now(data: bytes) -> None:
-                # daphne's WebRequest.handle_reply skips these two cases the same way.
-                if not request.finished and request.channel is not None:
-                    write(data)
-
-            return write_now
-        chunked = bool(request.chunked)
-
-        def write_through(data: bytes) -> None:
-            if request.finished or request.channel is None or request._disconnected:
-                return
-            chunk = b"%x\r\n%s\r\n" % (len(data), data) if chunked else data
-            request.sentLength += len(data)
-            if (
-                transport.connected
-                and not transport.disconnecting
-                and not transport._writeDisconnected
-                and not transport._tempDataLen
-                and len(transport.dataBuffer) == transport.offset
-            ):
-                sent = transport.writeSomeData(chunk)
-                if not isinstance(sent, int):  # connection lost: let Twisted find out its own way
-                    sent = 0
-                if sent == len(chunk):
-                    return
-                chunk = chunk[sent:]
-            transport.write(chunk)  # buffered behind what is already waiting; may pause us
-
-        return write_through
+        if request is not None:
+            self.producer = daphne_stream.register_producer(request, self.stream)
 
     # --- streaming -------------------------------------------------------------------------
     async def deliver(self) -> None:
@@ -313,7 +259,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
                 await self.send_body(b"".join(frame for _, frame in chunk), more_body=True)
             self.replay = None
             # Live: the hub now writes straight to the transport whenever nothing is queued.
-            direct = self._direct_write()
+            direct = daphne_stream.direct_write(self._daphne_request(), self.producer)
             if stream.closed_reason is None:
                 stream.write = direct
             while stream.closed_reason is None:
@@ -338,18 +284,19 @@ class EventStreamConsumer(AsyncHttpConsumer):
             # Closed by the server: a client that fell behind is cut off at once (its unread
             # bytes would sit in our buffers); otherwise the response ends normally.
             if stream.closed_reason == "overflow":
-                self._abort()
+                daphne_stream.abort(self._daphne_request())
             elif stream.closed_reason != "client_gone":
                 await self.send_body(b"", more_body=False)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001
             logger.exception("event stream delivery failed")
-            self._abort()
+            daphne_stream.abort(self._daphne_request())
 
     async def disconnect(self) -> None:
-        """Every way a stream ends comes here (client gone, our own close, errors): idempotent."""
-        hub = get_hub()
+        """Every way a stream ends comes here (client gone, our own close, errors, cancellation):
+        idempotent, and the slot's release is handed to the hub's thread before the first await,
+        so it happens even if this task is cancelled again while waiting for it."""
         if self.stream is not None:
             self.stream.close("client_gone")
             self.stream = None
@@ -357,18 +304,16 @@ class EventStreamConsumer(AsyncHttpConsumer):
             self.delivery.cancel()
         self.delivery = None
         if self.producer is not None:
-            request = self._daphne_request()
-            try:
-                if request is not None and request.producer is self.producer:
-                    request.unregisterProducer()
-            except Exception:  # noqa: BLE001
-                pass
+            daphne_stream.unregister_producer(self._daphne_request(), self.producer)
             self.producer = None
         if self.slot_id is not None:
             slot_id, self.slot_id = self.slot_id, None
+            released = get_hub().run_db(slots.release_slot, slot_id, retry=True)
             try:
-                await hub.run_db(slots.release_slot, slot_id)
-            except Exception:  # noqa: BLE001 - the lease frees it within a minute anyway
+                await asyncio.shield(released)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - nobody renews it now: its lease lapses
                 logger.exception("could not release stream slot %s", slot_id)
 
 

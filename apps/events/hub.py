@@ -8,12 +8,17 @@ in the issue, that does not scale past a few hundred streams).
   by id (see `_poll`), woken at once by commits made in this process.
 - All database work of the hub (follower, slot leases, batched credential checks,
   and each connect's authentication, slot and resume) runs on the hub's own two threads, not
-  on `database_sync_to_async`'s shared thread and never once per event per stream.
+  on `database_sync_to_async`'s shared thread and never once per event per stream. A job that
+  is safe to run twice (`retry=True`: reads, and writes made idempotent) runs once more on a
+  fresh connection when its own dies under it (`_db_job`); a connection that died idle in the
+  pool is replaced before any job gets it (connect/engine/postgresql).
+- Slot leases: every third of a lease the hub renews the slots of the streams it holds, by id,
+  and deletes lapsed rows (slots.py), so a slot lives as long as its stream.
 - Dispatch is per batch, not per event: everything one follower poll (or one burst of Redis
   messages) brought is routed at once, and each matching stream gets its share as one write.
 - A live stream (replay done, its socket not backed up, nothing queued) is written to straight
   from the dispatch: `Stream.write`, which the consumer sets to the daphne request's write
-  (consumer.py says why that is safe). No task wakes up per stream and event; the stream's task
+  (connect/engine/daphne_stream.py says why that is safe). No task wakes up per stream and event; the stream's task
   is left with replay, pings of paused streams, draining after a pause, and closing.
 - Otherwise (replaying, paused by Twisted's flow control, or not under daphne) frames wait in
   the stream's bounded deque for its task. A stream whose deque is full (its client does not
@@ -35,13 +40,14 @@ from typing import Any, Callable
 
 import orjson
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections
 
 from apps.events import fanout, selectors, slots
 from apps.events.credentials import CredentialRef, invalid_credentials
 from apps.events.filters import Subscription
 from apps.events.models import Event
 from apps.events.representations import event_envelope
+from connect.engine.faults import discard_lost_connections, is_database_unavailable
 
 logger = logging.getLogger("connect.events")
 
@@ -93,9 +99,20 @@ def frame_for(event: Event) -> bytes:
     return sse_frame(event.id, event.type, event_envelope(event))
 
 
-def _db_job(fn: Callable, *args, **kwargs):
+def _db_job(fn: Callable, retry: bool, *args, **kwargs):
+    """`fn` on a hub thread. Every PostgreSQL connection is tried as it leaves the pool
+    (connect/engine/postgresql); `retry`: `fn` is safe to run twice (a read, or a write made
+    idempotent), so when its connection dies under it, it runs once more on a fresh one
+    (connect/engine/faults.py); otherwise the error stands and the caller answers 503."""
     try:
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except (OperationalError, InterfaceError) as exc:
+            if not (retry and is_database_unavailable(exc) and discard_lost_connections()):
+                raise
+            logger.warning("database connection lost under %s; retrying once on a fresh one",
+                           getattr(fn, "__name__", fn))
+            return fn(*args, **kwargs)
     finally:
         close_old_connections()  # conn_max_age=0: give the connection back (PostgreSQL pool)
 
@@ -107,8 +124,18 @@ class Stream:
     deque is empty; once anything is queued, later frames queue behind it until the task
     has drained it."""
 
-    def __init__(self, *, workspace_id: int, subscription: Subscription, credential: CredentialRef, queue_size: int):
+    def __init__(
+        self,
+        *,
+        workspace_id: int,
+        subscription: Subscription,
+        credential: CredentialRef,
+        queue_size: int,
+        slot_id: int | None = None,
+    ):
         self.workspace_id = workspace_id
+        # The StreamSlot row this stream holds; the hub renews its lease while it holds the stream.
+        self.slot_id = slot_id
         self.subscription = subscription
         self.credential = credential
         self.queue: deque[tuple[str, bytes]] = deque()
@@ -119,7 +146,7 @@ class Stream:
         # Set by the consumer once the stream is live: writes bytes to the client now (buffered
         # by the transport, never blocking). None while replaying and when not under daphne.
         self.write: Callable[[bytes], None] | None = None
-        # Twisted's flow control (consumer._Producer): the client's socket is backed up.
+        # Twisted's flow control (daphne_stream.Producer): the client's socket is backed up.
         self.paused = False
         # Ids the resume replay already sent; a live copy of one of them is dropped.
         self.replayed: set[str] = set()
@@ -197,8 +224,18 @@ class Hub:
         self.direct_writes = 0  # batches written straight to a stream (stats, tests)
 
     # --- database on the hub's threads ---------------------------------------------------
-    async def run_db(self, fn: Callable, *args, **kwargs):
-        return await self.loop.run_in_executor(self.db, partial(_db_job, fn, *args, **kwargs))
+    def run_db(self, fn: Callable, *args, retry: bool = False, **kwargs) -> asyncio.Future:
+        """`fn(*args, **kwargs)` on a hub thread (see `_db_job` for `retry`). Submitted at once:
+        the job runs even if the caller stops waiting for the returned future."""
+        return self.loop.run_in_executor(self.db, partial(_db_job, fn, retry, *args, **kwargs))
+
+    def release_acquired_slot(self, acquiring: asyncio.Future) -> None:
+        """Done-callback for an acquire whose stream was abandoned before it finished."""
+        if not acquiring.cancelled() and acquiring.exception() is None and acquiring.result() is not None:
+            self.run_db(slots.release_slot, acquiring.result(), retry=True)
+
+    def live_slot_ids(self) -> list[int]:
+        return [s.slot_id for s in self.all_streams() if s.slot_id is not None]
 
     # --- lifecycle ------------------------------------------------------------------------
     async def ensure_carrier(self) -> None:
@@ -216,7 +253,12 @@ class Hub:
 
             client = aioredis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=5)
             pubsub = client.pubsub(ignore_subscribe_messages=True)
-            await pubsub.subscribe(fanout.redis_channel())
+            try:
+                await pubsub.subscribe(fanout.redis_channel())
+            except BaseException:
+                await pubsub.aclose()
+                await client.aclose()
+                raise
             self._carrier_task = asyncio.ensure_future(self._carry_redis(client, pubsub))
         else:
             self._seen = set(await self.run_db(selectors.event_ids_from, id_floor(self._now_ms() - FOLLOW_WINDOW_SECONDS * 1000)))
@@ -281,7 +323,8 @@ class Hub:
                     pass
             self._poke.clear()
             try:
-                rows = await self.run_db(self._poll, id_floor(self._now_ms() - FOLLOW_WINDOW_SECONDS * 1000))
+                floor = id_floor(self._now_ms() - FOLLOW_WINDOW_SECONDS * 1000)
+                rows = await self.run_db(self._poll, floor, retry=True)
             except Exception:  # noqa: BLE001 - a database hiccup: try again next poll
                 logger.exception("event follower poll failed")
                 await asyncio.sleep(1)
@@ -301,36 +344,65 @@ class Hub:
     async def _maintain(self) -> None:
         heartbeat = settings.CONNECT_SSE_HEARTBEAT_SECONDS
         check_every = max(0.25, heartbeat / 2)
+        renew_every = slots.renew_every_seconds()
         next_ping = next_check = time.monotonic()
-        next_lease = time.monotonic() + slots.LEASE_RENEW_SECONDS
+        next_lease = time.monotonic() + renew_every
         while True:
-            await asyncio.sleep(min(check_every, heartbeat))
+            await asyncio.sleep(min(check_every, heartbeat, renew_every))
             now = time.monotonic()
-            try:
-                if now >= next_ping:
-                    next_ping = now + heartbeat
-                    for stream in self.all_streams():
-                        stream.ping()
-                if now >= next_check:
-                    next_check = now + check_every
-                    await self._close_revoked()
-                if now >= next_lease:
-                    next_lease = now + slots.LEASE_RENEW_SECONDS
-                    await self.run_db(slots.renew_leases, process=self.process)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - keep maintaining; log and retry next tick
-                logger.exception("event hub maintenance failed")
+            if now >= next_ping:
+                next_ping = now + heartbeat
+                for stream in self.all_streams():
+                    stream.ping()
+            # Each duty on its own: a failing credential check must not starve lease renewal.
+            if now >= next_lease:
+                next_lease = now + renew_every
+                await self._duty(self._renew_leases)
+            if now >= next_check:
+                next_check = now + check_every
+                await self._duty(self._close_revoked)
+
+    @staticmethod
+    async def _duty(job: Callable) -> None:
+        try:
+            await job()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - keep maintaining; log and retry next tick
+            logger.exception("event hub maintenance failed")
+
+    async def _renew_leases(self) -> None:
+        """By id, the slots of the streams held now: a slot whose stream is gone (its consumer
+        died, its release failed, its acquire was abandoned) is never renewed, so it lapses."""
+        slot_ids = self.live_slot_ids()
+        renewed = await self.run_db(slots.renew_leases, slot_ids=slot_ids, retry=True)
+        if renewed < len(slot_ids):
+            # Rows gone under open streams (renewal stalled past a lease, rows deleted by hand):
+            # those streams end, so rows and streams agree again; their clients resume.
+            present = await self.run_db(slots.existing_slots, slot_ids, retry=True)
+            lost = [s for s in self.all_streams() if s.slot_id is not None and s.slot_id not in present]
+            logger.warning("%d open streams had lost their slot rows; ending them", len(lost))
+            for stream in lost:
+                stream.close("slot_lost")
 
     async def _close_revoked(self) -> None:
         refs = {s.credential for s in self.all_streams()}
         if not refs:
             return
-        bad = await self.run_db(invalid_credentials, refs)
+        bad = await self.run_db(invalid_credentials, refs, retry=True)
         if bad:
             for stream in self.all_streams():
                 if stream.credential in bad:
                     stream.close("credential_revoked")
+
+    def shutdown(self) -> None:
+        """Stop this hub's tasks and threads (tests that run a hub on a loop of their own)."""
+        for task in (self._maintenance, self._carrier_task, self._carrier):
+            if task is not None and not task.done():
+                task.cancel()
+        if self._wake_from_any_thread in fanout.local_wakeups:
+            fanout.local_wakeups.remove(self._wake_from_any_thread)
+        self.db.shutdown(wait=True)
 
     # --- streams -------------------------------------------------------------------------
     def register(self, stream: Stream) -> None:

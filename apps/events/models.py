@@ -76,12 +76,15 @@ class Event(models.Model):
 class StreamSlot(models.Model):
     """One open event stream. `number` is in [0, limit) and unique per workspace, so concurrent
     connects on any process or instance can never hold more than `limit` slots: the database's
-    unique constraint arbitrates. A process renews its slots' leases; a killed process's slots
-    expire with the lease."""
+    unique constraint arbitrates. A process renews the leases of its live streams' slots; a
+    killed process's slots expire with the lease (slots.py). `holder` names the stream open that
+    took the slot, so a retried acquire finds its own row."""
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     number = models.PositiveIntegerField()
     process = models.CharField(max_length=64)
+    # db_default: processes still running the previous release insert rows without it.
+    holder = models.CharField(max_length=32, default="", db_default="", blank=True)
     lease_expires_at = models.DateTimeField()
 
     class Meta:

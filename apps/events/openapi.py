@@ -200,6 +200,14 @@ def _operation(heartbeat: int, resume: int, max_streams: int) -> dict[str, Any]:
                 "when a stream ends."
             ),
             "500": _error("`internal_server_error`"),
+            "503": _error(
+                "`unavailable`: a dependency (Redis, the database) cannot be reached; retry after `Retry-After` "
+                "seconds (with `Last-Event-ID` to resume)",
+                headers={"Retry-After": {
+                    "description": "Seconds to wait before opening again",
+                    "schema": {"type": "integer"},
+                }},
+            ),
         },
     }
 

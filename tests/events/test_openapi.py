@@ -182,8 +182,8 @@ def test_last_event_id_is_documented_as_an_extension(operation):
 
 def test_every_error_is_documented_as_json(operation):
     responses = operation["responses"]
-    assert set(responses) == {"200", "400", "401", "403", "404", "405", "429", "500"}
-    for status in ("401", "403", "404", "405", "429", "500"):
+    assert set(responses) == {"200", "400", "401", "403", "404", "405", "429", "500", "503"}
+    for status in ("401", "403", "404", "405", "429", "500", "503"):
         assert responses[status]["content"]["application/json"]["schema"] == ref("Error"), status
     assert responses["400"]["content"]["application/json"]["schema"] == {
         "anyOf": [ref("Error"), ref("FilterCostExceeded")]
@@ -196,6 +196,7 @@ def test_every_error_is_documented_as_json(operation):
         "405": ["method_not_allowed"],
         "429": ["rate_limited", "connection_limit", "CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE"],
         "500": ["internal_server_error"],
+        "503": ["unavailable", "Retry-After"],
     }.items():
         for code in codes:
             assert code in responses[status]["description"], (status, code)

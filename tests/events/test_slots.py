@@ -1,15 +1,18 @@
 """The connection limit's slots (apps/events/slots.py): a process that dies without releasing
 its slots — SIGKILL, a lost machine — stops renewing their leases, and they lapse within a
-minute; a live process's renewed slots never do. The clock is moved instead of waiting."""
+minute; the slots of a live process's open streams, renewed by id, never do, and a slot whose
+stream is gone lapses even while its process lives. The clock is moved instead of waiting."""
 
 from __future__ import annotations
 
+import secrets
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from apps.events import slots
+from apps.events.models import StreamSlot
 
 pytestmark = pytest.mark.django_db
 
@@ -28,34 +31,54 @@ def clock(monkeypatch):
     return advance
 
 
-def acquire(acme, process):
-    return slots.acquire_slot(workspace_id=acme.id, process=process, limit=LIMIT)
+def acquire(acme, process, holder=None):
+    holder = holder or secrets.token_hex(16)
+    return slots.acquire_slot(workspace_id=acme.id, process=process, limit=LIMIT, holder=holder)
 
 
 def test_a_dead_processes_slots_lapse_within_a_minute(acme, clock):
     assert all(acquire(acme, "dead") for _ in range(LIMIT))
     assert acquire(acme, "alive") is None  # full
     # The dead process renewed last at the moment it died; nobody renews after that.
-    assert slots.LEASE_SECONDS < 60
-    clock(slots.LEASE_SECONDS - 1)
+    assert slots.lease_seconds() == 45 < 60
+    clock(slots.lease_seconds() - 1)
     assert acquire(acme, "alive") is None
     clock(2)
     assert acquire(acme, "alive") is not None
     assert slots.open_slots(workspace_id=acme.id) == 1
 
 
-def test_a_live_process_keeps_its_slots_by_renewing(acme, clock):
-    assert all(acquire(acme, "alive") for _ in range(LIMIT))
+def test_a_live_process_keeps_its_open_streams_slots_by_renewing(acme, clock):
+    held = [acquire(acme, "alive") for _ in range(LIMIT)]
     for _ in range(10):  # far longer than one lease, renewed on the hub's schedule
-        clock(slots.LEASE_RENEW_SECONDS)
-        slots.renew_leases(process="alive")
+        clock(slots.renew_every_seconds())
+        assert slots.renew_leases(slot_ids=held) == LIMIT
         assert acquire(acme, "other") is None
     assert slots.open_slots(workspace_id=acme.id) == LIMIT
 
 
+def test_a_slot_whose_stream_is_gone_lapses_while_its_process_lives(acme, globex, clock):
+    held = acquire(acme, "alive")
+    orphan = acquire(acme, "alive")  # its consumer died without releasing it
+    elsewhere = slots.acquire_slot(workspace_id=globex.id, process="dead", limit=LIMIT, holder="x")
+    for _ in range(4):
+        clock(slots.renew_every_seconds())
+        slots.renew_leases(slot_ids=[held])
+    # Renewal also deletes every lapsed row, any process's, any workspace's.
+    assert list(StreamSlot.objects.values_list("pk", flat=True)) == [held]
+    assert orphan not in (None, held) and elsewhere is not None
+
+
+def test_a_retried_acquire_finds_its_own_row(acme, clock):
+    first = acquire(acme, "p", holder="one-open")
+    assert acquire(acme, "p", holder="one-open") == first
+    assert StreamSlot.objects.count() == 1
+    assert acquire(acme, "p", holder="another-open") not in (None, first)
+
+
 def test_released_slots_free_at_once_and_other_workspaces_are_apart(acme, globex, clock):
     taken = [acquire(acme, "p") for _ in range(LIMIT)]
-    assert slots.acquire_slot(workspace_id=globex.id, process="p", limit=LIMIT) is not None
+    assert slots.acquire_slot(workspace_id=globex.id, process="p", limit=LIMIT, holder="g") is not None
     slots.release_slot(taken[0])
     assert acquire(acme, "p") is not None
     slots.release_process(process="p")

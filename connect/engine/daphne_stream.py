@@ -1,0 +1,166 @@
+"""A long-lived HTTP response under daphne written from outside its ASGI `send`: Twisted flow
+control for it, and a write that skips the event loop's round trip. The event stream's
+consumer (apps/events/consumer.py) calls these; under any other server `daphne_request` is None
+and the consumer falls back to plain ASGI `send`.
+
+Relies on, read in daphne 4.2 and Twisted 26.10 (every private name is in `PRIVATE_NAMES`,
+pinned by tests/test_engine_pins.py):
+- daphne/server.py passes the application `send` as `functools.partial(server.handle_reply,
+  protocol)`, and that protocol is its twisted.web `Request` for the connection. `handle_reply`
+  drops replies to connections it no longer knows; `WebRequest.handle_reply` drops them once
+  `finished` or `channel is None`, then calls `http.Request.write`. `direct_write` makes the
+  same checks and calls the same write.
+- twisted/web/http.py `Request.write` ignores writes once `_disconnected`; chunked, it goes to
+  the TCP transport's `writeSequence`, which only buffers and registers for writability (a
+  write never blocks the loop) and, past `bufferSize`, pauses the registered push producer;
+  `doWrite` resumes it once the buffer is empty. So `Producer.pauseProducing` runs inside the
+  very write that filled the buffer.
+- On a plain TCP transport whose buffer is empty (`dataBuffer`/`offset`, `_tempDataLen`)
+  `tcp.Connection.writeSomeData` is the non-blocking `send()` that `doWrite` itself calls:
+  sending at once keeps the order and skips the `startWriting`/`doWrite` round (two `epoll_ctl`s
+  and a loop pass per stream and batch); what the socket does not take is buffered as before.
+- daphne installs Twisted's asyncio reactor on the loop the consumers run on, so Twisted's
+  callbacks, the hub's dispatch and the consumer never interleave mid-write.
+
+Every private attribute is read with a default, so a Twisted that renamed one makes
+`can_write_through` false (the ordinary `Request.write` path), never an AttributeError.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+# (where, attribute) for every private name used here. `_tempDataLen` is an instance attribute,
+# set in FileDescriptor.__init__ (tcp.Connection's base); the others are class attributes.
+PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
+    ("twisted.internet.abstract.FileDescriptor", "_tempDataLen"),
+    ("twisted.internet.tcp.Connection", "_writeDisconnected"),
+    ("twisted.web.http.Request", "_disconnected"),
+)
+# The private names read on the TCP transport (a tcp.Connection).
+TRANSPORT_PRIVATE_NAMES = ("_tempDataLen", "_writeDisconnected")
+
+# Public but undocumented attributes this module also reads: pinned by presence the same way.
+TRANSPORT_BUFFER_NAMES = ("dataBuffer", "offset", "writeSomeData")
+
+
+class FlowControlled(Protocol):
+    """What a producer drives: the hub's Stream."""
+
+    paused: bool
+    wakeup: Any
+
+    def close(self, reason: str) -> None: ...
+
+
+class Producer:
+    """Twisted IPushProducer: Twisted calls pause/resume as the client's socket fills and
+    drains (on the reactor thread, which under daphne is the asyncio loop's thread)."""
+
+    def __init__(self, stream: FlowControlled) -> None:
+        self.stream = stream
+
+    def pauseProducing(self) -> None:  # noqa: N802 - Twisted's interface
+        self.stream.paused = True
+
+    def resumeProducing(self) -> None:  # noqa: N802
+        self.stream.paused = False
+        self.stream.wakeup.set()  # the stream's task drains what queued meanwhile
+
+    def stopProducing(self) -> None:  # noqa: N802
+        self.stream.paused = True
+        self.stream.close("client_gone")
+
+
+def daphne_request(send: Callable) -> Any | None:
+    """The twisted.web Request behind an ASGI `send` under daphne, else None."""
+    args = getattr(send, "args", ())
+    request = args[0] if args else None
+    return request if hasattr(request, "registerProducer") and hasattr(request, "channel") else None
+
+
+def register_producer(request: Any, stream: FlowControlled) -> Producer | None:
+    """Flow control for `stream` on `request`; None when it cannot be had (the stream then
+    never writes directly, so nothing it sends bypasses the ASGI path unguarded)."""
+    if getattr(request, "producer", None) is not None:
+        return None
+    producer = Producer(stream)
+    try:
+        request.registerProducer(producer, True)
+    except Exception:  # noqa: BLE001 - flow control is a protection, not a requirement to stream
+        return None
+    return producer
+
+
+def unregister_producer(request: Any | None, producer: Producer) -> None:
+    try:
+        if request is not None and getattr(request, "producer", None) is producer:
+            request.unregisterProducer()
+    except Exception:  # noqa: BLE001 - the connection is going away anyway
+        pass
+
+
+def abort(request: Any | None) -> None:
+    """Drop the connection at once (RST), unsent bytes and all."""
+    transport = getattr(getattr(request, "channel", None), "transport", None)
+    if transport is not None and hasattr(transport, "abortConnection"):
+        transport.abortConnection()
+
+
+def _usable(request: Any) -> bool:
+    # daphne's WebRequest.handle_reply skips the first two; Request.write the third.
+    return not request.finished and request.channel is not None and not getattr(request, "_disconnected", False)
+
+
+def can_write_through(transport: Any) -> bool:
+    """A plain TCP transport of Twisted's (not TLS) whose buffer this module can see."""
+    try:
+        from twisted.internet.tcp import Connection
+    except ImportError:  # pragma: no cover - daphne always brings Twisted
+        return False
+    return (
+        isinstance(transport, Connection)
+        and not getattr(transport, "TLS", False)
+        and all(hasattr(transport, name) for name in TRANSPORT_BUFFER_NAMES)
+        and all(hasattr(transport, name) for name in TRANSPORT_PRIVATE_NAMES)
+    )
+
+
+def direct_write(request: Any, producer: Producer | None) -> Callable[[bytes], None] | None:
+    """The write a live stream's frames take; None without flow control (then every frame
+    goes through the stream's task and ASGI `send`)."""
+    if request is None or producer is None:
+        return None
+    transport = getattr(request.channel, "transport", None)
+    if not can_write_through(transport):
+        write = request.write
+
+        def write_now(data: bytes) -> None:
+            if _usable(request):
+                write(data)
+
+        return write_now
+    chunked = bool(request.chunked)
+
+    def write_through(data: bytes) -> None:
+        # `_usable`, inlined: this runs once per live stream and dispatched batch.
+        if request.finished or request.channel is None or getattr(request, "_disconnected", False):
+            return
+        chunk = b"%x\r\n%s\r\n" % (len(data), data) if chunked else data  # as Request.write's toChunk
+        request.sentLength += len(data)
+        if (
+            transport.connected
+            and not transport.disconnecting
+            and not getattr(transport, "_writeDisconnected", True)
+            and not getattr(transport, "_tempDataLen", 1)
+            and len(transport.dataBuffer) == transport.offset
+        ):
+            sent = transport.writeSomeData(chunk)
+            if not isinstance(sent, int):  # connection lost: let Twisted find out its own way
+                sent = 0
+            if sent == len(chunk):
+                return
+            chunk = chunk[sent:]
+        transport.write(chunk)  # buffered behind what is already waiting; may pause the producer
+
+    return write_through

@@ -1,0 +1,242 @@
+"""The event stream through faults, on the real parts: a live `manage.py serve` on PostgreSQL
+with a redis-server of the test's own, killed with SIGKILL and started again on the same port,
+and the server's PostgreSQL backends terminated under it.
+
+After each fault: the slot rows equal the open streams within one lease (short here,
+`CONNECT_SSE_SLOT_LEASE_SECONDS`), streams that were open end so their clients resume with
+`Last-Event-ID` and miss nothing, an open during a Redis outage is `503 unavailable` with
+`Retry-After`, and no delivery task, queue or socket is left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+from datetime import timedelta
+
+import httpx
+import pytest
+from django.conf import settings
+from django.utils import timezone
+
+from apps.events import fanout
+from apps.events.models import Event, StreamSlot
+from tests import factories
+from tests.events.faults import (
+    REDIS_SERVER,
+    RedisServer,
+    backends,
+    client_sockets,
+    raw_resume,
+    read_until,
+    terminate_backends,
+)
+from tests.events.live import STREAM, WAIT, Reader, abort, start_server, wait_until
+from tests.servers import database_url_for_test_db, descendants
+
+pytestmark = [
+    pytest.mark.skipif(
+        "postgresql" not in settings.DATABASES["default"]["ENGINE"],
+        reason="the fault cases run on PostgreSQL (DATABASE_URL), as production does",
+    ),
+    pytest.mark.skipif(REDIS_SERVER is None, reason="no redis-server on this machine"),
+    pytest.mark.django_db(transaction=True),
+]
+
+APPLICATION_NAME = "connect-stream-faults"
+LEASE = 6  # seconds (renewed every 2 s); production's is 45
+STREAMS = 4
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup, django_db_blocker, redis_server, tmp_path_factory):
+    live = start_server(
+        tmp_path_factory.mktemp("events-faults"),
+        REDIS_URL=redis_server.url,
+        # Named, so the test terminates the server's connections and never its own.
+        DATABASE_URL=f"{database_url_for_test_db()}?application_name={APPLICATION_NAME}",
+        CONNECT_SSE_SLOT_LEASE_SECONDS=str(LEASE),
+        CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE=str(STREAMS + 2),
+    )
+    yield live
+    live.stop()
+
+
+@pytest.fixture
+def publish(redis_server, settings):
+    """Events this test commits are published on the test's own Redis, as the server's are."""
+    if not redis_server.answers():
+        redis_server.start()
+    settings.REDIS_URL = redis_server.url
+    fanout._publisher = None
+    yield
+    fanout._publisher = None
+
+
+@pytest.fixture
+def readers():
+    opened: list[Reader] = []
+
+    def open_reader(server, key, **kwargs) -> Reader:
+        reader = Reader(server.url, key, **kwargs)
+        opened.append(reader)
+        return reader
+
+    yield open_reader
+    for reader in opened:
+        reader.close()
+
+
+def slot_rows() -> int:
+    return StreamSlot.objects.count()
+
+
+def open_stream(server, key: str) -> httpx.Response:
+    with httpx.stream("GET", server.url + STREAM, headers={"Authorization": f"Bearer {key}"}, timeout=30) as r:
+        if r.status_code != 200:
+            r.read()
+        return r
+
+
+def settled(server, base: dict) -> bool:
+    """Nothing left of the streams that ended: the hub, its tasks and the slot rows agree."""
+    stats = server.stats()
+    return (
+        stats["streams"] == base["streams"]
+        and stats["deliveryTasks"] == base["deliveryTasks"]
+        and stats["queued"] == 0
+        and slot_rows() == stats["streams"]
+    )
+
+
+def test_a_redis_kill_ends_the_streams_leaves_no_slot_and_they_resume(
+    server, redis_server, publish, readers, acme, alice_key
+):
+    warm = readers(server, alice_key)  # the hub, its subscription and the pools exist from here on
+    assert warm.status == 200
+    warm.close()
+    base = server.stats()
+    wait_until(lambda: settled(server, {**base, "streams": 0, "deliveryTasks": 0}), what="the first stream to end")
+    base = server.stats()
+    sockets_before = client_sockets(server)  # the stats request's may still be closing: at most one
+    opened = [readers(server, alice_key) for _ in range(STREAMS)]
+    assert [r.status for r in opened] == [200] * STREAMS
+    wait_until(lambda: server.stats()["streams"] == base["streams"] + STREAMS, what="the streams to open")
+    assert slot_rows() == STREAMS
+    assert client_sockets(server) >= sockets_before + STREAMS
+    factories.session(acme)
+    last_ids = [r.wait_events(1)[-1].id for r in opened]
+
+    redis_server.kill()
+    for reader in opened:
+        reader.wait(lambda r: r.ended, what="the stream to end when Redis went away")
+        reader.close()  # the response ended; this also drops the client's kept-alive connection
+    # Committed while Redis is down: not published, but resume finds it.
+    missed = factories.session(acme)
+    # Within one lease (the bound is generous for a busy machine) the slots equal the streams.
+    wait_until(lambda: settled(server, base), what="slot rows to equal open streams", timeout=LEASE + WAIT)
+
+    redis_server.start()
+    # Resumed on bare sockets, so the clients can then vanish abruptly (a reset, no goodbye).
+    again = [raw_resume(server.port, alice_key, last_id) for last_id in last_ids]
+    missed_id = Event.objects.get(session_id=missed.id).id
+    for sock in again:
+        read_until(sock, f"id: {missed_id}".encode())
+    assert slot_rows() == STREAMS and server.stats()["streams"] == base["streams"] + STREAMS
+    live = factories.session(acme)
+    live_id = Event.objects.get(session_id=live.id).id
+    for sock in again:
+        read_until(sock, f"id: {live_id}".encode())
+    for sock in again:
+        abort(sock)
+    wait_until(lambda: settled(server, base), what="the vanished clients' streams to free everything")
+    assert slot_rows() == 0
+    wait_until(lambda: client_sockets(server) <= sockets_before, what="the server to close the sockets")
+
+
+def test_opening_during_a_redis_outage_is_503_and_recovers_by_itself(
+    server, redis_server, publish, readers, acme, alice_key
+):
+    base = server.stats()
+    redis_server.kill()
+    for _ in range(3):
+        refused = open_stream(server, alice_key)
+        assert refused.status_code == 503, refused.text
+        assert refused.json() == {"error": "unavailable"}
+        assert refused.headers["content-type"] == "application/json"
+        assert int(refused.headers["retry-after"]) >= 1
+    assert slot_rows() == 0 and server.stats()["streams"] == base["streams"]
+
+    redis_server.start()
+    reader = readers(server, alice_key)  # the next open subscribes again
+    assert reader.status == 200
+    session = factories.session(acme)
+    assert reader.wait_events(1)[0].json["sessionId"] == session.id
+    assert slot_rows() == 1
+
+
+def test_terminated_database_connections_heal_before_the_stream_sees_them(server, publish, readers, acme, alice_key):
+    base = server.stats()
+    first = readers(server, alice_key)
+    assert first.status == 200
+    factories.session(acme)
+    last_id = first.wait_events(1)[0].id
+    missed = factories.session(acme)
+    first.wait_events(2)
+    assert terminate_backends(APPLICATION_NAME) >= 1
+
+    # Authentication, the slot and the resume read all meet the dead pooled connections first.
+    second = readers(server, alice_key, last_event_id=last_id)
+    assert second.status == 200, second.body
+    assert second.wait_events(1)[0].json["sessionId"] == missed.id
+    assert slot_rows() == 2
+
+    # The hub's own lease renewal meets dead connections too, and still renews both slots.
+    assert terminate_backends(APPLICATION_NAME) >= 1
+    terminated_at = timezone.now()
+    wait_until(
+        lambda: StreamSlot.objects.filter(lease_expires_at__gt=terminated_at + timedelta(seconds=LEASE)).count() == 2,
+        what="both leases renewed after the backends were terminated",
+        timeout=LEASE + WAIT,
+    )
+    assert backends(APPLICATION_NAME) >= 1  # the server holds fresh connections
+    for reader in (first, second):
+        reader.close()
+    wait_until(lambda: settled(server, base), what="the streams to free everything")
+
+
+def test_a_killed_servers_slots_lapse_and_are_cleared_by_a_live_server(
+    server, publish, readers, tmp_path, acme, alice_key
+):
+    survivor = readers(server, alice_key)  # the live server holds one stream and renews
+    assert survivor.status == 200
+    victim = start_server(
+        tmp_path,
+        REDIS_URL=settings.REDIS_URL,
+        CONNECT_SSE_SLOT_LEASE_SECONDS=str(LEASE),
+        CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE=str(STREAMS + 2),
+    )
+    try:
+        sockets = [raw_resume(victim.port, alice_key, None) for _ in range(2)]
+        wait_until(lambda: slot_rows() == 3, what="three slots taken")
+        # SIGKILL of the whole server, as a lost machine: nothing releases, nothing renews.
+        for pid in [victim.process.pid, *descendants(victim.process.pid)]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        victim.process.wait(timeout=WAIT)
+    finally:
+        victim.stop()
+    for sock in sockets:
+        sock.close()
+    wait_until(lambda: slot_rows() == 1, what="the killed server's slots to lapse", timeout=LEASE + WAIT)
+    assert not survivor.ended
+    survivor.close()
+    wait_until(lambda: slot_rows() == 0 and server.stats()["streams"] == 0, what="the survivor's stream to end")
