@@ -56,7 +56,7 @@ from apps.core.errors import (
     as_api_error,
 )
 from apps.events import filters, slots
-from apps.events.credentials import CredentialRef
+from apps.access.credentials import CredentialRef
 from apps.events.hub import PING, Stream, get_hub, resume_frames
 from connect.engine import daphne_stream
 

@@ -22,6 +22,7 @@ import orjson
 from django.conf import settings
 
 from apps.events.models import Event
+from apps.events.representations import frame_for
 
 logger = logging.getLogger("connect.events")
 
@@ -39,8 +40,6 @@ def redis_channel() -> str:
 def wire_message(event: Event) -> bytes:
     """What travels on Redis: a one-line routing header, then the ready SSE frame, so a
     server process routes and writes it without parsing or re-serialising the envelope."""
-    from apps.events.hub import frame_for
-
     header = orjson.dumps({"i": event.id, "w": event.workspace_id, "t": event.type, "s": event.session_id})
     return header + b"\n" + frame_for(event)
 

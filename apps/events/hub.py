@@ -43,10 +43,9 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections
 
 from apps.events import fanout, selectors, slots
-from apps.events.credentials import CredentialRef, invalid_credentials
+from apps.access.credentials import CredentialRef, invalid_credentials
 from apps.events.filters import Subscription
-from apps.events.models import Event
-from apps.events.representations import event_envelope
+from apps.events.representations import PING, frame_for
 from connect.engine.faults import discard_lost_connections, is_database_unavailable
 
 logger = logging.getLogger("connect.events")
@@ -63,7 +62,6 @@ FOLLOW_WINDOW_SECONDS = 10
 RESUME_MAX_EVENTS = 5000
 # Redis messages already received are dispatched together, up to this many at once.
 REDIS_BATCH_MAX = 500
-PING = b": ping\n\n"
 
 _CROCKFORD = {c: i for i, c in enumerate("0123456789abcdefghjkmnpqrstvwxyz")}
 
@@ -88,15 +86,6 @@ def id_floor(ms: int) -> str:
         chars.append(alphabet[value & 31])
         value >>= 5
     return "evt_" + "".join(reversed(chars))
-
-
-def sse_frame(event_id: str, type: str, envelope: dict[str, Any]) -> bytes:
-    # orjson never emits a newline, so the envelope is always exactly one `data:` line.
-    return b"id: %s\nevent: %s\ndata: %s\n\n" % (event_id.encode(), type.encode(), orjson.dumps(envelope))
-
-
-def frame_for(event: Event) -> bytes:
-    return sse_frame(event.id, event.type, event_envelope(event))
 
 
 def _db_job(fn: Callable, retry: bool, *args, **kwargs):

@@ -1,8 +1,25 @@
 """The event envelope on the wire (contract §2.6, §6.1): exactly type, sessionId, occurredAt,
-data, generated from its declaration in apps/events/shapes.py."""
+data, generated from its declaration in apps/events/shapes.py; and its SSE frame, built once per
+event and written as is to every stream it matches."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import orjson
+
+from apps.events.models import Event
 from apps.events.shapes import EVENT_ENVELOPE
 
 event_envelope = EVENT_ENVELOPE.encode
+
+PING = b": ping\n\n"
+
+
+def sse_frame(event_id: str, type: str, envelope: dict[str, Any]) -> bytes:
+    # orjson never emits a newline, so the envelope is always exactly one `data:` line.
+    return b"id: %s\nevent: %s\ndata: %s\n\n" % (event_id.encode(), type.encode(), orjson.dumps(envelope))
+
+
+def frame_for(event: Event) -> bytes:
+    return sse_frame(event.id, event.type, event_envelope(event))

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from apps.events import fanout
 from apps.events.models import Event, EventType
 from apps.events.signals import event_recorded
 
@@ -24,8 +25,6 @@ def record_event(*, workspace_id: int, type: str, session_id: str, occurred_at: 
 
 
 def _announce(event: Event) -> None:
-    from apps.events import fanout
-
     fanout.announce_committed(event)
 
 

@@ -53,3 +53,11 @@ def test_the_doorkeeper_needs_no_function_level_import_of_an_app_module():
     assert [(m, t) for m, t in analyse(ROOT)["function_level"] if app_of(m) == "access"] == [
         ("apps.access.apps", "apps.access.openapi")
     ]
+
+
+def test_no_upward_import_and_no_circle_anywhere():
+    """Across every app: only the justified upward edges (bench/imports.py ALLOWED_UPWARD), and
+    no circle, not even one a function-level import would hide."""
+    result = analyse(ROOT)
+    assert result["upward"] == []
+    assert result["cycles_with_function_imports"] == []

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from apps.events import hub as hub_module
-from apps.events.credentials import CredentialRef
+from apps.access.credentials import CredentialRef
 from apps.events.filters import FilterEntry, Subscription
 from apps.events.hub import PING, Stream, get_hub
 
