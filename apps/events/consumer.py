@@ -178,6 +178,9 @@ class EventStreamConsumer(AsyncHttpConsumer):
         workspace_id = principal.workspace.id
         await self._acquire_slot(hub, workspace_id)
         if self.slot_id is None:
+            retry_after = await hub.run_db(slots.overdue_retry_after, retry=True, workspace_id=workspace_id)
+            if retry_after is not None:
+                raise Unavailable(retry_after=retry_after)
             raise ConnectionLimit()
 
         self.stream = Stream(

@@ -12,6 +12,7 @@ hub, and its client resumes."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from datetime import timedelta
 
@@ -63,6 +64,28 @@ def acquire_slot(*, workspace_id: int, process: str, limit: int, holder: str) ->
         except IntegrityError:
             continue  # another connect, here or elsewhere, took this number first
     return None
+
+
+def overdue_retry_after(*, workspace_id: int) -> int | None:
+    """When the workspace is at its limit: seconds until the first of its rows that missed two
+    renewals lapses, or None when every row is renewed on time. Such a row belongs to a process
+    that died (a host stopped mid-stream): its client is reconnecting elsewhere, so the refusal
+    is a dependency's transient state (503 with Retry-After), not the workspace's own streams
+    (429 connection_limit)."""
+    now = timezone.now()
+    overdue = (
+        StreamSlot.objects.filter(
+            workspace_id=workspace_id,
+            lease_expires_at__gte=now,
+            lease_expires_at__lt=now + timedelta(seconds=lease_seconds() - 2 * renew_every_seconds()),
+        )
+        .order_by("lease_expires_at")
+        .values_list("lease_expires_at", flat=True)
+        .first()
+    )
+    if overdue is None:
+        return None
+    return math.floor((overdue - now).total_seconds()) + 1  # the first whole second past its lapse
 
 
 def release_slot(slot_id: int) -> None:

@@ -84,3 +84,24 @@ def test_released_slots_free_at_once_and_other_workspaces_are_apart(acme, globex
     slots.release_process(process="p")
     assert slots.open_slots(workspace_id=acme.id) == 0
     assert slots.open_slots(workspace_id=globex.id) == 0
+
+
+def test_a_full_workspace_whose_slots_missed_their_renewals_is_told_when_they_lapse(acme, clock):
+    """A host stopped mid-stream: its rows still fill the limit until their lease lapses, while
+    its clients reconnect elsewhere. That refusal is transient (503 with Retry-After, saying
+    when), not the workspace's own streams (429 connection_limit, None here)."""
+    live = [acquire(acme, "live") for _ in range(LIMIT - 1)]
+    dead = acquire(acme, "dead")
+    assert acquire(acme, "live") is None and slots.overdue_retry_after(workspace_id=acme.id) is None
+
+    clock(slots.renew_every_seconds())
+    slots.renew_leases(slot_ids=live)
+    clock(slots.renew_every_seconds())
+    slots.renew_leases(slot_ids=live)
+    clock(1)  # the dead host has now missed two renewals
+    assert acquire(acme, "live") is None
+    retry_after = slots.overdue_retry_after(workspace_id=acme.id)
+    assert retry_after is not None and 1 <= retry_after <= slots.renew_every_seconds() + 1
+
+    clock(retry_after)  # once it lapsed, the reconnect gets the dead host's place
+    assert acquire(acme, "live") is not None and dead not in slots.existing_slots([dead])
