@@ -66,37 +66,43 @@ class Lanes:
         self._probe_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-probe")
         self.queue_timeout = queue_timeout
         # Touched only on the event loop thread, so no lock: lanes running nothing, and the
-        # requests waiting for one (first come, first served).
+        # requests waiting for one (first come, first served) with the loop time at which each
+        # is shed. One timer serves the whole queue: waiters share one bound, so deadlines
+        # grow from head to tail and only the head's can be due.
         self._free = list(range(count))
-        self._waiting: deque[asyncio.Future[int]] = deque()
+        self._waiting: deque[tuple[float, asyncio.Future[int]]] = deque()
+        self._shed_timer: asyncio.TimerHandle | None = None
 
     async def _acquire(self) -> int:
         if self._free and not self._waiting:
             return self._free.pop()
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[int] = loop.create_future()
-        self._waiting.append(waiter)
-
-        def shed() -> None:
-            if not waiter.done():
-                waiter.set_exception(Overloaded())
-
-        timer = loop.call_later(self.queue_timeout, shed)
+        self._waiting.append((loop.time() + self.queue_timeout, waiter))
+        if self._shed_timer is None:
+            self._shed_timer = loop.call_at(self._waiting[0][0], self._shed_due, loop)
         try:
             return await waiter
         except asyncio.CancelledError:
-            # The client left while waiting; a lane handed over in that instant goes back.
+            # The client left while waiting (its entry, now done, is skipped when reached); a
+            # lane handed over in that instant goes back.
             if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
                 self._release(waiter.result())
             raise
-        finally:
-            timer.cancel()
-            if waiter in self._waiting:
-                self._waiting.remove(waiter)
+
+    def _shed_due(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._shed_timer = None
+        now = loop.time()
+        while self._waiting and (self._waiting[0][1].done() or self._waiting[0][0] <= now):
+            _, waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_exception(Overloaded())
+        if self._waiting:
+            self._shed_timer = loop.call_at(self._waiting[0][0], self._shed_due, loop)
 
     def _release(self, lane: int) -> None:
         while self._waiting:
-            waiter = self._waiting.popleft()
+            _, waiter = self._waiting.popleft()
             if not waiter.done():
                 waiter.set_result(lane)
                 return
