@@ -392,6 +392,33 @@ def drain(servers: dict, limit_s: float = 120.0, idle: float = 0.85) -> float:
     return time.monotonic() - started
 
 
+def socket_inodes(port: int, *, remote: bool = False) -> set[str]:
+    """The inodes of the TCP sockets (IPv4 and IPv6) whose local port, or remote port when
+    `remote`, is `port`, from /proc/net."""
+    column = 2 if remote else 1
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[column].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    return inodes
+
+
+def pid_holding_socket(pids: list[int], inodes: set[str]) -> int | None:
+    """The first of `pids` with a descriptor on one of the sockets `inodes`; None when none has
+    (a process that exits meanwhile is passed over)."""
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:[") and target[8:-1] in inodes:
+                    return pid
+        except OSError:
+            continue
+    return None
+
+
 def machine() -> str:
     cpu = "unknown CPU"
     with contextlib.suppress(OSError):
