@@ -291,8 +291,11 @@ def sanity_check(base: str, endpoint: Endpoint) -> str | None:
     return None
 
 
-def wrk(url_base: str, endpoint: Endpoint, duration: float, connections: int, threads: int) -> dict:
-    script = LUA % {
+def wrk(url_base: str, endpoint: Endpoint, duration: float, connections: int, threads: int, *,
+        lua: str = LUA, path: str | None = None) -> dict:
+    """wrk with `lua` (LUA: GET each of the endpoint's paths in turn) against `url_base` +
+    `path` (default: the first of its paths; a script that POSTs `paths` as bodies names its own)."""
+    script = lua % {
         "paths": ", ".join(lua_string(p) for p in endpoint.paths),
         "headers": ", ".join(f"[{lua_string(k)}] = {lua_string(v)}" for k, v in endpoint.headers.items()),
     }
@@ -301,7 +304,7 @@ def wrk(url_base: str, endpoint: Endpoint, duration: float, connections: int, th
     try:
         command = [
             "wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(duration))}s", "--timeout", "10s", "--latency",
-            "-s", f.name, url_base + endpoint.paths[0],
+            "-s", f.name, url_base + (path or endpoint.paths[0]),
         ]  # fmt: skip
         out = subprocess.run(command, text=True, stdout=subprocess.PIPE, timeout=duration + 60).stdout
     finally:
@@ -348,6 +351,27 @@ JOIN recordings_segment_search AS k ON k.id = (best.r >> 24)
 JOIN recordings_segment AS s ON s.transcript_id = k.transcript_id AND s.sequence = (best.r & 16777215)
 ORDER BY best.rank
 """
+
+
+@contextlib.contextmanager
+def baseline_worktree(ref: str, path: Path):
+    """A detached git worktree of `ref` at `path` for a baseline server, removed afterwards."""
+    subprocess.run(["git", "worktree", "add", "--detach", str(path), ref], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    log(f"baseline: {ref} = {subprocess.check_output(['git', 'rev-parse', '--short', ref], cwd=ROOT, text=True).strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
+
+
+def save_results(run_dir: Path, meta: dict, results: object, table: str) -> None:
+    """results.json (`meta` and `results`) and results.md (`table`) into `run_dir`; prints the table."""
+    (run_dir / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2, default=str))
+    (run_dir / "results.md").write_text(table)
+    print()
+    print(table)
+    log(f"written to {run_dir.relative_to(ROOT)}/")
 
 
 def datasette_metadata(db: Database) -> dict:

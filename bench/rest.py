@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import json
 import os
 import shutil
 import statistics
@@ -53,6 +52,7 @@ from bench.harness import (  # noqa: E402 - the shared harness (bench/harness.py
     manage,
     probe,
     sanity_check,
+    save_results,
     wrk,
 )
 
@@ -480,11 +480,7 @@ def main() -> int:
         "args": vars(args),
     }
     table = markdown(results, meta, args)
-    (run_dir / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2, default=str))
-    (run_dir / "results.md").write_text(table)
-    print()
-    print(table)
-    log(f"written to {run_dir.relative_to(ROOT)}/")
+    save_results(run_dir, meta, results, table)
     return 0
 
 
