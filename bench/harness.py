@@ -365,6 +365,22 @@ def baseline_worktree(ref: str, path: Path):
         subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
 
 
+def new_run(name: str) -> tuple[Path, dt.datetime]:
+    """A new bench/results/<name>-<UTC time>/ (the servers of the run log there too) and the
+    run's start."""
+    started = dt.datetime.now(dt.timezone.utc)
+    run_dir = RESULTS / f"{name}-{started:%Y%m%dT%H%M%SZ}"
+    run_dir.mkdir(parents=True)
+    Server.log_dir = run_dir
+    return run_dir, started
+
+
+def run_line(meta: dict) -> str:
+    """The first words of a results table: when, where, and how busy the machine was."""
+    return (f"Run {meta['started']} on {meta['machine']}; load average before/after "
+            f"{meta['loadavg_before'][0]:.1f}/{meta['loadavg_after'][0]:.1f}.")
+
+
 def save_results(run_dir: Path, meta: dict, results: object, table: str) -> None:
     """results.json (`meta` and `results`) and results.md (`table`) into `run_dir`; prints the table."""
     (run_dir / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2, default=str))

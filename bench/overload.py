@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime as dt
 import os
 import random
 import statistics
@@ -35,11 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import baseline_worktree, save_results  # noqa: E402
+from bench.harness import baseline_worktree, new_run, run_line, save_results  # noqa: E402
 from bench.rest import (  # noqa: E402
-    RESULTS,
     Database,
-    Server,
     after_seed,
     analyze,
     connect_server,
@@ -170,8 +167,7 @@ def load(port: int, paths: list[str], headers: dict[str, str], clients: int, dur
 
 def markdown(results: list[dict], meta: dict, args: argparse.Namespace) -> str:
     out = [
-        f"Run {meta['started']} on {meta['machine']}; load average before/after "
-        f"{meta['loadavg_before'][0]:.1f}/{meta['loadavg_after'][0]:.1f}. {args.clients} clients "
+        f"{run_line(meta)} {args.clients} clients "
         f"(one keep-alive connection each, back to back) for {args.duration:g} s per round, {args.rounds} round(s), "
         f"servers alternating; Connect on `serve --workers {args.workers}`; REST mix of list, session get, "
         f"transcript and search; data: {meta['data']}. \"admitted\": every answer but a shed 503.",
@@ -206,12 +202,8 @@ def main() -> int:
     args.sessions = args.sessions or (50 if args.quick else 2000)
     args.segments = args.segments or (100 if args.quick else 500)
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    started = dt.datetime.now(dt.timezone.utc)
     loadavg_before = os.getloadavg()
-    run_dir = RESULTS / f"overload-{started:%Y%m%dT%H%M%SZ}"
-    run_dir.mkdir()
-    Server.log_dir = run_dir
+    run_dir, started = new_run("overload")
 
     db = make_database(args.db, args.quick)
     seeding = prepare(db, args)

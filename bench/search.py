@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import json
 import os
 import statistics
@@ -46,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import harness as rest  # noqa: E402 - the shared harness, by its old name here
 from bench.harness import (  # noqa: E402
-    DATA, PYTHON, RESULTS, ROOT, Database, Endpoint, Server, baseline_worktree, log, save_results,
+    DATA, PYTHON, ROOT, Database, Endpoint, Server, baseline_worktree, log, new_run, save_results,
 )
 
 PG_NAME = "connect_search_bench"
@@ -345,11 +344,7 @@ def main() -> int:
     args = parser.parse_args()
 
     DATA.mkdir(parents=True, exist_ok=True)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    started = dt.datetime.now(dt.timezone.utc)
-    run_dir = RESULTS / f"search-{started:%Y%m%dT%H%M%SZ}"
-    run_dir.mkdir()
-    Server.log_dir = run_dir
+    run_dir, started = new_run("search")
     load_before = os.getloadavg()[0]
     with contextlib.ExitStack() as stack:
         args.baseline_root = (stack.enter_context(baseline_worktree(args.baseline, run_dir / "baseline"))
