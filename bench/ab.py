@@ -19,11 +19,9 @@ import argparse
 import contextlib
 import datetime as dt
 import json
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -36,10 +34,10 @@ from bench.harness import (  # noqa: E402
     Database,
     Endpoint,
     Server,
+    baseline_worktree,
     connect_server,
     ensure_postgres_database,
     log,
-    lua_string,
     machine,
     manage,
     probe,
@@ -62,41 +60,6 @@ def mcp_body(session_id: str, rid: int) -> str:
          "params": {"name": "get_session", "arguments": {"sessionId": session_id}}},
         separators=(",", ":"),
     )  # fmt: skip
-
-
-def wrk_mcp(base: str, endpoint: Endpoint, duration: float, connections: int, threads: int) -> dict:
-    script = MCP_LUA % {
-        "paths": ", ".join(lua_string(p) for p in endpoint.paths),
-        "headers": ", ".join(f"[{lua_string(k)}] = {lua_string(v)}" for k, v in endpoint.headers.items()),
-    }
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(script)
-    try:
-        command = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(duration))}s", "--timeout", "10s",
-                   "--latency", "-s", f.name, base + "/mcp"]  # fmt: skip
-        out = subprocess.run(command, text=True, stdout=subprocess.PIPE, timeout=duration + 60).stdout
-    finally:
-        os.unlink(f.name)
-    line = next(ln for ln in out.splitlines() if ln.startswith("BENCHJSON "))
-    raw = json.loads(line.removeprefix("BENCHJSON "))
-    seconds = raw["duration_us"] / 1e6
-    return {
-        "rps": raw["requests"] / seconds,
-        "p50_ms": raw["latency_us"]["p50"] / 1000,
-        "p99_ms": raw["latency_us"]["p99"] / 1000,
-        "non_2xx": raw["errors"]["status"],
-    }
-
-
-@contextlib.contextmanager
-def baseline_worktree(ref: str, run_dir: Path):
-    path = run_dir / "baseline"
-    subprocess.run(["git", "worktree", "add", "--detach", str(path), ref], cwd=ROOT, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        yield path
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
 
 
 def make_database(kind: str) -> Database:
@@ -149,7 +112,7 @@ def main() -> int:
     head = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True).strip()
     results: dict[str, dict[str, list[dict]]] = {}
     with contextlib.ExitStack() as stack:
-        root = stack.enter_context(baseline_worktree(args.baseline, run_dir))
+        root = stack.enter_context(baseline_worktree(args.baseline, run_dir / "baseline"))
         servers = {
             head: stack.enter_context(connect_server(db, 2)),
             args.baseline: stack.enter_context(connect_server(db, 2, root=root)),
@@ -165,8 +128,8 @@ def main() -> int:
         for round_ in range(args.rounds):
             for ep in eps:
                 for name in order if round_ % 2 == 0 else order[::-1]:
-                    measure = wrk_mcp if ep.server == "mcp" else wrk
-                    run = measure(servers[name].base, ep, args.duration, args.connections, 2)
+                    mcp = {"lua": MCP_LUA, "path": "/mcp"} if ep.server == "mcp" else {}
+                    run = wrk(servers[name].base, ep, args.duration, args.connections, 2, **mcp)
                     run.pop("wrk_output", None)
                     results.setdefault(ep.name, {}).setdefault(name, []).append(run)
                     log(f"round {round_ + 1} {ep.name} @ {name}: {run['rps']:.0f} req/s p50 {run['p50_ms']:.1f} ms")

@@ -291,8 +291,11 @@ def sanity_check(base: str, endpoint: Endpoint) -> str | None:
     return None
 
 
-def wrk(url_base: str, endpoint: Endpoint, duration: float, connections: int, threads: int) -> dict:
-    script = LUA % {
+def wrk(url_base: str, endpoint: Endpoint, duration: float, connections: int, threads: int, *,
+        lua: str = LUA, path: str | None = None) -> dict:
+    """wrk with `lua` (LUA: GET each of the endpoint's paths in turn) against `url_base` +
+    `path` (default: the first of its paths; a script that POSTs `paths` as bodies names its own)."""
+    script = lua % {
         "paths": ", ".join(lua_string(p) for p in endpoint.paths),
         "headers": ", ".join(f"[{lua_string(k)}] = {lua_string(v)}" for k, v in endpoint.headers.items()),
     }
@@ -301,7 +304,7 @@ def wrk(url_base: str, endpoint: Endpoint, duration: float, connections: int, th
     try:
         command = [
             "wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(duration))}s", "--timeout", "10s", "--latency",
-            "-s", f.name, url_base + endpoint.paths[0],
+            "-s", f.name, url_base + (path or endpoint.paths[0]),
         ]  # fmt: skip
         out = subprocess.run(command, text=True, stdout=subprocess.PIPE, timeout=duration + 60).stdout
     finally:
@@ -350,6 +353,43 @@ ORDER BY best.rank
 """
 
 
+@contextlib.contextmanager
+def baseline_worktree(ref: str, path: Path):
+    """A detached git worktree of `ref` at `path` for a baseline server, removed afterwards."""
+    subprocess.run(["git", "worktree", "add", "--detach", str(path), ref], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    log(f"baseline: {ref} = {subprocess.check_output(['git', 'rev-parse', '--short', ref], cwd=ROOT, text=True).strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
+
+
+def new_run(name: str) -> tuple[Path, dt.datetime]:
+    """A new bench/results/<name>-<UTC time>/ (the servers of the run log there too) and the
+    run's start."""
+    started = dt.datetime.now(dt.timezone.utc)
+    run_dir = RESULTS / f"{name}-{started:%Y%m%dT%H%M%SZ}"
+    run_dir.mkdir(parents=True)
+    Server.log_dir = run_dir
+    return run_dir, started
+
+
+def run_line(meta: dict) -> str:
+    """The first words of a results table: when, where, and how busy the machine was."""
+    return (f"Run {meta['started']} on {meta['machine']}; load average before/after "
+            f"{meta['loadavg_before'][0]:.1f}/{meta['loadavg_after'][0]:.1f}.")
+
+
+def save_results(run_dir: Path, meta: dict, results: object, table: str) -> None:
+    """results.json (`meta` and `results`) and results.md (`table`) into `run_dir`; prints the table."""
+    (run_dir / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2, default=str))
+    (run_dir / "results.md").write_text(table)
+    print()
+    print(table)
+    log(f"written to {run_dir.relative_to(ROOT)}/")
+
+
 def datasette_metadata(db: Database) -> dict:
     queries = {}
     if any(t["name"] == "recordings_segment_fts" for t in db.probe.get("fts_tables", [])):
@@ -390,6 +430,33 @@ def drain(servers: dict, limit_s: float = 120.0, idle: float = 0.85) -> float:
     while time.monotonic() - started < limit_s and cpu_idle_fraction() < idle:
         pass
     return time.monotonic() - started
+
+
+def socket_inodes(port: int, *, remote: bool = False) -> set[str]:
+    """The inodes of the TCP sockets (IPv4 and IPv6) whose local port, or remote port when
+    `remote`, is `port`, from /proc/net."""
+    column = 2 if remote else 1
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[column].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    return inodes
+
+
+def pid_holding_socket(pids: list[int], inodes: set[str]) -> int | None:
+    """The first of `pids` with a descriptor on one of the sockets `inodes`; None when none has
+    (a process that exits meanwhile is passed over)."""
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:[") and target[8:-1] in inodes:
+                    return pid
+        except OSError:
+            continue
+    return None
 
 
 def machine() -> str:

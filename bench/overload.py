@@ -23,12 +23,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime as dt
-import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,11 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.harness import baseline_worktree, new_run, run_line, save_results  # noqa: E402
 from bench.rest import (  # noqa: E402
-    RESULTS,
-    ROOT,
     Database,
-    Server,
     after_seed,
     analyze,
     connect_server,
@@ -170,22 +165,9 @@ def load(port: int, paths: list[str], headers: dict[str, str], clients: int, dur
     }
 
 
-@contextlib.contextmanager
-def baseline_checkout(ref: str):
-    """A git worktree of `ref` under a temporary directory, removed afterwards."""
-    path = Path(tempfile.mkdtemp(prefix="connect-baseline-")) / "connect"
-    subprocess.run(["git", "worktree", "add", "--detach", str(path), ref], cwd=ROOT, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        yield path
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
-
-
 def markdown(results: list[dict], meta: dict, args: argparse.Namespace) -> str:
     out = [
-        f"Run {meta['started']} on {meta['machine']}; load average before/after "
-        f"{meta['loadavg_before'][0]:.1f}/{meta['loadavg_after'][0]:.1f}. {args.clients} clients "
+        f"{run_line(meta)} {args.clients} clients "
         f"(one keep-alive connection each, back to back) for {args.duration:g} s per round, {args.rounds} round(s), "
         f"servers alternating; Connect on `serve --workers {args.workers}`; REST mix of list, session get, "
         f"transcript and search; data: {meta['data']}. \"admitted\": every answer but a shed 503.",
@@ -220,12 +202,8 @@ def main() -> int:
     args.sessions = args.sessions or (50 if args.quick else 2000)
     args.segments = args.segments or (100 if args.quick else 500)
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    started = dt.datetime.now(dt.timezone.utc)
     loadavg_before = os.getloadavg()
-    run_dir = RESULTS / f"overload-{started:%Y%m%dT%H%M%SZ}"
-    run_dir.mkdir()
-    Server.log_dir = run_dir
+    run_dir, started = new_run("overload")
 
     db = make_database(args.db, args.quick)
     seeding = prepare(db, args)
@@ -243,7 +221,8 @@ def main() -> int:
     with contextlib.ExitStack() as stack:
         servers = {"connect": connect_server(db, args.workers)}
         if args.baseline:
-            root = stack.enter_context(baseline_checkout(args.baseline))
+            checkout = Path(tempfile.mkdtemp(prefix="connect-baseline-")) / "connect"
+            root = stack.enter_context(baseline_worktree(args.baseline, checkout))
             servers[f"connect at {args.baseline}"] = connect_server(db, args.workers, root=root)
         running = {name: stack.enter_context(server) for name, server in servers.items()}
         for round_ in range(1, args.rounds + 1):
@@ -274,12 +253,7 @@ def main() -> int:
             name: statistics.median(r["p99_ms"] for r in results if r["server"] == name) for name in {r["server"] for r in results}
         },
     }
-    table = markdown(results, meta, args)
-    (run_dir / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2, default=str))
-    (run_dir / "results.md").write_text(table)
-    print()
-    print(table)
-    log(f"written to {run_dir.relative_to(ROOT)}/")
+    save_results(run_dir, meta, results, markdown(results, meta, args))
     return 0
 
 

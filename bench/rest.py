@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
-import json
 import os
 import shutil
 import statistics
@@ -36,7 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.harness import (  # noqa: E402 - the shared harness (bench/harness.py)
     DATA,
     PYTHON,
-    RESULTS,
     ROOT,
     Database,
     Endpoint,
@@ -51,8 +48,11 @@ from bench.harness import (  # noqa: E402 - the shared harness (bench/harness.py
     log,
     machine,
     manage,
+    new_run,
     probe,
+    run_line,
     sanity_check,
+    save_results,
     wrk,
 )
 
@@ -366,8 +366,7 @@ def verdicts(results: list[dict], args: argparse.Namespace) -> list[str]:
 
 def markdown(results: list[dict], meta: dict, args: argparse.Namespace) -> str:
     out = [
-        f"Run {meta['started']} on {meta['machine']}; load average before/after "
-        f"{meta['loadavg_before'][0]:.1f}/{meta['loadavg_after'][0]:.1f}. wrk -t{args.threads} -c{args.connections}, "
+        f"{run_line(meta)} wrk -t{args.threads} -c{args.connections}, "
         f"{args.rounds} round(s) of {args.duration:g} s per endpoint after a {args.warmup:g} s warm-up, medians "
         f"over the rounds; Connect on `serve --workers {args.workers}`; data: {meta['data']}. "
         f"\"1 conn\": the same endpoint with one connection for {args.unloaded:g} s (service time, no queueing).",
@@ -441,12 +440,8 @@ def main() -> int:
             return 2
 
     DATA.mkdir(parents=True, exist_ok=True)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    started = dt.datetime.now(dt.timezone.utc)
     loadavg_before = os.getloadavg()
-    run_dir = RESULTS / f"rest-{started:%Y%m%dT%H%M%SZ}"
-    run_dir.mkdir()
-    Server.log_dir = run_dir
+    run_dir, started = new_run("rest")
     kinds = list(dict.fromkeys(k for d in args.db for k in (["sqlite", "postgres"] if d == "both" else [d])))
     dbs = [make_database(k, args.quick) for k in kinds]
 
@@ -480,11 +475,7 @@ def main() -> int:
         "args": vars(args),
     }
     table = markdown(results, meta, args)
-    (run_dir / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2, default=str))
-    (run_dir / "results.md").write_text(table)
-    print()
-    print(table)
-    log(f"written to {run_dir.relative_to(ROOT)}/")
+    save_results(run_dir, meta, results, table)
     return 0
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import json
 import os
 import statistics
@@ -45,7 +44,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import harness as rest  # noqa: E402 - the shared harness, by its old name here
-from bench.harness import DATA, PYTHON, RESULTS, ROOT, Database, Endpoint, Server, log  # noqa: E402
+from bench.harness import (  # noqa: E402
+    DATA, PYTHON, ROOT, Database, Endpoint, Server, baseline_worktree, log, new_run, save_results,
+)
 
 PG_NAME = "connect_search_bench"
 # (what it is, query): the rotation, words of the demo vocabulary picked by their frequency.
@@ -248,19 +249,6 @@ def ten_workspaces(db: Database, args: argparse.Namespace) -> dict:
     return {"before": before, "after": after, "ratio": ratios}
 
 
-@contextlib.contextmanager
-def baseline_worktree(ref: str, run_dir: Path):
-    """A detached git worktree of `ref` for the baseline server, removed afterwards."""
-    path = run_dir / "baseline"
-    subprocess.run(["git", "worktree", "add", "--detach", str(path), ref], cwd=ROOT, check=True,
-                   stdout=subprocess.DEVNULL)  # fmt: skip
-    log(f"baseline: {ref} = {subprocess.check_output(['git', 'rev-parse', '--short', ref], cwd=ROOT, text=True).strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
-
-
 def report(results: list[dict], meta: dict, args: argparse.Namespace) -> str:
     lines = [
         f"Run {meta['started']} on {meta['machine']}; load average before/after {meta['load_before']:.1f}/"
@@ -356,23 +344,15 @@ def main() -> int:
     args = parser.parse_args()
 
     DATA.mkdir(parents=True, exist_ok=True)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    started = dt.datetime.now(dt.timezone.utc)
-    run_dir = RESULTS / f"search-{started:%Y%m%dT%H%M%SZ}"
-    run_dir.mkdir()
-    Server.log_dir = run_dir
+    run_dir, started = new_run("search")
     load_before = os.getloadavg()[0]
     with contextlib.ExitStack() as stack:
-        args.baseline_root = stack.enter_context(baseline_worktree(args.baseline, run_dir)) if args.baseline else None
+        args.baseline_root = (stack.enter_context(baseline_worktree(args.baseline, run_dir / "baseline"))
+                              if args.baseline else None)
         results = [bench_database(make_database(kind), args) for kind in args.db]
     meta = {"started": f"{started:%Y-%m-%d %H:%M} UTC", "machine": rest.machine(), "load_before": load_before,
             "load_after": os.getloadavg()[0], "args": vars(args)}  # fmt: skip
-    table = report(results, meta, args)
-    (run_dir / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2, default=str))
-    (run_dir / "results.md").write_text(table)
-    print()
-    print(table)
-    log(f"written to {run_dir.relative_to(ROOT)}/")
+    save_results(run_dir, meta, results, report(results, meta, args))
     return 0
 
 

@@ -46,6 +46,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.harness import pid_holding_socket, socket_inodes  # noqa: E402
+
 DATABASES = {
     "sqlite": (f"sqlite:///{ROOT / 'bench' / 'data' / 'webhooks.sqlite3'}", ""),
     "postgres": ("postgres://postgres@127.0.0.1:5432/connect_webhooks_bench", "redis://127.0.0.1:6379/3"),
@@ -164,21 +166,7 @@ def descendants(pid: int) -> list[int]:
 
 def busiest_worker(cluster_pid: int, receiver_port: int) -> int | None:
     """A cluster process holding a connection to the receiver: a worker mid-attempt."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if int(fields[2].rsplit(":", 1)[1], 16) == receiver_port:
-                inodes.add(fields[9])
-    for pid in descendants(cluster_pid):
-        try:
-            for fd in Path(f"/proc/{pid}/fd").iterdir():
-                target = os.readlink(fd)
-                if target.startswith("socket:[") and target[8:-1] in inodes:
-                    return pid
-        except OSError:
-            continue
-    return None
+    return pid_holding_socket(descendants(cluster_pid), socket_inodes(receiver_port, remote=True))
 
 
 def run(db: str, args) -> dict:

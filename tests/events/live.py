@@ -4,6 +4,7 @@ misbehave (stop reading, vanish)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import struct
@@ -17,6 +18,7 @@ from pathlib import Path
 import httpx
 from django.conf import settings
 
+from tests import servers
 from tests.servers import ROOT, LiveServer, server_env, start
 
 STREAM = "/api/v1/events/stream"
@@ -151,14 +153,17 @@ class Reader:
         self._thread.join(timeout=10)
 
 
-def raw_stream(port: int, key: str, *, rcvbuf: int | None = None, path: str = STREAM) -> socket.socket:
-    """A stream opened on a bare socket: returns once the headers arrived; nothing more is read."""
+def raw_stream(port: int, key: str, *, rcvbuf: int | None = None, path: str = STREAM,
+               last_event_id: str | None = None) -> socket.socket:
+    """A stream opened (resumed after `last_event_id`, if given) on a bare socket: returns once
+    the 200 headers arrived; nothing more is read."""
     sock = socket.socket()
     if rcvbuf:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    sock.connect(("127.0.0.1", port))
-    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n\r\n".encode())
     sock.settimeout(10)
+    sock.connect(("127.0.0.1", port))
+    resume = f"Last-Event-ID: {last_event_id}\r\n" if last_event_id else ""
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n{resume}\r\n".encode())
     received = b""
     while b"\r\n\r\n" not in received:
         chunk = sock.recv(1)
@@ -174,12 +179,5 @@ def abort(sock: socket.socket) -> None:
     sock.close()
 
 
-def wait_until(predicate, *, what: str, timeout: float = WAIT, every: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(every)
+# Polls a condition for at most one of these tests' waits.
+wait_until = functools.partial(servers.wait_until, timeout=WAIT, every=0.1)

@@ -23,12 +23,11 @@ The invariants (`Scenario.check`), the same after every fault:
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import signal
-import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -42,7 +41,9 @@ import httpx
 
 logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns a failure
 
-from tests import factories
+from bench.harness import pid_holding_socket, socket_inodes
+from tests import factories, servers
+from tests.redis_server import RedisServer
 from tests.servers import ROOT, LiveServer, alive, cmdline_of, descendants, free_port, parent_of, start
 from tests.webhooks.receiver import Receiver
 
@@ -86,65 +87,8 @@ def rig_env(redis_url: str, app_name: str, **overrides: str) -> dict[str, str]:
     return env
 
 
-def wait_until(predicate: Callable[[], object], *, what: str, timeout: float = WAIT, every: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(every)
-
-
-# --- Redis ------------------------------------------------------------------------------------
-
-
-class RedisServer:
-    """A `redis-server` of the rig's own: `kill9()` it and `restart()` it on the same port."""
-
-    def __init__(self, log_dir: Path, *, bind: str = "127.0.0.1", port: int | None = None,
-                 netns: str | None = None) -> None:
-        self.binary = shutil.which("redis-server")
-        if self.binary is None:
-            raise RuntimeError("redis-server is not installed")
-        self.bind, self.port, self.netns = bind, port or free_port(), netns
-        self.log = log_dir / f"redis-{self.port}.log"
-        self.process: subprocess.Popen | None = None
-        self.start()
-
-    @property
-    def url(self) -> str:
-        return f"redis://{self.bind}:{self.port}/0"
-
-    def start(self) -> None:
-        command = [self.binary, "--bind", self.bind, "--port", str(self.port), "--save", "", "--appendonly", "no",
-                   "--protected-mode", "no", "--logfile", str(self.log)]
-        if self.netns:
-            command = ["ip", "netns", "exec", self.netns, *command]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_until(self.ping, what=f"redis-server on {self.bind}:{self.port}", timeout=30, every=0.05)
-
-    def ping(self) -> bool:
-        try:
-            with socket.create_connection((self.bind, self.port), timeout=1) as sock:
-                sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
-        except OSError:
-            return False
-
-    def kill9(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-    def restart(self) -> None:
-        self.start()
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=10)
+# Polls a condition for at most one of the rig's waits.
+wait_until = functools.partial(servers.wait_until, timeout=WAIT, every=0.2)
 
 
 # --- The service ------------------------------------------------------------------------------
@@ -596,30 +540,12 @@ def describe(outcome: Outcome) -> str:
 # fault window, and returns once the service is back (or raises if it never comes back).
 
 
-def _pid_owning_local_port(pids: list[int], port: int) -> int | None:
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if int(fields[1].rsplit(":", 1)[1], 16) == port:
-                inodes.add(fields[9])
-    for pid in pids:
-        try:
-            for fd in Path(f"/proc/{pid}/fd").iterdir():
-                target = os.readlink(fd)
-                if target.startswith("socket:[") and target[8:-1] in inodes:
-                    return pid
-        except OSError:
-            continue
-    return None
-
-
 def redis_kill(stack: Stack, scenario: Scenario, *, outage: float = 3) -> str:
     """`kill -9` the rig's Redis, keep it down `outage` seconds, restart it on the same port."""
     with scenario.fault():
-        stack.redis.kill9()
+        stack.redis.kill()
         time.sleep(outage)  # the outage itself: events keep being committed meanwhile
-        stack.redis.restart()
+        stack.redis.start()
         wait_until(stack.ready, what="/readyz after Redis came back")
     return f"Redis down {outage:.0f} s"
 
@@ -661,7 +587,7 @@ def qcluster_kill(stack: Stack, scenario: Scenario) -> str:
     wait_until(lambda: len(endpoint.receiver.requests) > count, what="an attempt in flight")
     port = endpoint.receiver.requests[-1].peer_port
     with scenario.fault():
-        worker = _pid_owning_local_port(stack.qcluster_worker_pids(), port)
+        worker = pid_holding_socket(stack.qcluster_worker_pids(), socket_inodes(port))
         if worker is None:
             return "the attempt ended before its worker was found; nothing killed"
         os.kill(worker, signal.SIGKILL)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 
 import pytest
 
 from apps.webhooks import keys
 from apps.webhooks.models import Delivery
+from bench.harness import pid_holding_socket, socket_inodes
 from tests import factories
 from tests.servers import cmdline_of, descendants, parent_of
 from tests.webhooks.conftest import wait_until
@@ -98,21 +98,9 @@ def test_key_rotation_mid_stream_old_kid_still_verifies(webhook_server, live_rec
 
 
 def _pid_owning_local_port(pids: list[int], port: int) -> int:
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if int(fields[1].rsplit(":", 1)[1], 16) == port:
-                inodes.add(fields[9])
-    for pid in pids:
-        try:
-            for fd in Path(f"/proc/{pid}/fd").iterdir():
-                target = os.readlink(fd)
-                if target.startswith("socket:[") and target[8:-1] in inodes:
-                    return pid
-        except OSError:
-            continue
-    raise AssertionError(f"no process owns local port {port}")
+    pid = pid_holding_socket(pids, socket_inodes(port))
+    assert pid is not None, f"no process owns local port {port}"
+    return pid
 
 
 def test_a_worker_killed_mid_attempt_loses_nothing(webhook_server, live_receiver, alice):
