@@ -127,7 +127,7 @@ def test_racing_claims_hold_one_batch_per_endpoint_at_the_default_cap(webhook_se
 @pytest.mark.django_db(transaction=True)
 def test_a_slow_receiver_does_not_hold_back_a_fast_one(webhook_server, webhook_settings, alice, bob):
     """Live: `serve` with two workers. One endpoint's receiver takes 3 s per request (inside the
-    10 s timeout) with a backlog of 100; another endpoint's deliveries, recorded after that
+    4 s timeout) with a backlog of 100; another endpoint's deliveries, recorded after that
     backlog, all arrive while the slow one still has most of it. Before, every claim took the
     globally oldest due deliveries: the fast endpoint was served only once all of the slow one's
     due deliveries were leased, two batches of 20, so never with more than 40 of them left."""
