@@ -30,7 +30,7 @@ from tests.events.faults import (
     read_until,
     terminate_backends,
 )
-from tests.events.live import STREAM, WAIT, Reader, abort, start_server, wait_until
+from tests.events.live import STREAM, WAIT, abort, start_server, wait_until
 from tests.servers import database_url_for_test_db, descendants
 
 pytestmark = [
@@ -77,20 +77,6 @@ def publish(redis_server, settings):
     fanout._publisher = None
     yield
     fanout._publisher = None
-
-
-@pytest.fixture
-def readers():
-    opened: list[Reader] = []
-
-    def open_reader(server, key, **kwargs) -> Reader:
-        reader = Reader(server.url, key, **kwargs)
-        opened.append(reader)
-        return reader
-
-    yield open_reader
-    for reader in opened:
-        reader.close()
 
 
 def slot_rows() -> int:

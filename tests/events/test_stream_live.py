@@ -41,20 +41,6 @@ def servers(django_db_setup, django_db_blocker, tmp_path_factory):
     b.stop()
 
 
-@pytest.fixture
-def readers():
-    opened: list[Reader] = []
-
-    def open_reader(server, key, **kwargs) -> Reader:
-        reader = Reader(server.url, key, **kwargs)
-        opened.append(reader)
-        return reader
-
-    yield open_reader
-    for reader in opened:
-        reader.close()
-
-
 def filters(*entries: dict) -> dict:
     return {"filters": json.dumps(list(entries))}
 
