@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import (  # noqa: E402
     DATA,
-    LUA,
+    MCP_POST_LUA,
     RESULTS,
     ROOT,
     Database,
@@ -48,12 +48,6 @@ from bench.harness import (  # noqa: E402
 MCP_VERSION = "2025-06-18"
 
 # wrk: POST a rotating JSON-RPC body (one per session id) to /mcp.
-MCP_LUA = LUA.replace(
-    'return wrk.format("GET", paths[(counter %% #paths) + 1])',
-    'return wrk.format("POST", "/mcp", nil, paths[(counter %% #paths) + 1])',
-)
-
-
 def mcp_body(session_id: str, rid: int) -> str:
     return json.dumps(
         {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
@@ -128,7 +122,7 @@ def main() -> int:
         for round_ in range(args.rounds):
             for ep in eps:
                 for name in order if round_ % 2 == 0 else order[::-1]:
-                    mcp = {"lua": MCP_LUA, "path": "/mcp"} if ep.server == "mcp" else {}
+                    mcp = {"lua": MCP_POST_LUA, "path": "/mcp"} if ep.server == "mcp" else {}
                     run = wrk(servers[name].base, ep, args.duration, args.connections, 2, **mcp)
                     run.pop("wrk_output", None)
                     results.setdefault(ep.name, {}).setdefault(name, []).append(run)

@@ -65,6 +65,12 @@ function done(summary, latency, requests)
 end
 """
 
+# The same script POSTing each of the endpoint's "paths" as a body to /mcp, in rotation.
+MCP_POST_LUA = LUA.replace(
+    'return wrk.format("GET", paths[(counter %% #paths) + 1])',
+    'return wrk.format("POST", "/mcp", nil, paths[(counter %% #paths) + 1])',
+)
+
 
 def log(message: str) -> None:
     print(f"[{dt.datetime.now():%H:%M:%S}] {message}", flush=True)

@@ -28,17 +28,11 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import LUA, ROOT, drain, free_port, log, lua_string  # noqa: E402
+from bench.harness import MCP_POST_LUA, ROOT, Endpoint, drain, free_port, log  # noqa: E402
+from bench.harness import wrk as harness_wrk  # noqa: E402
 
 MODERN = "2026-07-28"
 SEARCH_WORDS = ["budget", "hiring", "roadmap", "customer", "migration", "release", "pricing", "latency"]
-
-# The harness's wrk script, posting bodies instead of getting paths.
-POST_LUA = LUA.replace("local paths = {%(paths)s}", "local bodies = {%(bodies)s}").replace(
-    'return wrk.format("GET", paths[(counter %% #paths) + 1])',
-    'return wrk.format("POST", "/mcp", nil, bodies[(counter %% #bodies) + 1])',
-)
-
 
 @dataclass
 class Target:
@@ -164,27 +158,9 @@ def sanity(target: Target, key: str, tool: str, bodies: list[str]) -> None:
 
 def wrk(target: Target, key: str, tool: str, bodies: list[str], duration: float, connections: int,
         threads: int) -> dict:
-    script = POST_LUA % {
-        "bodies": ", ".join(lua_string(b) for b in bodies),
-        "headers": ", ".join(f"[{lua_string(k)}] = {lua_string(v)}" for k, v in headers_for(key, tool).items()),
-    }
-    path = ROOT / "var" / f"bench-mcp-{os.getpid()}.lua"
-    path.write_text(script)
-    try:
-        command = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(duration))}s", "--timeout", "10s",
-                   "--latency", "-s", str(path), target.base + "/mcp"]
-        out = subprocess.run(command, text=True, stdout=subprocess.PIPE, timeout=duration + 60).stdout
-    finally:
-        path.unlink(missing_ok=True)
-    line = next((ln for ln in out.splitlines() if ln.startswith("BENCHJSON ")), None)
-    if line is None:
-        raise RuntimeError(f"wrk printed no summary:\n{out}")
-    raw = json.loads(line.removeprefix("BENCHJSON "))
-    seconds = raw["duration_us"] / 1e6
-    errors = raw["errors"]
-    return {"rps": raw["requests"] / seconds, "p50_ms": raw["latency_us"]["p50"] / 1000,
-            "p99_ms": raw["latency_us"]["p99"] / 1000, "non_2xx": errors["status"],
-            "socket_errors": errors["connect"] + errors["read"] + errors["write"] + errors["timeout"]}
+    endpoint = Endpoint(tool, "mcp", bodies, headers_for(key, tool))
+    run = harness_wrk(target.base, endpoint, duration, connections, threads, lua=MCP_POST_LUA, path="/mcp")
+    return {k: run[k] for k in ("rps", "p50_ms", "p99_ms", "non_2xx", "socket_errors")}
 
 
 def main() -> int:
