@@ -64,10 +64,12 @@ def sender() -> outbound.Sender:
 
 
 # Deliveries one claim takes at most, all for one endpoint: a backlog costs a few statements per
-# batch instead of per delivery. A batch stops at a receiver's first network error or timeout
+# batch instead of per delivery. At the default cap of one batch per endpoint a single worker
+# carries one endpoint's backlog, so a claim's and a record's fixed cost is spread over as many
+# deliveries as a quick receiver takes within the slice below. A batch stops at a receiver's first network error or timeout
 # (the rest are released, due again), and starts no request that could end after its drain's
 # deadline: the attempt lease, and django-q2's task timeout, minus a margin to record results.
-BATCH = 20
+BATCH = 100
 LEASE_MARGIN_SECONDS = 1.0
 # Fairness: a batch starts another attempt only within this slice of its start, so a receiver
 # that answers slowly gets one attempt per claim and then waits its turn, while a quick one's
@@ -78,6 +80,8 @@ MIN_CHARGE_SECONDS = 0.001  # a batch always costs something, so equal endpoints
 # Endpoints with due work a claim reads, in order: more than the batches a deployment has in
 # flight, so one below its cap is always among them.
 CANDIDATES = 200
+# What an attempt reads of a delivery (request_headers, _record): a batch loads no more.
+ATTEMPT_FIELDS = ("id", "endpoint_id", "event_id", "body", "attempt_count", "kind")
 _STOP_BATCH_ERRORS = {"network_error", "timeout", "blocked_destination"}
 
 
@@ -256,11 +260,13 @@ def drain(*, on_backlog: Callable[[], object] = lambda: None) -> list[tuple[str,
 def attempt_batch(token: str, ids: list[str], *, deadline: float) -> list[tuple[str, str]]:
     """Attempt the deliveries `token` leases, in order, over one connection to their endpoint;
     record them in one transaction; release the ones not attempted (due again at once)."""
-    by_id = Delivery.objects.select_related("endpoint__created_by__user", "endpoint__workspace").in_bulk(ids)
+    by_id = Delivery.objects.only(*ATTEMPT_FIELDS).in_bulk(ids)
     deliveries = [by_id[i] for i in ids if i in by_id]
     if not deliveries:
         return []
-    endpoint = deliveries[0].endpoint
+    # One endpoint per batch (claim_batch): read it, and what its installation check needs, once.
+    endpoint = WebhookEndpoint.objects.select_related("created_by__user", "workspace").get(
+        pk=deliveries[0].endpoint_id)
     reason = _stop_reason(endpoint)
     if reason is not None:
         now = timezone.now()

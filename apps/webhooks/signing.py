@@ -8,6 +8,7 @@ never re-serialised JSON; docs/webhooks.md carries a receiver built on `verify_s
 from __future__ import annotations
 
 import base64
+import functools
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -30,10 +31,17 @@ def signed_bytes(timestamp: int, body: bytes) -> bytes:
     return str(timestamp).encode("ascii") + b"." + body
 
 
+@functools.lru_cache(maxsize=4)
+def _private_key(seed: bytes) -> Ed25519PrivateKey:
+    """Deriving the key pair from its seed costs as much as a signature: once per key, not per
+    delivery (the active key and, during a rotation, the one before it)."""
+    return Ed25519PrivateKey(seed)
+
+
 def sign(seed: bytes, *, kid: str, timestamp: int, body: bytes) -> str:
     """The Svc-Signature header value for `body`, signed with the private key whose 32-byte
     seed is `seed`."""
-    signature = Ed25519PrivateKey(seed).sign(signed_bytes(timestamp, body)).signature
+    signature = _private_key(seed).sign(signed_bytes(timestamp, body)).signature
     return f"t={timestamp},kid={kid},v1={b64url(signature)}"
 
 
