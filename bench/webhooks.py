@@ -353,7 +353,7 @@ def fairness(args, receiver: Receiver, workspace) -> dict:
     its event-to-receipt latencies while the slow backlog is being worked on."""
     from apps.recordings import services as recordings
     from apps.tenancy import services as tenancy
-    from apps.tenancy.authentication import authenticate_bearer
+    from apps.access.credentials import authenticate_bearer
     from apps.webhooks import services as webhooks
     from apps.webhooks.models import Delivery
 
