@@ -35,6 +35,7 @@ from bench.harness import (  # noqa: E402
     Endpoint,
     Server,
     baseline_worktree,
+    cpu_seconds,
     connect_server,
     ensure_postgres_database,
     log,
@@ -123,10 +124,13 @@ def main() -> int:
             for ep in eps:
                 for name in order if round_ % 2 == 0 else order[::-1]:
                     mcp = {"lua": MCP_POST_LUA, "path": "/mcp"} if ep.server == "mcp" else {}
+                    cpu_before = cpu_seconds(servers[name].proc.pid)
                     run = wrk(servers[name].base, ep, args.duration, args.connections, 2, **mcp)
+                    run["cpu_ms_per_request"] = (cpu_seconds(servers[name].proc.pid) - cpu_before) * 1000 / max(1, run["requests"])
                     run.pop("wrk_output", None)
                     results.setdefault(ep.name, {}).setdefault(name, []).append(run)
-                    log(f"round {round_ + 1} {ep.name} @ {name}: {run['rps']:.0f} req/s p50 {run['p50_ms']:.1f} ms")
+                    log(f"round {round_ + 1} {ep.name} @ {name}: {run['rps']:.0f} req/s p50 {run['p50_ms']:.1f} ms"
+                        f" cpu {run['cpu_ms_per_request']:.2f} ms/req")
 
     def med(runs: list[dict], key: str) -> float:
         return statistics.median(r[key] for r in runs)
@@ -136,8 +140,8 @@ def main() -> int:
         f"{args.rounds} rounds × {args.duration:g} s, {args.connections} connections ({machine()})",
         "",
         f"| endpoint | {head} req/s | {args.baseline} req/s | ratio | {head} p50 / p99 ms | "
-        f"{args.baseline} p50 / p99 ms | non-2xx |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        f"{args.baseline} p50 / p99 ms | server CPU ms/request {head} / {args.baseline} (ratio) | non-2xx |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for ep in eps:
         new, old = results[ep.name][head], results[ep.name][args.baseline]
@@ -145,7 +149,8 @@ def main() -> int:
         lines.append(
             f"| {ep.name} | {med(new, 'rps'):.0f} | {med(old, 'rps'):.0f} | {med(new, 'rps') / med(old, 'rps'):.2f} | "
             f"{med(new, 'p50_ms'):.1f} / {med(new, 'p99_ms'):.1f} | {med(old, 'p50_ms'):.1f} / {med(old, 'p99_ms'):.1f} "
-            f"| {errors} |"
+            f"| {med(new, 'cpu_ms_per_request'):.3f} / {med(old, 'cpu_ms_per_request'):.3f} "
+            f"({med(new, 'cpu_ms_per_request') / med(old, 'cpu_ms_per_request'):.2f}) | {errors} |"
         )
     table = "\n".join(lines)
     (run_dir / "results.md").write_text(table + "\n")

@@ -451,6 +451,37 @@ def socket_inodes(port: int, *, remote: bool = False) -> set[str]:
     return inodes
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (its children, theirs, …), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time used so far by `pid` and every process below it (the server's
+    workers): CPU per request is the figure a busy machine disturbs least."""
+    total = 0
+    for one in [pid, *descendants(pid)]:
+        try:
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def pid_holding_socket(pids: list[int], inodes: set[str]) -> int | None:
     """The first of `pids` with a descriptor on one of the sockets `inodes`; None when none has
     (a process that exits meanwhile is passed over)."""

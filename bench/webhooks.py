@@ -46,7 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import pid_holding_socket, socket_inodes  # noqa: E402
+from bench.harness import descendants, pid_holding_socket, socket_inodes  # noqa: E402
 
 DATABASES = {
     "sqlite": (f"sqlite:///{ROOT / 'bench' / 'data' / 'webhooks.sqlite3'}", ""),
@@ -145,23 +145,6 @@ def ceiling(receiver: Receiver, count: int) -> float:
                        "Svc-Signature": signing.sign(seed, kid="k", timestamp=int(time.time()), body=body)}
             client.post(receiver.url, content=body, headers=headers).raise_for_status()
     return count / (time.monotonic() - started)
-
-
-def descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def busiest_worker(cluster_pid: int, receiver_port: int) -> int | None:

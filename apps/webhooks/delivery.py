@@ -32,7 +32,7 @@ from typing import Callable
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, F, FloatField, Max, OuterRef, Q, Subquery, Value
+from django.db.models import Case, Count, F, FloatField, Max, OuterRef, Q, Subquery, Value, When
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
@@ -110,7 +110,11 @@ def _candidates(now, current: float) -> list[tuple[str, float, int]]:
     the earliest finish first, where a batch starts at the endpoint's clock (or the rotation's
     `current` time when its clock is behind it) and is expected to cost what its last one did
     (fair_clock - fair_start): a quick endpoint goes ahead of slow ones whose clocks are level
-    with its own. On a tie, the endpoint whose delivery has waited longest."""
+    with its own. An endpoint with no finished batch yet is expected to cost a whole batch slice,
+    so a newly busy one waits behind at most that much of the others' worker time instead of
+    going ahead of every one of them: otherwise several new slow receivers each take a worker
+    once, one after another, while a quick endpoint's deliveries wait. On a tie, the endpoint
+    whose delivery has waited longest."""
     due = _due(now)
     in_flight = (
         _leased(now).filter(endpoint_id=OuterRef("pk")).order_by().values("endpoint_id")
@@ -123,7 +127,8 @@ def _candidates(now, current: float) -> list[tuple[str, float, int]]:
         WebhookEndpoint.objects.annotate(oldest_due=Subquery(oldest)).filter(oldest_due__isnull=False)
         .annotate(batches=Coalesce(Subquery(in_flight), 0),
                   start=Greatest("fair_clock", Value(current, output_field=FloatField())),
-                  finish=F("start") + F("fair_clock") - F("fair_start"))
+                  finish=F("start") + Case(When(fair_clock__gt=F("fair_start"), then=F("fair_clock") - F("fair_start")),
+                                           default=Value(BATCH_SLICE_SECONDS, output_field=FloatField())))
         .order_by("finish", "oldest_due", "pk")
     )
     return list(endpoints.values_list("pk", "start", "batches")[:CANDIDATES])

@@ -108,6 +108,24 @@ def test_an_endpoint_back_from_idle_starts_at_the_rotations_current_time(webhook
     assert engine.claim_batch(limit=1)[1] == back[:1]
 
 
+def test_a_newly_busy_endpoint_does_not_go_ahead_of_a_quick_one_with_due_work(webhook_settings, alice, queued):
+    """An endpoint with no finished batch is expected to cost a batch slice: several slow
+    receivers that become busy at once do not each take a worker ahead of a quick endpoint
+    whose last batch cost milliseconds (the bench's fairness phase: four at once put the quick
+    one's deliveries behind two rounds of 9 s attempts)."""
+    quick = make_endpoint(alice, "http://127.0.0.1:9/quick", filters=CHANGED)
+    new = make_endpoint(alice, "http://127.0.0.1:9/new", filters=CREATED)
+    WebhookEndpoint.objects.filter(id=quick.id).update(fair_start=100.0, fair_clock=100.002)
+    backlog = _deliveries(new, 2, "session.created", queued, age_seconds=60)  # older than the quick one's
+    mine = _deliveries(quick, 1, "session.status_changed", queued)
+    token, ids = engine.claim_batch(limit=1)
+    assert ids == mine
+    engine._charge(quick.id, 5.0)  # the quick endpoint used more than a slice since
+    Delivery.objects.filter(lease_token=token).update(lease_token="", lease_until=None)
+    _deliveries(quick, 1, "session.status_changed", queued)
+    assert engine.claim_batch(limit=1)[1] == backlog[:1]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_racing_claims_hold_one_batch_per_endpoint_at_the_default_cap(webhook_settings, alice, queued):
     """Four workers claiming at once (PostgreSQL: SKIP LOCKED on the endpoint row, then a fresh
