@@ -595,9 +595,9 @@ def qcluster_kill(stack: Stack, scenario: Scenario) -> str:
     """SIGKILL the django-q2 worker that is in the middle of a webhook attempt (the receiver is
     holding its request), so the attempt is cut mid-flight."""
     endpoint = scenario.endpoints[0]
-    count = len(endpoint.receiver.requests)
-    wait_until(lambda: len(endpoint.receiver.requests) > count, what="an attempt in flight")
-    port = endpoint.receiver.requests[-1].peer_port
+    count = len(endpoint.receiver.arrivals)
+    wait_until(lambda: len(endpoint.receiver.arrivals) > count, what="an attempt in flight")
+    port = endpoint.receiver.arrivals[-1]
     with scenario.fault():
         worker = pid_holding_socket(stack.qcluster_worker_pids(), socket_inodes(port))
         if worker is None:

@@ -44,6 +44,11 @@ class Receiver:
         self.keyset = self.doc.KeySet(jwks_url)
         self.behaviour = behaviour or (lambda n: 204)
         self.requests: list[Received] = []
+        # The client port of each request as it arrives, before its signature is checked: the
+        # check may first fetch the key set from the server, which under load can take longer
+        # than the attempt's timeout (a test that kills the worker mid-attempt must find it
+        # while the request is still open).
+        self.arrivals: list[int] = []
         self.lock = threading.Lock()
         self.release = threading.Event()  # set to free requests held by "hang"
         receiver = self
@@ -52,6 +57,8 @@ class Receiver:
             protocol_version = "HTTP/1.1"
 
             def do_POST(self):
+                with receiver.lock:
+                    receiver.arrivals.append(self.client_address[1])
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 try:
                     event = receiver.doc.verify(receiver.keyset, self.headers.get("Svc-Signature"), body)
@@ -88,6 +95,16 @@ class Receiver:
         self.url = f"http://{host}:{self.server.server_address[1]}/hook"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
+
+    def wait_for_arrivals(self, count: int, timeout: float = 30) -> list[int]:
+        """The client ports of the first `count` requests, as soon as they arrive (unverified)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if len(self.arrivals) >= count:
+                    return list(self.arrivals)
+            time.sleep(0.01)
+        raise AssertionError(f"expected {count} requests to arrive, got {len(self.arrivals)}")
 
     def wait_for(self, count: int, timeout: float = 30) -> list[Received]:
         deadline = time.monotonic() + timeout

@@ -107,8 +107,7 @@ def test_a_worker_killed_mid_attempt_loses_nothing(webhook_server, live_receiver
     live_receiver.behaviour = lambda n: "hang" if n == 1 else 204
     endpoint_id = subscribe(webhook_server, alice, live_receiver.url)
     factories.session(alice.workspace)
-    [first] = live_receiver.wait_for(1)
-    worker_port = first.peer_port
+    [worker_port] = live_receiver.wait_for_arrivals(1)
     worker = _pid_owning_local_port(descendants(webhook_server.process.pid), worker_port)
     os.kill(worker, signal.SIGKILL)
     live_receiver.release.set()
