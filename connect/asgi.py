@@ -1,40 +1,53 @@
 """The one ASGI application daphne serves: static files first, then Channels routes HTTP to the
 event stream and /mcp (connect/routing.py), and everything else to Django's handler on the
-process's lanes (connect/engine/lanes.py: DRF, admin, OAuth, well-known, health)."""
+process's lanes (connect/engine/lanes.py: DRF, admin, OAuth, well-known, health).
 
+It is built in a context of its own (`contextvars.copy_context().run`): startup work sets
+context variables — Django's URL resolvers flag their population in asgiref `Local`s, one per
+resolver, when middleware reverses a URL — and whatever the importing thread's context holds is
+copied into every request's task, where each variable makes every later `ContextVar.set` and
+asgiref's context restore after each hop to a lane cost more (tests/test_engine_pins.py)."""
+
+import contextvars
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "connect.settings")
 
-from connect.engine import http_limits  # noqa: E402
 
-http_limits.install()  # oversized request lines and header blocks get 414/431, not a silent close
+def _build():
+    from connect.engine import http_limits
 
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from connect.engine.lanes import get_asgi_application  # noqa: E402
-from django.urls import re_path  # noqa: E402
+    http_limits.install()  # oversized request lines and header blocks get 414/431, not a silent close
 
-django_asgi = get_asgi_application()
+    from channels.routing import ProtocolTypeRouter, URLRouter
+    from django.urls import re_path
 
-from django.conf import settings  # noqa: E402
-from django.urls import URLPattern  # noqa: E402
-from servestatic import ServeStaticASGI  # noqa: E402
+    from connect.engine.lanes import get_asgi_application
 
-from apps.core.cors import CorsASGI  # noqa: E402
-from apps.core.static import is_hashed  # noqa: E402
-from connect.routing import http_routes  # noqa: E402
+    django_asgi = get_asgi_application()
 
-# The Channels consumers are not Django views, so django-cors-headers never sees them: the
-# same policy and headers come from apps.core.cors's wrapper around each of them.
-channels_routes = [
-    URLPattern(route.pattern, CorsASGI(route.callback), route.default_args, route.name) for route in http_routes
-]
+    from django.conf import settings
+    from django.urls import URLPattern
+    from servestatic import ServeStaticASGI
 
-# Static files (collected by `collectstatic`) are answered before routing; hashed names are
-# cached for a year, the rest for a minute; gzip copies are served to clients that accept them.
-application = ServeStaticASGI(
-    ProtocolTypeRouter({"http": URLRouter([*channels_routes, re_path(r"", django_asgi)])}),
-    root=settings.STATIC_ROOT,
-    prefix=settings.STATIC_URL,
-    immutable_file_test=is_hashed,
-)
+    from apps.core.cors import CorsASGI
+    from apps.core.static import is_hashed
+    from connect.routing import http_routes
+
+    # The Channels consumers are not Django views, so django-cors-headers never sees them: the
+    # same policy and headers come from apps.core.cors's wrapper around each of them.
+    channels_routes = [
+        URLPattern(route.pattern, CorsASGI(route.callback), route.default_args, route.name) for route in http_routes
+    ]
+
+    # Static files (collected by `collectstatic`) are answered before routing; hashed names are
+    # cached for a year, the rest for a minute; gzip copies are served to clients that accept them.
+    return ServeStaticASGI(
+        ProtocolTypeRouter({"http": URLRouter([*channels_routes, re_path(r"", django_asgi)])}),
+        root=settings.STATIC_ROOT,
+        prefix=settings.STATIC_URL,
+        immutable_file_test=is_hashed,
+    )
+
+
+application = contextvars.copy_context().run(_build)

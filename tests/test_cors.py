@@ -188,8 +188,10 @@ def test_wrapper_leaves_requests_without_origin_alone(settings):
 def test_every_channels_route_is_wrapped():
     from connect import asgi, routing
 
-    assert len(asgi.channels_routes) == len(routing.http_routes)
-    assert all(isinstance(route.callback, CorsASGI) for route in asgi.channels_routes)
+    served = asgi.application.application.application_mapping["http"].routes  # ServeStatic → router
+    channels_routes = served[: len(routing.http_routes)]
+    assert [route.pattern.describe() for route in channels_routes] == [r.pattern.describe() for r in routing.http_routes]
+    assert all(isinstance(route.callback, CorsASGI) for route in channels_routes)
 
 
 # --- The real Channels routes on a live server ---------------------------------------------------
