@@ -31,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,6 +47,7 @@ import httpx  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
+from bench.harness import ensure_postgres_database  # noqa: E402
 from tests.faults import harness  # noqa: E402
 from tests.faults.harness import Outcome, RedisServer, Scenario, Stack, wait_until  # noqa: E402
 
@@ -235,6 +237,9 @@ def main() -> int:
     args = parser.parse_args()
     if connection.vendor != "postgresql":
         parser.error("the fault runs need PostgreSQL: set DATABASE_URL")
+    # Its own database, created on first use (docs/operations.md names one: connect_faults).
+    url = urllib.parse.urlsplit(os.environ["DATABASE_URL"])
+    ensure_postgres_database(url.path.lstrip("/"), url._replace(path="/postgres").geturl())
     call_command("migrate", verbosity=0)
     logs = Path(args.logs or tempfile.mkdtemp(prefix="connect-faults-"))
     logs.mkdir(parents=True, exist_ok=True)

@@ -111,10 +111,11 @@ class Database:
         return env
 
 
-def ensure_postgres_database(name: str) -> None:
+def ensure_postgres_database(name: str, admin_url: str = PG_ADMIN_URL) -> None:
+    """Create database `name` on the server `admin_url` connects to, unless it exists."""
     import psycopg
 
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
             log(f"creating PostgreSQL database {name}")
             conn.execute(f'CREATE DATABASE "{name}"')
