@@ -27,6 +27,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.servers import descendants  # one /proc walk, shared with the tests
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 DATA = BENCH / "data"
@@ -450,24 +452,6 @@ def socket_inodes(port: int, *, remote: bool = False) -> set[str]:
             if int(fields[column].rsplit(":", 1)[1], 16) == port:
                 inodes.add(fields[9])
     return inodes
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (its children, theirs, …), from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def cpu_seconds(pid: int) -> float:
