@@ -441,30 +441,23 @@ def drain(servers: dict, limit_s: float = 120.0, idle: float = 0.85) -> float:
     return time.monotonic() - started
 
 
-def socket_inodes(port: int, *, remote: bool = False) -> set[str]:
-    """The inodes of the TCP sockets (IPv4 and IPv6) whose local port, or remote port when
-    `remote`, is `port`, from /proc/net."""
+def tcp_sockets(port: int, *, remote: bool = False) -> list[tuple[str, str, str, str]]:
+    """(local address, remote address, inode, state) of the TCP sockets (IPv4 and IPv6) whose
+    local port, or remote port when `remote`, is `port`, from /proc/net (hex, as the kernel
+    writes them: state 01 is ESTABLISHED; a closed socket lingering in FIN_WAIT has inode 0)."""
     column = 2 if remote else 1
-    inodes = set()
+    rows = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
             fields = line.split()
             if int(fields[column].rsplit(":", 1)[1], 16) == port:
-                inodes.add(fields[9])
-    return inodes
+                rows.append((fields[1], fields[2], fields[9], fields[3]))
+    return rows
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time used so far by `pid` and every process below it (the server's
-    workers): CPU per request is the figure a busy machine disturbs least."""
-    total = 0
-    for one in [pid, *descendants(pid)]:
-        try:
-            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-    return total / os.sysconf("SC_CLK_TCK")
+def socket_inodes(port: int, *, remote: bool = False) -> set[str]:
+    """The inodes of the TCP sockets whose local port, or remote port when `remote`, is `port`."""
+    return {inode for _, _, inode, _ in tcp_sockets(port, remote=remote)}
 
 
 def pid_holding_socket(pids: list[int], inodes: set[str]) -> int | None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from pathlib import Path
 
 import pytest
 
 from apps.webhooks import keys
 from apps.webhooks.models import Delivery
-from bench.harness import pid_holding_socket, socket_inodes
+from bench.harness import pid_holding_socket, socket_inodes, tcp_sockets
 from tests import factories
 from tests.servers import cmdline_of, descendants, parent_of
 from tests.webhooks.conftest import wait_until
@@ -97,10 +99,23 @@ def test_key_rotation_mid_stream_old_kid_still_verifies(webhook_server, live_rec
     assert set(live_receiver.keyset.keys) >= {old_kid, new_kid}
 
 
-def _pid_owning_local_port(pids: list[int], port: int) -> int:
-    pid = pid_holding_socket(pids, socket_inodes(port))
-    assert pid is not None, f"no process owns local port {port}"
-    return pid
+def _worker_owning_local_port(server_pid: int, port: int) -> int:
+    """The server's process holding the connection from local `port`, looked for again until it
+    is found or the connection is gone (a scan passes over a process whose descriptors change
+    under it); a failure says what /proc showed."""
+    deadline = time.monotonic() + 10
+    while True:
+        pid = pid_holding_socket(descendants(server_pid), socket_inodes(port))
+        if pid is not None:
+            return pid
+        rows = tcp_sockets(port)
+        if time.monotonic() > deadline or not any(row[3] == "01" for row in rows):  # 01: ESTABLISHED
+            anywhere = pid_holding_socket([int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()],
+                                          socket_inodes(port))
+            raise AssertionError(f"no process of the server owns local port {port}: /proc/net/tcp rows "
+                                 f"(local, remote, inode, state) {rows}; owner anywhere: {anywhere} "
+                                 f"({cmdline_of(anywhere) if anywhere else b''!r})")
+        time.sleep(0.05)
 
 
 def test_a_worker_killed_mid_attempt_loses_nothing(webhook_server, live_receiver, alice):
@@ -108,7 +123,7 @@ def test_a_worker_killed_mid_attempt_loses_nothing(webhook_server, live_receiver
     endpoint_id = subscribe(webhook_server, alice, live_receiver.url)
     factories.session(alice.workspace)
     [worker_port] = live_receiver.wait_for_arrivals(1)
-    worker = _pid_owning_local_port(descendants(webhook_server.process.pid), worker_port)
+    worker = _worker_owning_local_port(webhook_server.process.pid, worker_port)
     os.kill(worker, signal.SIGKILL)
     live_receiver.release.set()
     wait_until(lambda: Delivery.objects.filter(endpoint_id=endpoint_id, status="succeeded").exists())
