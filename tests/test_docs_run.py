@@ -450,6 +450,10 @@ def _operations_commands(env: dict[str, str]) -> None:
     run(f"{PYTHON} {compact}", env)
     assert "manage.py qinfo" in spans
     run(f"{PYTHON} manage.py qinfo", env)
+    # README: "errors go to stderr with a non-zero exit" (and nothing on stdout).
+    refused = subprocess.run([*_argv(f"{PYTHON} manage.py revoke_api_key svc_unknown", {})], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=COMMAND_SECONDS)
+    assert refused.returncode != 0 and refused.stderr.strip() and not refused.stdout.strip()
     keygen = next(s for s in spans if s.startswith("python -c"))
     secret = run_line(keygen, env, {"python": sys.executable})
     assert len(base64.urlsafe_b64decode(secret)) == 32
@@ -554,9 +558,14 @@ def test_events_curl_line_opens_a_stream(make_run):
     line = _sh_block(DOCS / "events.md", "curl").strip()
     assert "https://connect.example.com" in line
     line = line.replace("https://connect.example.com", make_run.url)
-    if not CURL:
-        pytest.skip("curl is not installed: a stream needs it (httpx reads the other lines)")
     env = {**os.environ, "KEY": make_run.key()}
+    if not CURL:  # the same request with httpx: -N (no buffering) is what streaming reads do anyway
+        words = shlex.split(_expand(line, env))
+        assert words[:3] == ["curl", "-N", "-H"] and len(words) == 5, line
+        name, value = words[3].split(": ", 1)
+        with httpx.stream("GET", words[4], headers={name: value}, timeout=COMMAND_SECONDS) as response:
+            assert next(response.iter_lines()) == ": connected"
+        return
     process = subprocess.Popen(["bash", "-c", f"exec {line}"], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, text=True)
     first: list[str] = []
