@@ -15,7 +15,7 @@ import pytest
 
 from apps.events.models import Event
 from apps.recordings import services as recordings
-from tests import factories
+from tests import docs, factories
 from tests.servers import ROOT
 from tests.events.live import WAIT, start_server
 
@@ -26,10 +26,7 @@ SEGMENT = "transcript.segment.created"
 
 
 def doc_client() -> ModuleType:
-    code = re.search(r"```python client\n(.*?)```", DOC.read_text(), re.S).group(1)
-    module = ModuleType("doc_events_client")
-    exec(compile(code, str(DOC), "exec"), module.__dict__)  # noqa: S102 - our own documentation
-    return module
+    return docs.run_block(DOC, "python client", name="doc_events_client")
 
 
 @pytest.fixture(scope="module")

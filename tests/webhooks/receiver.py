@@ -5,24 +5,21 @@ one this module serves from the test database's keys)."""
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "webhooks.md"
+from tests import docs
+
+DOC = docs.ROOT / "docs" / "webhooks.md"
 
 
 def doc_receiver() -> ModuleType:
     """The receiver block of docs/webhooks.md, executed as a module."""
-    code = re.search(r"```python receiver\n(.*?)```", DOC.read_text(), re.S).group(1)
-    module = ModuleType("doc_receiver")
-    exec(compile(code, str(DOC), "exec"), module.__dict__)  # noqa: S102 - our own documentation
-    return module
+    return docs.run_block(DOC, "python receiver", name="doc_receiver")
 
 
 @dataclass

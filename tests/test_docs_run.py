@@ -1,0 +1,597 @@
+"""Docs that run: every fenced block and command line in README.md and docs/*.md is either run
+here as written (with only the substitutions a reader makes: a key, a base URL, `…` and
+`[--option VALUE]` placeholders) or listed below with the reason it cannot be; a new block or
+command that is neither fails `test_every_block_is_run_or_listed`.
+
+Also: every `manage.py <command>` the pages name exists and accepts every `--flag` shown for it,
+every `CONNECT_*` variable they name is read by connect/settings.py and every one it reads is
+documented, every repository path they name exists, and bench/README.md's command lines name
+scripts that exist and whose `--help` lists each flag used (benchmarks are not run).
+
+Commands run in the environment a reader has after `make run`: the Makefile's
+`CONNECT_DEVELOPMENT=1`, and a scratch SQLite database of this test (`DATABASE_URL`) instead of
+var/connect.sqlite3. `curl` lines run with the system's curl when installed, else with httpx
+(the same method, headers and URL, parsed from the line)."""
+
+from __future__ import annotations
+
+import ast
+import base64
+import json
+import os
+import re
+import secrets
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import redirect_stdout
+from io import StringIO
+from pathlib import Path
+
+import httpx
+import pytest
+from django.core.management import get_commands, load_command_class
+
+from tests import docs
+from tests.servers import ROOT, START_SECONDS, cmdline_of, descendants, free_port, wait_until
+
+pytestmark = [pytest.mark.e2e]
+
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+BENCH_README = ROOT / "bench" / "README.md"
+PYTHON = ".venv/bin/python"
+CURL = shutil.which("curl")
+COMMAND_SECONDS = 120  # one management command; only a hang reaches it
+
+# Every fenced block of README.md and docs/*.md (named by page, info string and first line) and
+# what checks it: a test of this module or another, or why it is not run here.
+HERE = "tests/test_docs_run.py"
+BLOCKS: dict[str, tuple[str, str]] = {
+    "README.md ```sh make run    # set up (.venv, pinned requirements, SQLite under var/, demo data) and serve on "
+    "http://127.0.0.1:8000": ("run", f"{HERE}::test_make_run_serves_and_its_curl_lines_answer"),
+    "README.md ```sh export SECRET_KEY=… CONNECT_BASE_URL=https://connect.example.com ALLOWED_HOSTS=connect.example.com \\":
+        ("substitute", f"{HERE}::test_production_start_on_a_scratch_database"),
+    'README.md ```sh .venv/bin/python manage.py create_workspace acme --name "Acme Inc."':
+        ("substitute", f"{HERE}::test_operator_commands_in_order"),
+    "README.md ```sh .venv/bin/python manage.py rotate_signing_key | list_signing_keys | retire_signing_keys":
+        ("run", f"{HERE}::test_operator_commands_in_order"),
+    "docs/events.md ``` GET /api/v1/events/stream?filters=<URL-encoded JSON array>     (optional)":
+        ("not run", "the request's shape with <placeholders>; the curl line and the python client below send it"),
+    'docs/events.md ```sh curl -N -H "Authorization: Bearer $KEY" https://connect.example.com/api/v1/events/stream':
+        ("substitute", f"{HERE}::test_make_run_serves_and_its_curl_lines_answer"),
+    "docs/events.md ``` : connected":
+        ("not run", "a stream's frames as received (elided with …); tests/events/test_docs_client.py parses real ones"),
+    "docs/events.md ```json [": ("run", f"{HERE}::test_json_blocks_parse"),
+    'docs/events.md ```python client """A resilient Connect event-stream client: reconnects with exponential '
+    'backoff and jitter,': ("run", "tests/events/test_docs_client.py::test_receives_in_order_and_resumes_after_a_server_restart_missing_nothing"),
+    "docs/events.md ```sh .venv/bin/python manage.py simulate_activity acme --sessions 2 --interval 0.5   "
+    "# live events to watch": ("run", f"{HERE}::test_operator_commands_in_order"),
+    "docs/mcp.md ```sh claude mcp add --transport http connect https://connect.example.com/mcp":
+        ("not run", "needs the Claude Code CLI and changes the user's Claude configuration"),
+    "docs/mcp.md ```sh claude mcp add --transport http connect https://connect.example.com/mcp \\":
+        ("not run", "needs the Claude Code CLI and changes the user's Claude configuration"),
+    "docs/mcp.md ```json {": ("run", f"{HERE}::test_json_blocks_parse"),
+    "docs/mcp.md ```sh npx @modelcontextprotocol/inspector --cli https://connect.example.com/mcp --transport http \\":
+        ("not run", "needs Node and the network (npx); bench/mcp_conformance.sh runs the Inspector CLI"),
+    "docs/mcp.md ```python sdk import asyncio, httpx2":
+        ("substitute", f"{HERE}::test_make_run_serves_and_its_curl_lines_answer"),
+    "docs/webhooks.md ``` POST /api/v1/webhooks            (scopes: svc:webhooks:write and svc:sessions:read)":
+        ("not run", "a request and answer with … elisions; tests/webhooks/test_api.py sends this body"),
+    "docs/webhooks.md ``` POST <your url>":
+        ("not run", "the delivery request's shape; the receiver block below verifies real ones"),
+    'docs/webhooks.md ```python receiver """A Connect webhook receiver: verifies every request, deduplicates, '
+    'acknowledges quickly."""': ("run", "tests/webhooks/receiver.py::doc_receiver"),
+}
+
+# Command lines in inline code or indented outside fenced blocks, other than bare references to
+# a management command (`manage.py qcluster`, `serve --workers N`: checked by
+# test_every_management_command_and_flag_named_exists).
+INLINE: dict[str, tuple[str, str]] = {
+    "make run": ("run", f"{HERE}::test_make_run_serves_and_its_curl_lines_answer"),
+    "make test": ("not run", "the suite itself: this test is one of the tests it runs"),
+    'python -c "import os,base64; print(base64.urlsafe_b64encode(os.urandom(32)).decode())"':
+        ("run", f"{HERE}::test_operator_commands_in_order"),
+    'manage.py shell -c "from apps.recordings.services import compact_search_index; compact_search_index()"':
+        ("run", f"{HERE}::test_operator_commands_in_order"),
+    "manage.py qinfo": ("run", f"{HERE}::test_operator_commands_in_order"),
+    "pip install httpx": ("not run", "installs into the reader's environment; httpx is pinned in requirements"),
+    "pip install pynacl": ("not run", "installs into the reader's environment; PyNaCl is pinned in requirements"),
+    "pip install mcp": ("not run", "installs into the reader's environment; mcp is pinned in requirements/test.txt"),
+    "npx @modelcontextprotocol/inspector": ("not run", "needs Node and the network"),
+    "DATABASE_URL=postgres://…/connect_x REDIS_URL=redis://127.0.0.1:6379/N .venv/bin/python -m pytest -q tests/faults":
+        ("not run", "PostgreSQL and Redis: `make test` runs tests/faults on .ci's PostgreSQL pass"),
+    "DATABASE_URL=postgres://…/connect_faults .venv/bin/python bench/faults.py [--rounds 3] [--only redis,pg]":
+        ("not run", "a benchmark on PostgreSQL; flags checked by test_bench_command_lines_name_scripts_and_flags"),
+    "DATABASE_URL=postgres://…/connect_faults .venv/bin/python bench/faults.py --fairness --overload":
+        ("not run", "a benchmark on PostgreSQL; flags checked by test_bench_command_lines_name_scripts_and_flags"),
+    "DATABASE_URL=postgres://…/connect_faults .venv/bin/python bench/faults.py --hosts   # root":
+        ("not run", "needs root (network namespaces); flags checked by test_bench_command_lines_name_scripts_and_flags"),
+}
+COMMAND_LIKE = re.compile(r"^([A-Z_]+=\S+ )*(\.venv/bin/\S+|python\S*|manage\.py|curl|make|npx|pip|claude|apt|apt-get) ")
+
+# CONNECT_* names the pages use that are not Django settings, and where they are read.
+NOT_SETTINGS = {
+    "CONNECT_LB_BIND": "deploy/haproxy.cfg",
+    "CONNECT_HOST1": "deploy/haproxy.cfg",
+    "CONNECT_HOST2": "deploy/haproxy.cfg",
+    "CONNECT_PUBLIC_HOST": "deploy/haproxy.cfg",
+    "CONNECT_API_KEY": "docs/mcp.md",  # the Claude Desktop bridge's own environment
+}
+# Names in the pages that look like repository paths but are not.
+NOT_PATHS = {
+    "apps/core/openapi.postprocess": "a function: apps/core/openapi.py's postprocess",
+    "docs/specification/2025-03-26": "a folder of the MCP specification's repository",
+}
+
+
+def page_name(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def all_pages() -> list[Path]:
+    return docs.PAGES
+
+
+# --- the inventory ---------------------------------------------------------------------------
+
+
+def _where_exists(where: str) -> bool:
+    path, _, name = where.partition("::")
+    text = (ROOT / path).read_text()
+    return bool(re.search(rf"^\s*(def|class) {re.escape(name)}\b", text, re.M))
+
+
+def test_every_block_is_run_or_listed():
+    found = {block.name for page in all_pages() for block in docs.blocks(page)}
+    assert sorted(found - BLOCKS.keys()) == [], "blocks neither run nor listed (add them to BLOCKS)"
+    assert sorted(BLOCKS.keys() - found) == [], "listed blocks no longer in the docs"
+    for name, (kind, where) in BLOCKS.items():
+        assert kind in {"run", "substitute", "not run"}, name
+        if kind != "not run":
+            assert _where_exists(where), f"{name}: {where} does not exist"
+
+
+def _command_lines(page: Path) -> list[str]:
+    return [s for s in docs.code_spans(page) + docs.indented_lines(page) if COMMAND_LIKE.match(s)]
+
+
+def test_every_inline_command_is_run_or_listed():
+    unlisted = []
+    for page in all_pages():
+        for line in _command_lines(page):
+            if line in INLINE or _management_reference(line):
+                continue
+            unlisted.append(f"{page_name(page)}: {line}")
+    assert unlisted == [], "inline commands neither run nor listed (add them to INLINE)"
+    everywhere = {line for page in all_pages() for line in _command_lines(page)}
+    assert sorted(INLINE.keys() - everywhere) == [], "listed inline commands no longer in the docs"
+    for line, (kind, where) in INLINE.items():
+        if kind != "not run":
+            assert _where_exists(where), f"{line}: {where} does not exist"
+
+
+# --- management commands and their flags -----------------------------------------------------
+
+
+def _management_reference(line: str) -> bool:
+    """`manage.py X …` or `X --flag …` with X a management command, and nothing to run beyond it."""
+    words = line.split()
+    if words[0] == "manage.py":
+        words = words[1:]
+    return bool(words) and words[0] in get_commands() and "-c" not in words and len(line.split(" # ")) == 1
+
+
+def _invocations(text: str) -> list[tuple[str, list[str]]]:
+    """(command, its --flags) for each management command a text invokes: `manage.py X …`,
+    `manage.py X | Y | Z` (alternatives), and inline `X --flag` with X a command."""
+    found = []
+    text = text.replace("\\\n", " ")
+    for line in text.splitlines():
+        line = line.split(" # ")[0].split("   #")[0]
+        for match in re.finditer(r"manage\.py (\S.*)", line):
+            for alternative in match.group(1).split(" | "):
+                words = alternative.replace("[", " ").replace("]", " ").split()
+                found.append((words[0], [w.split("=")[0] for w in words[1:] if w.startswith("--")]))
+    return found
+
+
+def _all_invocations() -> list[tuple[str, str, list[str]]]:
+    found = []
+    for page in all_pages():
+        for block in docs.blocks(page):
+            if block.info == "sh":
+                found += [(page_name(page), command, flags) for command, flags in _invocations(block.text)]
+        for span in docs.code_spans(page) + docs.indented_lines(page):
+            words = span.split()
+            if "manage.py" in words:
+                found += [(page_name(page), command, flags) for command, flags in _invocations(span)]
+            elif words and words[0] in get_commands() and len(words) > 1 and words[1].startswith("--"):
+                found.append((page_name(page), words[0], [w.split("=")[0] for w in words[1:] if w.startswith("--")]))
+    return found
+
+
+def test_every_management_command_and_flag_named_exists():
+    commands = get_commands()
+    invocations = _all_invocations()
+    assert len({c for _, c, _ in invocations}) >= 15  # the extraction found the operator commands
+    missing = []
+    for page, command, flags in invocations:
+        if command not in commands:
+            missing.append(f"{page}: manage.py {command} does not exist")
+            continue
+        parser = load_command_class(commands[command], command).create_parser("manage.py", command)
+        for flag in flags:
+            if flag not in parser._option_string_actions:
+                missing.append(f"{page}: manage.py {command} has no {flag}")
+    assert missing == []
+
+
+# --- settings --------------------------------------------------------------------------------
+
+
+def test_connect_variables_documented_are_read_and_those_read_are_documented():
+    read = set(re.findall(r'env(?:int|bool)?\("(CONNECT_[A-Z0-9_]+)"', (ROOT / "connect" / "settings.py").read_text()))
+    assert len(read) > 20
+    named: dict[str, str] = {}
+    for page in all_pages():
+        for name in re.findall(r"\bCONNECT_[A-Z0-9_]*[A-Z0-9]", page.read_text()):
+            named.setdefault(name, page_name(page))
+    unknown = {n: p for n, p in named.items() if n not in read and n not in NOT_SETTINGS}
+    assert unknown == {}, "named in the docs, read nowhere in connect/settings.py"
+    for name, where in NOT_SETTINGS.items():
+        assert name in (ROOT / where).read_text(), f"{name}: not in {where}"
+    assert sorted(read - named.keys()) == [], "read by connect/settings.py, documented nowhere"
+
+
+def test_repository_paths_named_exist():
+    missing = []
+    for page in all_pages():
+        for path in re.findall(r"(?<![\w/.{])((?:apps|connect|tests|bench|deploy|docs|requirements|templates|\.ci)"
+                               r"/[\w./-]*\w)", page.read_text()):
+            if path not in NOT_PATHS and not (ROOT / path).exists():
+                missing.append(f"{page_name(page)}: {path}")
+    assert missing == []
+    assert all(any(p in page.read_text() for page in all_pages()) for p in NOT_PATHS)
+
+
+# --- bench/README.md -------------------------------------------------------------------------
+
+
+def _bench_command_lines() -> list[str]:
+    lines = [b.text.replace("\\\n", " ") for b in docs.blocks(BENCH_README) if b.info == "sh"]
+    return [line for text in lines for line in text.splitlines()] + docs.indented_lines(BENCH_README)
+
+
+def test_bench_command_lines_name_scripts_and_flags():
+    uses: dict[str, set[str]] = {}
+    for line in _bench_command_lines() + [s for p in all_pages() for s in docs.indented_lines(p)]:
+        line = line.split("#")[0]
+        for match in re.finditer(r"(bench/[\w.]+\.(?:py|sh|txt))((?:\s+(?!\S*bench/)\S+)*)", line):
+            script, rest = match.group(1), match.group(2)
+            assert (ROOT / script).exists(), f"{script} does not exist: {line}"
+            if script.endswith(".py"):
+                words = rest.replace("[", " ").replace("]", " ").split()
+                uses.setdefault(script, set()).update(w.split("=")[0] for w in words if w.startswith("--"))
+    assert {"bench/rest.py", "bench/search.py", "bench/sse.py", "bench/faults.py"} <= uses.keys()
+    env = {**reader_env(), "DATABASE_URL": "sqlite:///unused"}
+    helps = {
+        script: subprocess.Popen([sys.executable, script, "--help"], cwd=ROOT, env=env, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        for script in uses
+    }
+    unknown = []
+    for script, process in helps.items():
+        out, _ = process.communicate(timeout=COMMAND_SECONDS)
+        assert process.returncode == 0, f"{script} --help: {out}"
+        listed = set(re.findall(r"--[a-z][\w-]*", out))
+        unknown += [f"{script} {flag}" for flag in sorted(uses[script] - listed)]
+    assert unknown == [], "flags used in bench/README.md that the script's --help does not list"
+
+
+# --- running them ----------------------------------------------------------------------------
+
+
+def reader_env(**extra: str) -> dict[str, str]:
+    """The reader's shell: nothing of the test run's own settings, `make run`'s
+    CONNECT_DEVELOPMENT=1, then `extra`."""
+    dropped = {"DJANGO_SETTINGS_MODULE", "DEBUG", "DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS",
+               "STATIC_ROOT", "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "PYTEST_XDIST_WORKER"}
+    env = {k: v for k, v in os.environ.items() if k not in dropped and not k.startswith("CONNECT_")}
+    return {**env, "CONNECT_DEVELOPMENT": "1", "PYTHONUNBUFFERED": "1", **extra}
+
+
+def _argv(line: str, replace: dict[str, str]) -> list[str]:
+    """A documented command line as argv, after the reader's substitutions (each must apply)."""
+    for old, new in replace.items():
+        assert old in line, f"nothing to substitute for {old!r} in {line!r}"
+        line = line.replace(old, new)
+    assert "…" not in line and not re.search(r"\[--", line), f"a placeholder left in {line!r}"
+    argv = shlex.split(line, comments=True)
+    if argv[0] == PYTHON and not (ROOT / PYTHON).exists():
+        argv[0] = sys.executable
+    return argv
+
+
+def run(line: str, env: dict[str, str], replace: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run one documented command; it must exit 0."""
+    argv = _argv(line, replace or {})
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=COMMAND_SECONDS)
+    assert done.returncode == 0, f"{line}\nexit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def run_line(line: str, env: dict[str, str], replace: dict[str, str] | None = None) -> str:
+    """Run one documented command: exit 0 and its one result on the last stdout line (README's
+    promise for the operator commands)."""
+    done = run(line, env, replace)
+    lines = done.stdout.splitlines()
+    assert lines and lines[-1].strip(), f"{line}: no result on the last stdout line\n{done.stderr}"
+    return lines[-1]
+
+
+def _sh_block(page: Path, containing: str) -> str:
+    [text] = [b.text for b in docs.blocks(page) if b.info == "sh" and containing in b.text]
+    return text
+
+
+def _sh_lines(text: str) -> list[str]:
+    return [line for line in text.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory) -> dict[str, str]:
+    """A fresh SQLite database, migrated as README's "Production start" migrates it."""
+    folder = tmp_path_factory.mktemp("docs-scratch")
+    return reader_env(DATABASE_URL=f"sqlite:///{folder / 'connect.sqlite3'}", STATIC_ROOT=str(folder / "static"))
+
+
+def test_production_start_on_a_scratch_database(scratch):
+    """The export line with its `…` secret filled in and this test's scratch database instead
+    of PostgreSQL (the Redis URL stays: nothing below connects to it); no CONNECT_DEVELOPMENT."""
+    export, *commands = _sh_lines(_sh_block(README, "export SECRET_KEY"))
+    assert export.startswith("export ")
+    assignments = dict(word.split("=", 1) for word in shlex.split(export)[1:])
+    assignments["SECRET_KEY"] = secrets.token_urlsafe(50)  # for `…`
+    assignments["DATABASE_URL"] = scratch["DATABASE_URL"]
+    env = {**{k: v for k, v in scratch.items() if k != "CONNECT_DEVELOPMENT"}, **assignments}
+    migrate, collectstatic, check, serve = commands
+    run_line(migrate, env)
+    assert "static files copied" in run_line(collectstatic, env)
+    assert "identified 3 issues" in run(check, env).stderr  # the three docs/decisions.md explains
+    # `serve` on 0.0.0.0:8000 is not started here (a fixed port on every interface); README's
+    # operator `serve` line runs the same command below, and its flags are checked above.
+    assert _argv(serve, {})[2:4] == ["serve", "--host"]
+
+
+def _serve_and_stop(argv: list[str], env: dict[str, str], port: int, log: Path) -> None:
+    with log.open("w") as out:
+        process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: _healthy(f"http://127.0.0.1:{port}") or process.poll() is not None,
+                   what="serve to answer /healthz", timeout=START_SECONDS)
+        assert process.poll() is None, log.read_text()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+    assert process.returncode == 0, log.read_text()
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def test_operator_commands_in_order(scratch, tmp_path):
+    """README's "Operator commands", each line in order; beside them (on other threads, the
+    scratch database takes concurrent writers) README's webhook commands, docs/events.md's
+    commands once the workspace they name exists, and docs/operations.md's inline commands."""
+    lines = _sh_lines(_sh_block(README, "create_workspace"))
+    assert [shlex.split(line, comments=True)[2] for line in lines] == [
+        "create_workspace", "add_member", "issue_api_key", "revoke_api_key", "deactivate_member",
+        "create_oauth_client", "seed_demo", "serve", "simulate_activity", "purge_events",
+    ]
+    create_workspace, add_member, issue, revoke, deactivate, oauth, seed, serve, simulate, purge = lines
+    env = scratch
+    run(f"{PYTHON} manage.py migrate --no-input -v 0", env)  # a fresh clone's first step (make run does it)
+    with ThreadPoolExecutor(3) as pool:
+        beside = [pool.submit(_webhook_commands, env), pool.submit(_operations_commands, env)]
+        assert "acme" in run_line(create_workspace, env)
+        beside.append(pool.submit(_events_commands, env))
+        run_line(add_member, env, {"'…'": "'a long enough password'", "[--staff]": "--staff"})
+        key = run_line(issue, env)
+        assert key.startswith("svc_")
+        run_line(revoke, env, {"svc_…": key})
+        run_line(deactivate, env)
+        run_line(oauth, env)
+        run_line(seed, env, {"[--workspace demo]": "--workspace demo", "[--sessions N]": "--sessions 2",
+                             "[--segments M]": "--segments 3"})
+        port = free_port()
+        argv = _argv(serve, {"[--host H]": "--host 127.0.0.1", "[--port P]": f"--port {port}",
+                             "[--workers N]": "--workers 1"})
+        _serve_and_stop(argv, env, port, tmp_path / "serve.log")
+        run_line(simulate, env, {"[--sessions N]": "--sessions 1", "[--interval S]": "--interval 0.01"})
+        run_line(purge, env)
+        for future in beside:
+            future.result()
+
+
+def _webhook_commands(env: dict[str, str]) -> None:
+    """README, Webhooks: `A | B | C` are alternatives, each run; sweep without `--every` (which
+    repeats until stopped); qcluster runs until stopped (`serve` starts the same cluster)."""
+    rotate_list_retire, purge_sweep, qcluster = _sh_lines(_sh_block(README, "rotate_signing_key"))
+    for command in ["rotate_signing_key", "list_signing_keys", "retire_signing_keys"]:
+        assert command in rotate_list_retire
+        run_line(f"{PYTHON} manage.py {command}", env)
+    assert "[--every S]" in purge_sweep
+    for command in ["purge_webhook_deliveries", "sweep_webhook_deliveries"]:
+        assert command in purge_sweep
+        run_line(f"{PYTHON} manage.py {command}", env)
+    assert shlex.split(qcluster, comments=True) == [PYTHON, "manage.py", "qcluster"]
+
+
+def _events_commands(env: dict[str, str]) -> None:
+    """docs/events.md, "Operating it": as written (the workspace `acme` exists by now)."""
+    for line in _sh_lines(_sh_block(DOCS / "events.md", "simulate_activity")):
+        run_line(line, env)
+
+
+def _operations_commands(env: dict[str, str]) -> None:
+    """docs/operations.md's inline commands, with README's `.venv/bin/python` in front."""
+    spans = docs.code_spans(DOCS / "operations.md")
+    compact = next(s for s in spans if s.startswith("manage.py shell -c"))
+    run(f"{PYTHON} {compact}", env)
+    assert "manage.py qinfo" in spans
+    run(f"{PYTHON} manage.py qinfo", env)
+    # README: "errors go to stderr with a non-zero exit" (and nothing on stdout).
+    refused = subprocess.run([*_argv(f"{PYTHON} manage.py revoke_api_key svc_unknown", {})], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=COMMAND_SECONDS)
+    assert refused.returncode != 0 and refused.stderr.strip() and not refused.stdout.strip()
+    keygen = next(s for s in spans if s.startswith("python -c"))
+    secret = run_line(keygen, env, {"python": sys.executable})
+    assert len(base64.urlsafe_b64decode(secret)) == 32
+
+
+# --- make run, its curl lines and the snippets that talk to a server --------------------------
+
+
+class MakeRun:
+    """`make run` on a scratch database and a free port: what it printed, the server it started."""
+
+    def __init__(self, folder: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = folder / "make-run.log"
+        env = reader_env(DATABASE_URL=f"sqlite:///{folder / 'connect.sqlite3'}", STATIC_ROOT=str(folder / "static"))
+        env.pop("CONNECT_DEVELOPMENT")  # the Makefile exports it
+        # `-o .venv/.base-installed`: `make test` installed requirements/test.txt (which includes
+        # base.txt) into .venv; the test never installs anything. WORKERS=1: one daphne process.
+        command = ["make", "-o", ".venv/.base-installed", "run", f"PORT={self.port}", "WORKERS=1"]
+        with self.log.open("w") as out:
+            self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+
+    def wait_ready(self) -> None:
+        wait_until(lambda: self.process.poll() is not None or (len(self.curl_lines()) == 3 and _healthy(self.url)),
+                   what="make run to print its curl lines and serve", timeout=2 * START_SECONDS, every=0.3)
+        assert self.process.poll() is None, self.log.read_text()
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def curl_lines(self) -> list[str]:
+        return [line.strip() for line in self.output().splitlines() if line.strip().startswith("curl ")]
+
+    def key(self) -> str:
+        return re.search(r"^API key \(shown once\): (svc_\S+)$", self.output(), re.M).group(1)
+
+    def stop(self) -> None:
+        """SIGTERM to `serve` itself (operations.md: not to its process group), then whatever is left."""
+        for pid in descendants(self.process.pid):
+            if b"manage.py\0serve" in cmdline_of(pid):
+                os.kill(pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def make_run_started(request, tmp_path_factory):
+    """`make run` is started with the module when any of its selected tests needs it, so it sets
+    up and seeds while the commands above run."""
+    if not any("make_run" in item.fixturenames for item in request.session.items if item.module is request.module):
+        yield None
+        return
+    started = MakeRun(tmp_path_factory.mktemp("make-run"))
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture(scope="module")
+def make_run(make_run_started):
+    make_run_started.wait_ready()
+    return make_run_started
+
+
+def curl(line: str, *, env: dict[str, str] | None = None) -> str:
+    """A documented curl line's output: the system's curl through a shell (for `$KEY`), or httpx
+    with the line's -H headers and URL when curl is not installed."""
+    if CURL:
+        done = subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True, timeout=COMMAND_SECONDS)
+        assert done.returncode == 0, f"{line}\n{done.stderr}"
+        return done.stdout
+    words = shlex.split(os.path.expandvars(line) if env is None else _expand(line, env))
+    assert words[0] == "curl" and set(w for w in words[1:] if w.startswith("-")) <= {"-H", "-N"}, line
+    headers = dict(words[i + 1].split(": ", 1) for i, w in enumerate(words) if w == "-H")
+    [url] = [w for i, w in enumerate(words[1:], 1) if not w.startswith("-") and words[i - 1] != "-H"]
+    return httpx.get(url, headers=headers, timeout=30).text
+
+
+def _expand(line: str, env: dict[str, str]) -> str:
+    return re.sub(r"\$(\w+)", lambda m: env.get(m.group(1), ""), line)
+
+
+def test_make_run_serves_and_its_curl_lines_answer(make_run):
+    assert f"Connect is starting on {make_run.url}" in make_run.output()
+    sessions, transcript, search = make_run.curl_lines()
+    listed = json.loads(curl(sessions))
+    assert len(listed["items"]) == 5 and "nextCursor" in listed
+    flat = json.loads(curl(transcript))
+    assert flat["transcript"] and "None" not in transcript  # a completed demo session was found
+    hits = json.loads(curl(search))
+    assert hits["items"], "the demo data mentions a budget"
+
+
+def test_events_curl_line_opens_a_stream(make_run):
+    """docs/events.md's curl line with the reader's KEY and the base URL it names replaced."""
+    line = _sh_block(DOCS / "events.md", "curl").strip()
+    assert "https://connect.example.com" in line
+    line = line.replace("https://connect.example.com", make_run.url)
+    env = {**os.environ, "KEY": make_run.key()}
+    if not CURL:  # the same request with httpx: -N (no buffering) is what streaming reads do anyway
+        words = shlex.split(_expand(line, env))
+        assert words[:3] == ["curl", "-N", "-H"] and len(words) == 5, line
+        name, value = words[3].split(": ", 1)
+        with httpx.stream("GET", words[4], headers={name: value}, timeout=COMMAND_SECONDS) as response:
+            assert next(response.iter_lines()) == ": connected"
+        return
+    process = subprocess.Popen(["bash", "-c", f"exec {line}"], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+    first: list[str] = []
+    reader = threading.Thread(target=lambda: first.append(process.stdout.readline()), daemon=True)
+    reader.start()
+    try:
+        reader.join(timeout=COMMAND_SECONDS)
+        assert first == [": connected\n"]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_python_sdk_snippet_lists_sessions(make_run):
+    """docs/mcp.md's Python SDK block, with the key and the base URL replaced, run as a script."""
+    out = StringIO()
+    with redirect_stdout(out):
+        docs.run_block(DOCS / "mcp.md", "python sdk", name="doc_mcp_sdk",
+                       replace={"svc_…": make_run.key(), "https://connect.example.com": make_run.url})
+    page = ast.literal_eval(out.getvalue())
+    assert len(page["items"]) == 5 and page["nextCursor"]
+
+
+def test_json_blocks_parse():
+    parsed = [json.loads(b.text) for page in all_pages() for b in docs.blocks(page) if b.info == "json"]
+    assert len(parsed) == 2
+    filters, desktop = parsed
+    assert [entry["type"] for entry in filters] == ["session.status_changed", "transcript.segment.created"]
+    assert desktop["mcpServers"]["connect"]["command"] == "npx"
