@@ -460,6 +460,19 @@ def socket_inodes(port: int, *, remote: bool = False) -> set[str]:
     return {inode for _, _, inode, _ in tcp_sockets(port, remote=remote)}
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time used so far by `pid` and every process below it (the server's
+    workers): CPU per request is the figure a busy machine disturbs least."""
+    total = 0
+    for one in [pid, *descendants(pid)]:
+        try:
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def pid_holding_socket(pids: list[int], inodes: set[str]) -> int | None:
     """The first of `pids` with a descriptor on one of the sockets `inodes`; None when none has
     (a process that exits meanwhile is passed over)."""
