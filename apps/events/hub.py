@@ -334,14 +334,11 @@ class Hub:
         heartbeat = settings.CONNECT_SSE_HEARTBEAT_SECONDS
         check_every = max(0.25, heartbeat / 2)
         renew_every = slots.renew_every_seconds()
-        next_ping = next_check = next_beat = time.monotonic()
+        next_ping = next_check = time.monotonic()
         next_lease = time.monotonic() + renew_every
         while True:
-            await asyncio.sleep(min(check_every, heartbeat, renew_every, slots.BEAT_SECONDS))
+            await asyncio.sleep(min(check_every, heartbeat, renew_every))
             now = time.monotonic()
-            if now >= next_beat:
-                next_beat = now + slots.BEAT_SECONDS
-                await self._duty(self._beat)
             if now >= next_ping:
                 next_ping = now + heartbeat
                 for stream in self.all_streams():
@@ -362,10 +359,6 @@ class Hub:
             raise
         except Exception:  # noqa: BLE001 - keep maintaining; log and retry next tick
             logger.exception("event hub maintenance failed")
-
-    async def _beat(self) -> None:
-        """Say this process is alive, so others reclaim its slots only once it stops."""
-        await self.run_db(slots.beat, process=self.process, retry=True)
 
     async def _renew_leases(self) -> None:
         """By id, the slots of the streams held now: a slot whose stream is gone (its consumer

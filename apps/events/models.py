@@ -90,14 +90,3 @@ class StreamSlot(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["workspace", "number"], name="streamslot_unique_number")]
         indexes = [models.Index(fields=["process"], name="streamslot_process")]
-
-
-class StreamProcess(models.Model):
-    """A server process whose hub holds streams, and when it last said it was alive (every
-    `slots.BEAT_SECONDS`). Its slot rows are reclaimed by another process's acquire once it has
-    been silent for `slots.STALE_SECONDS` — a host that died frees its workspace's places in
-    seconds, not after the slots' lease — and a process with no row here is judged by its slots'
-    leases alone (one still running the previous release)."""
-
-    process = models.CharField(max_length=64, primary_key=True)
-    seen_at = models.DateTimeField()

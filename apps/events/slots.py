@@ -8,14 +8,7 @@ renews the leases of its live streams' slots only, by id (`renew_leases`). A row
 (`CONNECT_SSE_SLOT_LEASE_SECONDS`, 45 s by default: "within a minute"), and every renewal also
 deletes the lapsed rows of any workspace, so the row count follows the open streams. The other
 way round, an open stream whose row is gone (its renewals stalled for a lease) is ended by the
-hub, and its client resumes.
-
-A host that dies takes its streams with it, and its clients reconnect through the balancer at
-once, while its rows would still fill the workspace's limit for up to a lease. So each hub also
-beats (`beat`, every `BEAT_SECONDS`: one row per process), and an acquire that finds the limit
-full first reclaims the rows of processes silent for `STALE_SECONDS`. A live process whose loop
-stalled that long loses its rows the same way, and its hub ends those streams at its next
-renewal (clients resume): the limit holds either way."""
+hub, and its client resumes."""
 
 from __future__ import annotations
 
@@ -24,13 +17,10 @@ from collections.abc import Iterable
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from apps.events.models import StreamProcess, StreamSlot
-
-BEAT_SECONDS = 2.0
-STALE_SECONDS = 5 * BEAT_SECONDS  # four missed beats: a stalled loop, not a blip
+from apps.events.models import StreamSlot
 
 
 def lease_seconds() -> float:
@@ -58,8 +48,6 @@ def acquire_slot(*, workspace_id: int, process: str, limit: int, holder: str) ->
         if row_holder == holder:
             return pk
         taken.add(number)
-    if len(taken) >= limit and _reclaim_silent(workspace_id, now):
-        taken = set(StreamSlot.objects.filter(workspace_id=workspace_id).values_list("number", flat=True))
     for number in range(limit):
         if number in taken:
             continue
@@ -78,41 +66,13 @@ def acquire_slot(*, workspace_id: int, process: str, limit: int, holder: str) ->
     return None
 
 
-def beat(*, process: str) -> None:
-    """This process is alive (its hub's maintenance loop, every BEAT_SECONDS)."""
-    now = timezone.now()
-    if not StreamProcess.objects.filter(process=process).update(seen_at=now):
-        StreamProcess.objects.update_or_create(process=process, defaults={"seen_at": now})
-
-
-def _silent_processes(workspace_id: int, since) -> models.QuerySet:
-    return StreamProcess.objects.filter(
-        seen_at__lt=since,
-        process__in=StreamSlot.objects.filter(workspace_id=workspace_id).values("process"),
-    ).values("process")
-
-
-def _reclaim_silent(workspace_id: int, now) -> int:
-    """Delete the workspace's rows held by processes silent for STALE_SECONDS; how many."""
-    silent = _silent_processes(workspace_id, now - timedelta(seconds=STALE_SECONDS))
-    deleted, _ = StreamSlot.objects.filter(workspace_id=workspace_id, process__in=silent).delete()
-    return deleted
-
-
 def overdue_retry_after(*, workspace_id: int) -> int | None:
-    """When the workspace is at its limit: seconds until the first of its rows held by a process
-    that has missed a beat is reclaimed, or that missed two renewals lapses; None when every
-    row's process is on time. Such a row belongs to a process that died (a host stopped
-    mid-stream): its client is reconnecting elsewhere, so the refusal is a dependency's
-    transient state (503 with Retry-After), not the workspace's own streams (429
-    connection_limit)."""
+    """When the workspace is at its limit: seconds until the first of its rows that missed two
+    renewals lapses, or None when every row is renewed on time. Such a row belongs to a process
+    that died (a host stopped mid-stream): its client is reconnecting elsewhere, so the refusal
+    is a dependency's transient state (503 with Retry-After), not the workspace's own streams
+    (429 connection_limit)."""
     now = timezone.now()
-    quiet = (
-        StreamProcess.objects.filter(process__in=_silent_processes(workspace_id, now - timedelta(seconds=1.5 * BEAT_SECONDS)))
-        .order_by("seen_at").values_list("seen_at", flat=True).first()
-    )
-    if quiet is not None:
-        return max(1, math.floor((quiet + timedelta(seconds=STALE_SECONDS) - now).total_seconds()) + 1)
     overdue = (
         StreamSlot.objects.filter(
             workspace_id=workspace_id,
@@ -143,8 +103,6 @@ def renew_leases(*, slot_ids: Iterable[int]) -> int:
         else 0
     )
     StreamSlot.objects.filter(lease_expires_at__lt=now).delete()
-    # A process silent for a whole lease holds no row any more (they lapsed): forget it.
-    StreamProcess.objects.filter(seen_at__lt=now - timedelta(seconds=lease_seconds())).delete()
     return renewed
 
 
@@ -154,7 +112,6 @@ def existing_slots(slot_ids: Iterable[int]) -> set[int]:
 
 def release_process(*, process: str) -> None:
     StreamSlot.objects.filter(process=process).delete()
-    StreamProcess.objects.filter(process=process).delete()
 
 
 def open_slots(*, workspace_id: int) -> int:

@@ -105,39 +105,3 @@ def test_a_full_workspace_whose_slots_missed_their_renewals_is_told_when_they_la
 
     clock(retry_after)  # once it lapsed, the reconnect gets the dead host's place
     assert acquire(acme, "live") is not None and dead not in slots.existing_slots([dead])
-
-
-def test_a_silent_processes_slots_are_reclaimed_once_the_limit_is_full(acme, clock):
-    """A host that died: its hub stops beating, and the next acquire that finds the limit full
-    takes its rows back after STALE_SECONDS, not after the whole lease. Until then the refusal
-    says when (503 with Retry-After); rows of processes that keep beating are never taken."""
-    slots.beat(process="live")
-    slots.beat(process="dead")
-    live = [acquire(acme, "live") for _ in range(LIMIT - 1)]
-    dead = acquire(acme, "dead")
-    assert acquire(acme, "live") is None and slots.overdue_retry_after(workspace_id=acme.id) is None
-
-    clock(2 * slots.BEAT_SECONDS)
-    slots.beat(process="live")  # "dead" has missed its beats since
-    assert acquire(acme, "live") is None
-    retry_after = slots.overdue_retry_after(workspace_id=acme.id)
-    assert retry_after is not None and 1 <= retry_after <= slots.STALE_SECONDS - 2 * slots.BEAT_SECONDS + 1
-
-    clock(retry_after)
-    slots.beat(process="live")
-    taken = acquire(acme, "live")
-    assert taken is not None and not slots.existing_slots([dead])
-    assert slots.existing_slots(live) == set(live)  # the beating process keeps every row
-    assert slots.lease_seconds() > slots.STALE_SECONDS + retry_after  # well before the lease would lapse
-
-
-def test_a_beating_process_keeps_its_rows_however_long_the_limit_is_full(acme, clock):
-    held = [acquire(acme, "live") for _ in range(LIMIT)]
-    for _ in range(3 * int(slots.STALE_SECONDS / slots.BEAT_SECONDS)):
-        slots.beat(process="live")
-        clock(slots.BEAT_SECONDS)
-        if slots.renew_every_seconds() <= slots.BEAT_SECONDS:
-            slots.renew_leases(slot_ids=held)
-        assert acquire(acme, "other") is None
-    slots.renew_leases(slot_ids=held)
-    assert slots.existing_slots(held) == set(held)
