@@ -1,32 +1,126 @@
-"""Reads of the outbox, each starting from a workspace (or, for the per-process follower, from
-an id window across all workspaces: it routes by workspace itself)."""
+"""Reads of the event log: REST's pages, the stream's resume and its embedded follower all read
+it through `read_log`, in one order, `(position, id)` (apps/events/positions.py).
+
+Why no reader ever skips an event: a page reads only rows below the log's *horizon*, a
+position under which every transaction that could add a row has ended, and a row can only
+arrive above the horizon of any earlier read. How each database gives that:
+
+- PostgreSQL: a row's position is its transaction's id (`pg_current_xact_id()`, 64 bits,
+  never wraps), and the horizon is the oldest transaction id still running as the read's
+  snapshot sees it. A transaction that has not committed holds the horizon at or below its
+  own id, so a later-committing row is never below where a reader already stands.
+- SQLite: one writer at a time, and each insert takes `MAX(position) + 1` (or the clock in
+  microseconds, if larger) while holding the write lock (the settings open write transactions
+  IMMEDIATE), so positions grow in commit order; the horizon is past the largest committed
+  position. The purge never deletes the row holding the largest position, so a position is
+  never given twice even if the clock steps back.
+
+A long transaction holds the PostgreSQL horizon back for everyone (readers wait; they never
+skip). The stream's resume reads `settled=False`: everything visible after the client's last
+event, the follower delivering later any copy of a row it returned (the stream drops it).
+"""
 
 from __future__ import annotations
 
 from typing import Iterable
 
-from apps.events.models import Event
+from django.db import connection
+from django.db.models import BooleanField
+from django.db.models.expressions import RawSQL
 
-EVENT_FIELDS = ("id", "workspace_id", "type", "session_id", "occurred_at", "data")
+from apps.events.models import Event
+from apps.events.positions import Position, event_id_ms, later
+from apps.events.retention import now_ms
+
+EVENT_FIELDS = ("id", "workspace_id", "type", "session_id", "occurred_at", "data", "position")
+TABLE = Event._meta.db_table
+
+_POSITION_ON_INSERT = {
+    "postgresql": "pg_current_xact_id()::text::bigint",
+    # The larger of the last position + 1 and the time in microseconds: positions grow by one
+    # under the write lock, and a log emptied behind a follower (a test's flush, a file restored)
+    # still continues above every position given before it.
+    "sqlite": f'(SELECT MAX(COALESCE(MAX("position"), 0) + 1, '
+    "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 1000) "
+    f'FROM "{TABLE}")',
+}
+# The oldest transaction id another session still runs (the snapshot's in-progress list), else
+# the next id to be given: below it everything is settled. The reader's own transaction is not
+# in that list; it sees its own rows (only tests read the log inside a writing transaction).
+_HORIZON = {
+    "postgresql": "SELECT COALESCE((SELECT MIN(x::text::bigint) FROM pg_snapshot_xip(pg_current_snapshot()) x), "
+    "pg_snapshot_xmax(pg_current_snapshot())::text::bigint)",
+    "sqlite": f'SELECT COALESCE(MAX("position"), 0) + 1 FROM "{TABLE}"',
+}
+
+
+def position_on_insert() -> RawSQL:
+    """The value of a new row's `position`, computed by the database inside the INSERT."""
+    return RawSQL(_POSITION_ON_INSERT[connection.vendor], ())
+
+
+def horizon() -> int:
+    """Every row whose position is below this is committed, or will never be."""
+    with connection.cursor() as cursor:
+        cursor.execute(_HORIZON[connection.vendor])
+        return int(cursor.fetchone()[0])
+
+
+def _past(after: Position) -> RawSQL:
+    if not after.event_id:
+        return RawSQL(f'"{TABLE}"."position" > %s', (after.seq,), output_field=BooleanField())
+    return RawSQL(f'("{TABLE}"."position", "{TABLE}"."id") > (%s, %s)', (after.seq, after.event_id),
+                  output_field=BooleanField())
+
+
+def read_log(
+    *,
+    after: Position | None,
+    limit: int,
+    workspace_id: int | None = None,
+    types: Iterable[str] | None = None,
+    session_id: str | None = None,
+    settled: bool = True,
+) -> tuple[list[Event], Position]:
+    """Up to `limit` events after `after` in log order, and where the reader stands after them.
+
+    `settled`: only rows below the horizon, so the returned place is never passed by a row that
+    commits later; when the page is not full the reader stands at the horizon itself (every
+    settled row up to it was read or did not match). `workspace_id=None`: every workspace (the
+    follower routes by workspace itself)."""
+    bound = horizon() if settled else None
+    if bound is not None and after is not None and bound <= after.seq:
+        # Only when the log restarted below the reader (an SQLite file replaced, tables emptied
+        # by hand or by a test's flush): positions never go back otherwise. Read from its start.
+        after = None
+    events = Event.objects.all()
+    if workspace_id is not None:
+        events = events.filter(workspace_id=workspace_id)
+    if types is not None:
+        events = events.filter(type__in=list(types))
+    if session_id is not None:
+        events = events.filter(session_id=session_id)
+    if after is not None:
+        events = events.filter(_past(after))
+    if bound is not None:
+        events = events.filter(position__lt=bound)
+    rows = list(events.only(*EVENT_FIELDS).order_by("position", "id")[:limit])
+    if rows and (len(rows) == limit or bound is None):
+        last = rows[-1]
+        place = Position(last.position, last.id, event_id_ms(last.id) or 0)
+    elif bound is not None:
+        place = Position(bound - 1, "", now_ms())
+    else:
+        place = after or Position(0, "", now_ms())
+    return rows, (later(place, after) if after is not None else place)
+
+
+def position_of(*, workspace_id: int, event_id: str) -> Position | None:
+    """Where an event of this workspace stands in the log, or None (unknown, another workspace's,
+    or purged)."""
+    found = Event.objects.filter(workspace_id=workspace_id, pk=event_id).values_list("position", flat=True).first()
+    return None if found is None else Position(found, event_id, event_id_ms(event_id) or 0)
 
 
 def event_in_workspace(*, workspace_id: int, event_id: str) -> Event | None:
-    return Event.objects.filter(workspace_id=workspace_id, pk=event_id).only("id").first()
-
-
-def events_after(*, workspace_id: int, after_id: str, types: Iterable[str], limit: int) -> list[Event]:
-    """A workspace's events after `after_id` in id order, of the given types (resume)."""
-    return list(
-        Event.objects.filter(workspace_id=workspace_id, pk__gt=after_id, type__in=list(types))
-        .only(*EVENT_FIELDS)
-        .order_by("id")[:limit]
-    )
-
-
-def event_ids_from(floor_id: str) -> list[str]:
-    """Ids at or above `floor_id`, every workspace: the follower's cheap look at its window."""
-    return list(Event.objects.filter(pk__gte=floor_id).order_by("id").values_list("id", flat=True))
-
-
-def events_by_ids(ids: list[str]) -> list[Event]:
-    return list(Event.objects.filter(pk__in=ids).only(*EVENT_FIELDS).order_by("id"))
+    return Event.objects.filter(workspace_id=workspace_id, pk=event_id).only(*EVENT_FIELDS).first()
