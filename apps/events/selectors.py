@@ -45,11 +45,13 @@ _POSITION_ON_INSERT = {
     f'FROM "{TABLE}")',
 }
 # The oldest transaction id another session still runs (the snapshot's in-progress list), else
-# the next id to be given: below it everything is settled. The reader's own transaction is not
-# in that list; it sees its own rows (only tests read the log inside a writing transaction).
+# the snapshot's xmax (the next id after the last one completed): below it everything is
+# settled. The reader's own transaction is never in that list, and sees its own rows; only
+# tests read the log inside a writing transaction, whose own id may be the xmax itself.
 _HORIZON = {
-    "postgresql": "SELECT COALESCE((SELECT MIN(x::text::bigint) FROM pg_snapshot_xip(pg_current_snapshot()) x), "
-    "pg_snapshot_xmax(pg_current_snapshot())::text::bigint)",
+    "postgresql": "SELECT LEAST((SELECT MIN(x::text::bigint) FROM pg_snapshot_xip(s) x), "
+    "GREATEST(pg_snapshot_xmax(s)::text::bigint, pg_current_xact_id_if_assigned()::text::bigint + 1)) "
+    "FROM pg_current_snapshot() s",
     "sqlite": f'SELECT COALESCE(MAX("position"), 0) + 1 FROM "{TABLE}"',
 }
 
