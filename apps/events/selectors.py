@@ -22,14 +22,14 @@ event, the follower delivering later any copy of a row it returned (the stream d
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from django.db import connection
 from django.db.models import BooleanField
 from django.db.models.expressions import RawSQL
 
 from apps.events.models import Event
-from apps.events.positions import Position, event_id_ms, later
+from apps.events.positions import Position, event_id_ms, id_floor, later
 from apps.events.retention import now_ms
 
 EVENT_FIELDS = ("id", "workspace_id", "type", "session_id", "occurred_at", "data", "position")
@@ -122,6 +122,25 @@ def position_of(*, workspace_id: int, event_id: str) -> Position | None:
     or purged)."""
     found = Event.objects.filter(workspace_id=workspace_id, pk=event_id).values_list("position", flat=True).first()
     return None if found is None else Position(found, event_id, event_id_ms(event_id) or 0)
+
+
+def events_recorded_between(
+    *, workspace_id: int, types: Iterable[str], start_ms: int, end_ms: int, chunk: int
+) -> Iterator[list[Event]]:
+    """A workspace's events recorded in [start_ms, end_ms) (their ids' time), oldest first, in
+    chunks (webhook recover)."""
+    last = id_floor(start_ms)
+    first = True
+    while True:
+        bound = {"pk__gte": last} if first else {"pk__gt": last}
+        events = list(
+            Event.objects.filter(workspace_id=workspace_id, type__in=list(types), pk__lt=id_floor(end_ms), **bound)
+            .only(*EVENT_FIELDS).order_by("pk")[:chunk]
+        )
+        if not events:
+            return
+        yield events
+        last, first = events[-1].pk, False
 
 
 def event_in_workspace(*, workspace_id: int, event_id: str) -> Event | None:
