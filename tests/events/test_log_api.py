@@ -197,3 +197,21 @@ def test_the_purge_and_the_reader_agree(api, acme, alice_key):
     kept = aged_event(acme, CREATED, timedelta(days=1))
     purge_events()
     assert [i["id"] for i in page(api, alice_key)["items"]] == [kept.id]
+
+
+def test_openapi_documents_both_paths_the_410_and_the_retention(client):
+    doc = client.get("/openapi.json").json()
+    listing = doc["paths"]["/api/v1/events"]["get"]
+    single = doc["paths"]["/api/v1/events/{id}"]["get"]
+    assert listing["responses"]["200"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/EventPage"}
+    assert "410" in listing["responses"] and "resync_required" in listing["responses"]["410"]["description"]
+    for operation in (listing, single):
+        assert "CONNECT_EVENT_RETENTION_DAYS" in operation["description"]
+        assert "CONNECT_SEGMENT_EVENT_RETENTION_HOURS" in operation["description"]
+    assert {p["name"] for p in listing["parameters"]} >= {"type", "sessionId", "after", "limit"}
+    schemas = doc["components"]["schemas"]
+    assert schemas["ResyncRequiredError"]["properties"]["error"] == {"type": "string", "const": "resync_required"}
+    assert list(schemas["Event"]["properties"]) == ["id", "type", "sessionId", "occurredAt", "data"]
+    assert schemas["EventPage"]["properties"]["nextCursor"]["type"] == "string"  # not nullable
+    recover = doc["paths"]["/api/v1/webhooks/{id}/recover"]["post"]
+    assert set(recover["responses"]) >= {"202", "400", "409"}
