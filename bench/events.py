@@ -55,6 +55,7 @@ PG_NAME = "connect_eventlog_bench"
 WORKSPACES = 10
 SPREAD_MS = 20 * 3600 * 1000  # inside the 24 h segment retention: every cursor is still served
 BATCH = 20_000
+COLUMNS = "id, workspace_id, type, session_id, occurred_at, data, position"
 SEGMENT_DATA = {
     "sessionId": "", "occurredAt": "2026-11-25T00:00:00.000Z", "id": "", "sequence": 0, "timestampStart": 1000,
     "timestampEnd": 2500, "speakerLabel": "Speaker 1",
@@ -114,18 +115,12 @@ def seed_events(db: Database, workspace_id: str, count: int) -> None:
     if db.kind == "sqlite":
         conn = sqlite3.connect(db.sqlite_path)
         position = conn.execute('SELECT COALESCE(MAX("position"), 0) FROM events_event').fetchone()[0]
-        batch = []
-        for eid, type_, session, ms, data in rows_for(workspace_id, count, now_ms):
-            position += 1
-            batch.append((eid, workspace_id, type_, session, _iso(ms), data, position))
-            if len(batch) == BATCH:
-                conn.executemany("INSERT INTO events_event (id, workspace_id, type, session_id, occurred_at, data, "
-                                 "position) VALUES (?, ?, ?, ?, ?, ?, ?)", batch)
-                conn.commit()
-                batch = []
-        if batch:
-            conn.executemany("INSERT INTO events_event (id, workspace_id, type, session_id, occurred_at, data, position) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?)", batch)
+        rows = rows_for(workspace_id, count, now_ms)
+        while chunk := [r for _, r in zip(range(BATCH), rows)]:
+            batch = [(eid, workspace_id, type_, session, _iso(ms), data, position + n + 1)
+                     for n, (eid, type_, session, ms, data) in enumerate(chunk)]
+            position += len(batch)
+            conn.executemany(f"INSERT INTO events_event ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", batch)
             conn.commit()
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.close()
@@ -134,14 +129,10 @@ def seed_events(db: Database, workspace_id: str, count: int) -> None:
 
         with psycopg.connect(db.url) as conn:
             rows = rows_for(workspace_id, count, now_ms)
-            while True:
-                chunk = [r for _, r in zip(range(BATCH * 5), rows)]
-                if not chunk:
-                    break
+            while chunk := [r for _, r in zip(range(BATCH * 5), rows)]:
                 with conn.transaction():
                     position = conn.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()[0]
-                    with conn.cursor().copy("COPY events_event (id, workspace_id, type, session_id, occurred_at, data, "
-                                            "position) FROM STDIN") as copy:
+                    with conn.cursor().copy(f"COPY events_event ({COLUMNS}) FROM STDIN") as copy:
                         for eid, type_, session, ms, data in chunk:
                             copy.write_row((eid, workspace_id, type_, session, _iso(ms), data, position))
             conn.execute("ANALYZE events_event")
