@@ -21,6 +21,7 @@ from apps.events.representations import event_item
 
 TYPES = tuple(filters.TYPE_SCOPES)
 MAX_SESSION_ID_LENGTH = 200
+UNSETTLED_HEADER = "Events-Unsettled"
 RETENTION_NOTE = (
     "Retention: session events `CONNECT_EVENT_RETENTION_DAYS` (default 30 days), "
     "`transcript.segment.created` `CONNECT_SEGMENT_EVENT_RETENTION_HOURS` (default 24 hours), from when each was "
@@ -95,6 +96,13 @@ class EventListApi(APIView):
                              description="One or more event types (repeat it, or separate with commas); default every "
                              "type the scopes allow. A type the scopes do not allow is `403 insufficient_scope`."),
             QueryIn,
+            OpenApiParameter(
+                UNSETTLED_HEADER, OpenApiTypes.STR, OpenApiParameter.HEADER, response=[200], enum=["true", "false"],
+                description="`true` on a page that is not full when events past `nextCursor` are already "
+                "committed but wait for an older transaction to end before the log hands them out (they come "
+                "next, never skipped). A poller can ignore it; a client catching up once before it follows the "
+                "live stream pages again until it is `false`.",
+            ),
         ],
         responses={200: shapes.EVENT_PAGE.ref(), **error_responses(400, 410)},
     )
@@ -102,14 +110,20 @@ class EventListApi(APIView):
         query = validate_query(self.QueryIn, request)
         types = requested_types(request, allowed_types(request.auth))
         workspace_id = request.auth.workspace.id
+        limit, session_id = query.get("limit", DEFAULT_PAGE_SIZE), query.get("sessionId")
         events, place = selectors.read_log(
             after=place_after(workspace_id=workspace_id, after=query.get("after"), types=types),
-            limit=query.get("limit", DEFAULT_PAGE_SIZE),
+            limit=limit,
             workspace_id=workspace_id,
             types=types,
-            session_id=query.get("sessionId"),
+            session_id=session_id,
         )
-        return Response({"items": [event_item(e) for e in events], "nextCursor": positions.encode_position(place)})
+        unsettled = len(events) < limit and selectors.unsettled_after(
+            place=place, workspace_id=workspace_id, types=types, session_id=session_id
+        )
+        response = Response({"items": [event_item(e) for e in events], "nextCursor": positions.encode_position(place)})
+        response[UNSETTLED_HEADER] = "true" if unsettled else "false"
+        return response
 
 
 class EventDetailApi(APIView):

@@ -75,6 +75,17 @@ def _past(after: Position) -> RawSQL:
                   output_field=BooleanField())
 
 
+def _log(workspace_id: int | None, types: Iterable[str] | None, session_id: str | None):
+    events = Event.objects.all()
+    if workspace_id is not None:
+        events = events.filter(workspace_id=workspace_id)
+    if types is not None:
+        events = events.filter(type__in=list(types))
+    if session_id is not None:
+        events = events.filter(session_id=session_id)
+    return events
+
+
 def read_log(
     *,
     after: Position | None,
@@ -95,13 +106,7 @@ def read_log(
         # Only when the log restarted below the reader (an SQLite file replaced, tables emptied
         # by hand or by a test's flush): positions never go back otherwise. Read from its start.
         after = None
-    events = Event.objects.all()
-    if workspace_id is not None:
-        events = events.filter(workspace_id=workspace_id)
-    if types is not None:
-        events = events.filter(type__in=list(types))
-    if session_id is not None:
-        events = events.filter(session_id=session_id)
+    events = _log(workspace_id, types, session_id)
     if after is not None:
         events = events.filter(_past(after))
     if bound is not None:
@@ -115,6 +120,15 @@ def read_log(
     else:
         place = after or Position(0, "", now_ms())
     return rows, (later(place, after) if after is not None else place)
+
+
+def unsettled_after(
+    *, place: Position, workspace_id: int, types: Iterable[str] | None = None, session_id: str | None = None
+) -> bool:
+    """Whether events past `place` are committed and visible but not settled yet (an older
+    transaction still runs): a reader catching up once, before following a live stream, should
+    page again shortly rather than stop."""
+    return _log(workspace_id, types, session_id).filter(_past(place)).exists()
 
 
 def position_of(*, workspace_id: int, event_id: str) -> Position | None:
