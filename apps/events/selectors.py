@@ -102,10 +102,12 @@ def read_log(
     settled row up to it was read or did not match). `workspace_id=None`: every workspace (the
     follower routes by workspace itself)."""
     bound = horizon() if settled else None
-    if bound is not None and after is not None and bound <= after.seq:
-        # Only when the log restarted below the reader (an SQLite file replaced, tables emptied
-        # by hand or by a test's flush): positions never go back otherwise. Read from its start.
-        after = None
+    if bound is not None and after is not None and after.seq >= bound:
+        # A place not settled yet: the position of an `evt_` id the stream handed out while an
+        # older transaction still ran (or a log restarted below the reader). Read on from the
+        # horizon: events around it may come again (readers deduplicate on the id), none is
+        # skipped.
+        after = Position(bound - 1, "", after.ms)
     events = _log(workspace_id, types, session_id)
     if after is not None:
         events = events.filter(_past(after))
