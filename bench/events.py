@@ -27,6 +27,7 @@ import os
 import random
 import sqlite3
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -82,7 +83,10 @@ def database(postgres: bool) -> Database:
 
 
 def workspace_and_key(db: Database, slug: str) -> tuple[str, str]:
-    manage(db, "create_workspace", slug, "--name", slug, capture=True)
+    try:
+        manage(db, "create_workspace", slug, "--name", slug, capture=True)
+    except subprocess.CalledProcessError:  # --reuse: it exists
+        pass
     manage(db, "add_member", slug, f"bench@{slug}.example", "--password", "bench-password-1", capture=True)
     key = manage(db, "issue_api_key", slug, "--member", f"bench@{slug}.example", "--scopes",
                  "svc:sessions:read,svc:transcripts:read", "--name", "bench", capture=True).strip().splitlines()[-1]
@@ -231,7 +235,8 @@ def lag_run(db: Database, server, key: str, workspace_id: str, seconds: float, r
     producer.start()
     deadline = time.monotonic() + seconds
     polls = 0
-    while time.monotonic() < deadline or len(lags) < len(committed):
+    # Until the producer has stopped and every event it committed came (or 30 s more).
+    while not stop.is_set() or producer.is_alive() or len(lags) < len(committed):
         page = client.get("/api/v1/events", params={"after": cursor, "limit": 100,
                                                     "type": "session.status_changed"}).json()
         now = time.monotonic()
@@ -240,9 +245,9 @@ def lag_run(db: Database, server, key: str, workspace_id: str, seconds: float, r
         for item in page["items"]:
             if item["id"] in committed:
                 lags.append(now - committed[item["id"]])
-        if time.monotonic() >= deadline:
+        if now >= deadline:
             stop.set()
-        if time.monotonic() > deadline + 30:
+        if now > deadline + 30:
             break
         if len(page["items"]) < 100:
             time.sleep(interval)
@@ -264,6 +269,7 @@ def main() -> None:
     parser.add_argument("--lag-seconds", type=float, default=60)
     parser.add_argument("--quick", action="store_true", help="short runs (a smoke test)")
     parser.add_argument("--reuse", action="store_true", help="keep an already seeded database")
+    parser.add_argument("--lag-only", action="store_true", help="with --reuse: only the poller lag phase")
     args = parser.parse_args()
     duration = 3 if args.quick else args.duration
     db = database(args.postgres)
@@ -286,8 +292,13 @@ def main() -> None:
     if not args.reuse:
         manage(db, "seed_demo", "--workspace", "bench-ev-0", "--sessions", "150", "--segments", "2")
         seed_events(db, first_id, args.events)
-    cursors = sample_cursors(db, first_id)
     results: dict = {"machine": machine(), "events_per_workspace": args.events, "database": db.kind}
+    if args.lag_only:
+        with connect_server(db, 2) as server:
+            results["lag"] = lag_run(db, server, first_key, first_id, args.lag_seconds)
+        print(lag_line(results["lag"]))
+        return
+    cursors = sample_cursors(db, first_id)
     with connect_server(db, 2) as server:
         log("phase 1: one workspace")
         results["one_workspace"] = measure(server, first_key, cursors, duration)
@@ -320,10 +331,13 @@ def summary(results: dict) -> str:
                      f"{e / s100:.2f} | {e / s20:.2f} | {errors} |")
     one, ten = results["one_workspace"]["events_1c"]["p50_ms"], results["ten_workspaces"]["events_1c"]["p50_ms"]
     lines.append(f"\nten workspaces / one alone, p50 @1c: {ten / one:.2f}")
-    lag = results["lag"]
-    lines.append(f"poller lag (100 events/s, 250 ms poll): produced {lag['produced']}, received {lag['received']}, "
-                 f"p50 {lag['lag_p50_ms']:.0f} ms, p99 {lag['lag_p99_ms']:.0f} ms, max {lag['lag_max_ms']:.0f} ms")
+    lines.append(lag_line(results["lag"]))
     return "\n".join(lines)
+
+
+def lag_line(lag: dict) -> str:
+    return (f"poller lag (100 events/s, 250 ms poll): produced {lag['produced']}, received {lag['received']}, "
+            f"p50 {lag['lag_p50_ms']:.0f} ms, p99 {lag['lag_p99_ms']:.0f} ms, max {lag['lag_max_ms']:.0f} ms")
 
 
 if __name__ == "__main__":
