@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Iterable, Iterator
 
 from django.db import connection
-from django.db.models import BooleanField
+from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
 
 from apps.events.models import Event
@@ -46,13 +46,13 @@ _POSITION_ON_INSERT = {
 }
 # The oldest transaction id another session still runs (the snapshot's in-progress list), else
 # the snapshot's xmax (the next id after the last one completed): below it everything is
-# settled. The reader's own transaction is never in that list, and sees its own rows; only
-# tests read the log inside a writing transaction, whose own id may be the xmax itself.
+# settled. Second column: the reader's own transaction id, if it has one (only tests read the
+# log inside a writing transaction): it sees its own rows as its own writes.
 _HORIZON = {
     "postgresql": "SELECT LEAST((SELECT MIN(x::text::bigint) FROM pg_snapshot_xip(s) x), "
-    "GREATEST(pg_snapshot_xmax(s)::text::bigint, pg_current_xact_id_if_assigned()::text::bigint + 1)) "
-    "FROM pg_current_snapshot() s",
-    "sqlite": f'SELECT COALESCE(MAX("position"), 0) + 1 FROM "{TABLE}"',
+    "GREATEST(pg_snapshot_xmax(s)::text::bigint, pg_current_xact_id_if_assigned()::text::bigint + 1)), "
+    "pg_current_xact_id_if_assigned()::text::bigint FROM pg_current_snapshot() s",
+    "sqlite": f'SELECT COALESCE(MAX("position"), 0) + 1, NULL FROM "{TABLE}"',
 }
 
 
@@ -63,9 +63,14 @@ def position_on_insert() -> RawSQL:
 
 def horizon() -> int:
     """Every row whose position is below this is committed, or will never be."""
+    return _horizon()[0]
+
+
+def _horizon() -> tuple[int, int | None]:
     with connection.cursor() as cursor:
         cursor.execute(_HORIZON[connection.vendor])
-        return int(cursor.fetchone()[0])
+        bound, own = cursor.fetchone()
+        return int(bound), own
 
 
 def _past(after: Position) -> RawSQL:
@@ -101,8 +106,8 @@ def read_log(
     commits later; when the page is not full the reader stands at the horizon itself (every
     settled row up to it was read or did not match). `workspace_id=None`: every workspace (the
     follower routes by workspace itself)."""
-    bound = horizon() if settled else None
-    if bound is not None and after is not None and after.seq >= bound:
+    bound, own = _horizon() if settled else (None, None)
+    if bound is not None and after is not None and after.seq >= bound and after.seq != own:
         # A place not settled yet: the position of an `evt_` id the stream handed out while an
         # older transaction still ran (or a log restarted below the reader). Read on from the
         # horizon: events around it may come again (readers deduplicate on the id), none is
@@ -112,9 +117,9 @@ def read_log(
     if after is not None:
         events = events.filter(_past(after))
     if bound is not None:
-        events = events.filter(position__lt=bound)
+        events = events.filter(Q(position__lt=bound) | Q(position=own)) if own else events.filter(position__lt=bound)
     rows = list(events.only(*EVENT_FIELDS).order_by("position", "id")[:limit])
-    if rows and (len(rows) == limit or bound is None):
+    if rows and (len(rows) == limit or bound is None or rows[-1].position >= bound):  # the last: own rows
         last = rows[-1]
         place = Position(last.position, last.id, event_id_ms(last.id) or 0)
     elif bound is not None:
