@@ -253,6 +253,11 @@ Q_CLUSTER = {
     **({"redis": REDIS_URL} if REDIS_URL else {"orm": "default"}),
 }
 
+# The event log's retention (apps/events/retention.py, enforced by `purge_events`): session
+# events as long as webhook deliveries can be replayed or recovered; segment events a day.
+CONNECT_EVENT_RETENTION_DAYS = envint("CONNECT_EVENT_RETENTION_DAYS", 30)
+CONNECT_SEGMENT_EVENT_RETENTION_HOURS = envint("CONNECT_SEGMENT_EVENT_RETENTION_HOURS", 24)
+
 CONNECT_SSE_HEARTBEAT_SECONDS = envint("CONNECT_SSE_HEARTBEAT_SECONDS", 15)
 CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE = envint("CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE", 10)
 CONNECT_SSE_RESUME_SECONDS = envint("CONNECT_SSE_RESUME_SECONDS", 300)

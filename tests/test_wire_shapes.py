@@ -284,7 +284,7 @@ def mcp_get_session(url: str, key: str, session_id: str) -> dict:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_rest_mcp_stream_outbox_and_webhook_show_one_session_alike(webhook_server, live_receiver, alice):  # noqa: F811
+def test_rest_mcp_stream_log_outbox_and_webhook_show_one_session_alike(webhook_server, live_receiver, alice):  # noqa: F811
     url = webhook_server.url
     key = factories.api_key(alice, factories.ALL_SCOPES)
     headers = {"Authorization": f"Bearer {key}"}
@@ -317,6 +317,16 @@ def test_rest_mcp_stream_outbox_and_webhook_show_one_session_alike(webhook_serve
                 assert list(seen) == list(rest), (event_type, door)  # the same field order
             # The signed webhook bytes hold the session exactly as REST writes it.
             assert orjson.dumps(rest) in received[0].body, event_type
+            # The event log's item is the stream's data plus the stream's `id:`, which is also
+            # the webhook's Svc-Event-Id; listed or read alone, the same object.
+            logged = httpx.get(f"{url}/api/v1/events", headers=headers, timeout=20,
+                               params={"sessionId": session.id, "type": event_type}).json()["items"]
+            assert [item["id"] for item in logged] == [frame.id]
+            assert {k: v for k, v in logged[0].items() if k != "id"} == frame.json, event_type
+            assert orjson.dumps({k: v for k, v in logged[0].items() if k != "id"}).decode() == frame.data
+            assert received[0].headers["Svc-Event-Id"] == frame.id
+            one = httpx.get(f"{url}/api/v1/events/{frame.id}", headers=headers, timeout=20).json()
+            assert one == logged[0]
         # A stream resumed after the first event replays the second from the outbox.
         first = Event.objects.get(session_id=session.id, type="session.created")
         resumed = Reader(url, key, last_event_id=first.id)

@@ -85,6 +85,14 @@ class NotAllowed(ApiError):
     status, code = 409, "not_allowed"
 
 
+class ResyncRequired(ApiError):
+    """`after` is older than the event log's retention for the requested types: events after it
+    may have been purged, so the log can no longer say everything that changed since. Re-read
+    the resources themselves, then poll the log from a fresh `nextCursor`."""
+
+    status, code = 410, "resync_required"
+
+
 class PayloadTooLarge(ApiError):
     status, code = 413, "payload_too_large"
 

@@ -23,6 +23,8 @@ ERROR_DESCRIPTIONS = {
     404: "`not_found`, or `workspace_not_found` when the credential's workspace cannot be resolved",
     405: "`method_not_allowed`",
     409: "`not_allowed`",
+    410: "`resync_required`: `after` is older than the event log's retention for the requested types; re-read "
+    "the resources, then poll from a fresh `nextCursor`",
     413: "`payload_too_large`: the request body is over the upload limit (`DATA_UPLOAD_MAX_MEMORY_SIZE`)",
     429: "`rate_limited`: the credential's or the workspace's request limit for this window is spent "
     "(see `Retry-After`); on the event stream also `connection_limit` (too many open streams)",

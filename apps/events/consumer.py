@@ -215,6 +215,10 @@ class EventStreamConsumer(AsyncHttpConsumer):
             )
             if self.replay is None:
                 first = b": resume-unavailable\n\n"
+            else:
+                # The client has it: a live copy (a follower that had not reached it yet when
+                # this stream registered) is dropped like a replayed one.
+                self.stream.replayed.add(last_event_id.strip())
         await self.send_headers(status=200, headers=STREAM_HEADERS + self._rate_headers())
         await self.send_body(first, more_body=True)
         self._register_producer()

@@ -4,8 +4,8 @@ in the issue, that does not scale past a few hundred streams).
 
 - Carrier. Production (`REDIS_URL`): one Redis pub/sub subscription; each message is a
   routing header plus the ready SSE frame, published after commit by whichever process
-  committed (fanout.announce_committed). Embedded (no Redis): a follower that reads the outbox
-  by id (see `_poll`), woken at once by commits made in this process.
+  committed (fanout.announce_committed). Embedded (no Redis): a follower that reads the event log
+  in log order as REST does (see `_poll`), woken at once by commits made in this process.
 - All database work of the hub (follower, slot leases, batched credential checks,
   and each connect's authentication, slot and resume) runs on the hub's own two threads, not
   on `database_sync_to_async`'s shared thread and never once per event per stream. A job that
@@ -45,47 +45,22 @@ from django.db import InterfaceError, OperationalError, close_old_connections
 from apps.events import fanout, selectors, slots
 from apps.access.credentials import CredentialRef, invalid_credentials
 from apps.events.filters import Subscription
+from apps.events.positions import Position, event_id_ms
+from apps.events.retention import oldest_complete_ms
 from apps.events.representations import PING, frame_for
 from connect.engine.faults import discard_lost_connections, is_database_unavailable
 
 logger = logging.getLogger("connect.events")
 
-# Embedded follower: how often it polls when nothing in this process woke it, and how far
-# back it re-reads. Ids are time-sortable, but a transaction may commit after another that
-# took a later id (PostgreSQL runs writers concurrently; ids are made before commit), so
-# "everything above the last id seen" would skip it. The follower instead re-reads the ids
-# of the last FOLLOW_WINDOW_SECONDS every poll (an index-only look at the primary key) and
-# fetches only those it has not delivered. A transaction that commits later than that after
-# recording its event, or a machine clock that far off, is missed live (resume still has it).
+# Embedded follower: how often it polls when nothing in this process woke it, and how many
+# events one poll reads at most. It follows the log (selectors.read_log) from where it stands:
+# below the log's horizon, so an event whose transaction commits late is delivered late, never
+# skipped.
 FOLLOW_POLL_SECONDS = 0.1
-FOLLOW_WINDOW_SECONDS = 10
+FOLLOW_BATCH = 1000
 RESUME_MAX_EVENTS = 5000
 # Redis messages already received are dispatched together, up to this many at once.
 REDIS_BATCH_MAX = 500
-
-_CROCKFORD = {c: i for i, c in enumerate("0123456789abcdefghjkmnpqrstvwxyz")}
-
-
-def event_id_ms(event_id: str) -> int | None:
-    """The millisecond timestamp inside an `evt_` id, or None if it is not one."""
-    body = event_id[4:] if event_id.startswith("evt_") else ""
-    if len(body) != 26 or any(c not in _CROCKFORD for c in body):
-        return None
-    ms = 0
-    for c in body[:10]:
-        ms = ms * 32 + _CROCKFORD[c]
-    return ms
-
-
-def id_floor(ms: int) -> str:
-    """The smallest `evt_` id of millisecond `ms`."""
-    chars = []
-    value = ms << 80
-    alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
-    for _ in range(26):
-        chars.append(alphabet[value & 31])
-        value >>= 5
-    return "evt_" + "".join(reversed(chars))
 
 
 def _db_job(fn: Callable, retry: bool, *args, **kwargs):
@@ -209,7 +184,7 @@ class Hub:
         # this one a subscription waiting on a quiet Redis is garbage-collected mid-await.
         self._carrier_task: asyncio.Task | None = None
         self._poke = asyncio.Event()
-        self._seen: set[str] = set()
+        self._place: Position | None = None  # where the embedded follower stands in the log
         self.direct_writes = 0  # batches written straight to a stream (stats, tests)
 
     # --- database on the hub's threads ---------------------------------------------------
@@ -250,7 +225,8 @@ class Hub:
                 raise
             self._carrier_task = asyncio.ensure_future(self._carry_redis(client, pubsub))
         else:
-            self._seen = set(await self.run_db(selectors.event_ids_from, id_floor(self._now_ms() - FOLLOW_WINDOW_SECONDS * 1000)))
+            # Live from here: what settled before the carrier started is for resume, not live.
+            self._place = await self.run_db(self._start_place, retry=True)
             fanout.local_wakeups.append(self._wake_from_any_thread)
             self._carrier_task = asyncio.ensure_future(self._follow())
 
@@ -293,8 +269,8 @@ class Hub:
         self.loop.call_soon_threadsafe(self._poke.set)
 
     @staticmethod
-    def _now_ms() -> int:
-        return int(time.time() * 1000)
+    def _start_place() -> Position:
+        return Position(selectors.horizon() - 1, "", int(time.time() * 1000))
 
     async def _follow(self) -> None:
         # Polls start every FOLLOW_POLL_SECONDS, not that long after the previous dispatch
@@ -312,23 +288,21 @@ class Hub:
                     pass
             self._poke.clear()
             try:
-                floor = id_floor(self._now_ms() - FOLLOW_WINDOW_SECONDS * 1000)
-                rows = await self.run_db(self._poll, floor, retry=True)
+                rows = await self.run_db(self._poll, retry=True)
             except Exception:  # noqa: BLE001 - a database hiccup: try again next poll
                 logger.exception("event follower poll failed")
                 await asyncio.sleep(1)
                 continue
             self.dispatch(rows)
 
-    def _poll(self, floor: str) -> list[tuple]:
-        # Runs on a hub thread; `_seen` is only touched here (one poll at a time).
-        ids = selectors.event_ids_from(floor)
-        self._seen = {i for i in self._seen if i >= floor}
-        new = [i for i in ids if i not in self._seen]
-        if not new:
-            return []
-        self._seen.update(new)
-        return [(e.workspace_id, e.type, e.session_id, e.id, frame_for(e)) for e in selectors.events_by_ids(new)]
+    def _poll(self) -> list[tuple]:
+        # Runs on a hub thread, one poll at a time; the place moves only once the read is back,
+        # so a poll retried on a fresh connection reads the same events again.
+        events, place = selectors.read_log(after=self._place, limit=FOLLOW_BATCH)
+        self._place = place
+        if len(events) == FOLLOW_BATCH:
+            self._wake_from_any_thread()  # more is waiting: poll again at once
+        return [(e.workspace_id, e.type, e.session_id, e.id, frame_for(e)) for e in events]
 
     async def _maintain(self) -> None:
         heartbeat = settings.CONNECT_SSE_HEARTBEAT_SECONDS
@@ -470,16 +444,20 @@ def current_hub() -> Hub | None:
 def resume_frames(
     *, workspace_id: int, last_event_id: str, subscription: Subscription, types: frozenset[str]
 ) -> list[tuple[str, bytes]] | None:
-    """The frames a client reconnecting after `last_event_id` missed, in order, or None when
-    that id is unknown in this workspace, older than the resume window, or too far behind."""
+    """The frames a client reconnecting after `last_event_id` missed, in log order, or None when
+    that id is not in this workspace's log (unknown, purged), older than the resume window, or
+    too far behind. Read from the log as REST reads it, with the stream's own types and filters."""
     ms = event_id_ms(last_event_id)
     window_ms = settings.CONNECT_SSE_RESUME_SECONDS * 1000
-    if ms is None or ms < int(time.time() * 1000) - window_ms:
+    if ms is None or ms < int(time.time() * 1000) - window_ms or not types:
         return None
-    if selectors.event_in_workspace(workspace_id=workspace_id, event_id=last_event_id) is None:
+    if ms < oldest_complete_ms(types):
         return None
-    rows = selectors.events_after(
-        workspace_id=workspace_id, after_id=last_event_id, types=types, limit=RESUME_MAX_EVENTS + 1
+    place = selectors.position_of(workspace_id=workspace_id, event_id=last_event_id)
+    if place is None:
+        return None
+    rows, _ = selectors.read_log(
+        after=place, limit=RESUME_MAX_EVENTS + 1, workspace_id=workspace_id, types=types, settled=False
     )
     if len(rows) > RESUME_MAX_EVENTS:
         return None

@@ -51,8 +51,13 @@ _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 
 
 class Event(models.Model):
-    """The transactional outbox: one row per change, written in the change's transaction, its
-    `data` fixed at that moment. The stream fans these out; webhook deliveries hang from them."""
+    """The transactional outbox and the workspace's event log: one row per change, written in
+    the change's transaction, its `data` fixed at that moment. The stream fans these out,
+    webhook deliveries hang from them, and `GET /api/v1/events` pages them.
+
+    `position` orders the log with `id` (apps/events/positions.py): given by the database at
+    insert so that rows settle in position order (apps/events/selectors.py says how on each
+    database); readers never see it."""
 
     id = models.CharField(primary_key=True, max_length=40, default=new_event_id, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
@@ -60,13 +65,16 @@ class Event(models.Model):
     session_id = models.CharField(max_length=40)
     occurred_at = models.DateTimeField()
     data = models.JSONField()
+    position = models.BigIntegerField(default=0, editable=False)
 
     class Meta:
         indexes = [
-            # Resume: a workspace's events after a given id, in id order.
-            models.Index(fields=["workspace", "id"], name="event_ws_id"),
-            # Purge: by type past a cutoff.
-            models.Index(fields=["type", "occurred_at"], name="event_type_occurred"),
+            # The log of one workspace (REST, resume), in log order.
+            models.Index(fields=["workspace", "position", "id"], name="event_ws_position"),
+            # The whole log (the embedded follower), and its horizon on SQLite (MAX(position)).
+            models.Index(fields=["position", "id"], name="event_position"),
+            # Purge: by type, oldest ids first.
+            models.Index(fields=["type", "id"], name="event_type_id"),
         ]
 
     def __str__(self) -> str:

@@ -142,8 +142,10 @@ def _operation(heartbeat: int, resume: int, max_streams: int) -> dict[str, Any]:
                     "**Extension beyond the contract** (which promises no replay). The `id` of the last event a "
                     "client received. Within `CONNECT_SSE_RESUME_SECONDS` (here "
                     f"{resume} s) the stream first sends, in order, the events committed after it that match the "
-                    "filters and scopes, then goes live. An unknown, foreign or older id starts a live stream "
-                    "whose first comment is `: resume-unavailable`: reconcile through the REST API. Longer than "
+                    "filters and scopes (read from the event log, as `GET /api/v1/events` reads it), then goes live. "
+                    "An unknown, foreign or older id starts a live stream whose first comment is "
+                    "`: resume-unavailable`: catch up with `GET /api/v1/events?after=<that id>` (the log keeps events "
+                    "longer), or, on its `410 resync_required`, reconcile through the REST resources. Longer than "
                     "64 characters: `400 invalid_request`."
                 ),
             },

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from apps.events.models import Event
-from apps.events.shapes import EVENT_ENVELOPE
+from apps.events.shapes import EVENT, EVENT_ENVELOPE
 
 event_envelope = EVENT_ENVELOPE.encode
 
@@ -23,3 +23,7 @@ def sse_frame(event_id: str, type: str, envelope: dict[str, Any]) -> bytes:
 
 def frame_for(event: Event) -> bytes:
     return sse_frame(event.id, event.type, event_envelope(event))
+
+
+# `GET /api/v1/events`: the envelope above plus the event's id.
+event_item = EVENT.encode

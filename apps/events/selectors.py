@@ -1,32 +1,168 @@
-"""Reads of the outbox, each starting from a workspace (or, for the per-process follower, from
-an id window across all workspaces: it routes by workspace itself)."""
+"""Reads of the event log: REST's pages, the stream's resume and its embedded follower all read
+it through `read_log`, in one order, `(position, id)` (apps/events/positions.py).
+
+Why no reader ever skips an event: a page reads only rows below the log's *horizon*, a
+position under which every transaction that could add a row has ended, and a row can only
+arrive above the horizon of any earlier read. How each database gives that:
+
+- PostgreSQL: a row's position is its transaction's id (`pg_current_xact_id()`, 64 bits,
+  never wraps), and the horizon is the oldest transaction id still running as the read's
+  snapshot sees it. A transaction that has not committed holds the horizon at or below its
+  own id, so a later-committing row is never below where a reader already stands.
+- SQLite: one writer at a time, and each insert takes `MAX(position) + 1` (or the clock in
+  microseconds, if larger) while holding the write lock (the settings open write transactions
+  IMMEDIATE), so positions grow in commit order; the horizon is past the largest committed
+  position. The purge never deletes the row holding the largest position, so a position is
+  never given twice even if the clock steps back.
+
+A long transaction holds the PostgreSQL horizon back for everyone (readers wait; they never
+skip). The stream's resume reads `settled=False`: everything visible after the client's last
+event, the follower delivering later any copy of a row it returned (the stream drops it).
+"""
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Iterator
+
+from django.db import connection
+from django.db.models import BooleanField, Q
+from django.db.models.expressions import RawSQL
 
 from apps.events.models import Event
+from apps.events.positions import Position, event_id_ms, id_floor, later
+from apps.events.retention import now_ms
 
-EVENT_FIELDS = ("id", "workspace_id", "type", "session_id", "occurred_at", "data")
+EVENT_FIELDS = ("id", "workspace_id", "type", "session_id", "occurred_at", "data", "position")
+TABLE = Event._meta.db_table
+
+_POSITION_ON_INSERT = {
+    "postgresql": "pg_current_xact_id()::text::bigint",
+    # The larger of the last position + 1 and the time in microseconds: positions grow by one
+    # under the write lock, and a log emptied behind a follower (a test's flush, a file restored)
+    # still continues above every position given before it.
+    "sqlite": f'(SELECT MAX(COALESCE(MAX("position"), 0) + 1, '
+    "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 1000) "
+    f'FROM "{TABLE}")',
+}
+# The oldest transaction id another session still runs (the snapshot's in-progress list), else
+# the snapshot's xmax (the next id after the last one completed): below it everything is
+# settled. Second column: the reader's own transaction id, if it has one (only tests read the
+# log inside a writing transaction): it sees its own rows as its own writes.
+_HORIZON = {
+    "postgresql": "SELECT LEAST((SELECT MIN(x::text::bigint) FROM pg_snapshot_xip(s) x), "
+    "GREATEST(pg_snapshot_xmax(s)::text::bigint, pg_current_xact_id_if_assigned()::text::bigint + 1)), "
+    "pg_current_xact_id_if_assigned()::text::bigint FROM pg_current_snapshot() s",
+    "sqlite": f'SELECT COALESCE(MAX("position"), 0) + 1, NULL FROM "{TABLE}"',
+}
+
+
+def position_on_insert() -> RawSQL:
+    """The value of a new row's `position`, computed by the database inside the INSERT."""
+    return RawSQL(_POSITION_ON_INSERT[connection.vendor], ())
+
+
+def horizon() -> int:
+    """Every row whose position is below this is committed, or will never be."""
+    return _horizon()[0]
+
+
+def _horizon() -> tuple[int, int | None]:
+    with connection.cursor() as cursor:
+        cursor.execute(_HORIZON[connection.vendor])
+        bound, own = cursor.fetchone()
+        return int(bound), own
+
+
+def _past(after: Position) -> RawSQL:
+    if not after.event_id:
+        return RawSQL(f'"{TABLE}"."position" > %s', (after.seq,), output_field=BooleanField())
+    return RawSQL(f'("{TABLE}"."position", "{TABLE}"."id") > (%s, %s)', (after.seq, after.event_id),
+                  output_field=BooleanField())
+
+
+def _log(workspace_id: int | None, types: Iterable[str] | None, session_id: str | None):
+    events = Event.objects.all()
+    if workspace_id is not None:
+        events = events.filter(workspace_id=workspace_id)
+    if types is not None:
+        events = events.filter(type__in=list(types))
+    if session_id is not None:
+        events = events.filter(session_id=session_id)
+    return events
+
+
+def read_log(
+    *,
+    after: Position | None,
+    limit: int,
+    workspace_id: int | None = None,
+    types: Iterable[str] | None = None,
+    session_id: str | None = None,
+    settled: bool = True,
+) -> tuple[list[Event], Position]:
+    """Up to `limit` events after `after` in log order, and where the reader stands after them.
+
+    `settled`: only rows below the horizon, so the returned place is never passed by a row that
+    commits later; when the page is not full the reader stands at the horizon itself (every
+    settled row up to it was read or did not match). `workspace_id=None`: every workspace (the
+    follower routes by workspace itself)."""
+    bound, own = _horizon() if settled else (None, None)
+    if bound is not None and after is not None and after.seq >= bound and after.seq != own:
+        # A place not settled yet: the position of an `evt_` id the stream handed out while an
+        # older transaction still ran (or a log restarted below the reader). Read on from the
+        # horizon: events around it may come again (readers deduplicate on the id), none is
+        # skipped.
+        after = Position(bound - 1, "", after.ms)
+    events = _log(workspace_id, types, session_id)
+    if after is not None:
+        events = events.filter(_past(after))
+    if bound is not None:
+        events = events.filter(Q(position__lt=bound) | Q(position=own)) if own else events.filter(position__lt=bound)
+    rows = list(events.only(*EVENT_FIELDS).order_by("position", "id")[:limit])
+    if rows and (len(rows) == limit or bound is None or rows[-1].position >= bound):  # the last: own rows
+        last = rows[-1]
+        place = Position(last.position, last.id, event_id_ms(last.id) or 0)
+    elif bound is not None:
+        place = Position(bound - 1, "", now_ms())
+    else:
+        place = after or Position(0, "", now_ms())
+    return rows, (later(place, after) if after is not None else place)
+
+
+def unsettled_after(
+    *, place: Position, workspace_id: int, types: Iterable[str] | None = None, session_id: str | None = None
+) -> bool:
+    """Whether events past `place` are committed and visible but not settled yet (an older
+    transaction still runs): a reader catching up once, before following a live stream, should
+    page again shortly rather than stop."""
+    return _log(workspace_id, types, session_id).filter(_past(place)).exists()
+
+
+def position_of(*, workspace_id: int, event_id: str) -> Position | None:
+    """Where an event of this workspace stands in the log, or None (unknown, another workspace's,
+    or purged)."""
+    found = Event.objects.filter(workspace_id=workspace_id, pk=event_id).values_list("position", flat=True).first()
+    return None if found is None else Position(found, event_id, event_id_ms(event_id) or 0)
+
+
+def events_recorded_between(
+    *, workspace_id: int, types: Iterable[str], start_ms: int, end_ms: int, chunk: int
+) -> Iterator[list[Event]]:
+    """A workspace's events recorded in [start_ms, end_ms) (their ids' time), oldest first, in
+    chunks (webhook recover)."""
+    last = id_floor(start_ms)
+    first = True
+    while True:
+        bound = {"pk__gte": last} if first else {"pk__gt": last}
+        events = list(
+            Event.objects.filter(workspace_id=workspace_id, type__in=list(types), pk__lt=id_floor(end_ms), **bound)
+            .only(*EVENT_FIELDS).order_by("pk")[:chunk]
+        )
+        if not events:
+            return
+        yield events
+        last, first = events[-1].pk, False
 
 
 def event_in_workspace(*, workspace_id: int, event_id: str) -> Event | None:
-    return Event.objects.filter(workspace_id=workspace_id, pk=event_id).only("id").first()
-
-
-def events_after(*, workspace_id: int, after_id: str, types: Iterable[str], limit: int) -> list[Event]:
-    """A workspace's events after `after_id` in id order, of the given types (resume)."""
-    return list(
-        Event.objects.filter(workspace_id=workspace_id, pk__gt=after_id, type__in=list(types))
-        .only(*EVENT_FIELDS)
-        .order_by("id")[:limit]
-    )
-
-
-def event_ids_from(floor_id: str) -> list[str]:
-    """Ids at or above `floor_id`, every workspace: the follower's cheap look at its window."""
-    return list(Event.objects.filter(pk__gte=floor_id).order_by("id").values_list("id", flat=True))
-
-
-def events_by_ids(ids: list[str]) -> list[Event]:
-    return list(Event.objects.filter(pk__in=ids).only(*EVENT_FIELDS).order_by("id"))
+    return Event.objects.filter(workspace_id=workspace_id, pk=event_id).only(*EVENT_FIELDS).first()

@@ -4,20 +4,24 @@ commit together or not at all. Only after commit is the fan-out told."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
-from apps.events import fanout
+from apps.events import fanout, retention, selectors
 from apps.events.models import Event, EventType
+from apps.events.positions import id_floor
 from apps.events.signals import event_recorded
 
 
 def record_event(*, workspace_id: int, type: str, session_id: str, occurred_at: datetime, data: dict) -> Event:
     event = Event.objects.create(
-        workspace_id=workspace_id, type=type, session_id=session_id, occurred_at=occurred_at, data=data
+        workspace_id=workspace_id,
+        type=type,
+        session_id=session_id,
+        occurred_at=occurred_at,
+        data=data,
+        position=selectors.position_on_insert(),
     )
     event_recorded.send(sender=Event, event=event)
     transaction.on_commit(lambda: _announce(event))
@@ -28,25 +32,23 @@ def _announce(event: Event) -> None:
     fanout.announce_committed(event)
 
 
-# Retention: segment events only serve resume, so they live as long as the
-# resume window; session events stay 30 days, the horizon webhook deliveries look back on.
-SESSION_EVENT_RETENTION = timedelta(days=30)
 PURGE_BATCH = 1000
 
 
-def purge_events(*, now: datetime | None = None) -> int:
-    """Delete outbox events past their retention, in small batches (short write locks)."""
-    now = now or timezone.now()
-    cutoffs = {
-        EventType.TRANSCRIPT_SEGMENT_CREATED: now - timedelta(seconds=settings.CONNECT_SSE_RESUME_SECONDS),
-        EventType.SESSION_CREATED: now - SESSION_EVENT_RETENTION,
-        EventType.SESSION_STATUS_CHANGED: now - SESSION_EVENT_RETENTION,
-    }
+def purge_events(*, now_ms: int | None = None, batch_size: int = PURGE_BATCH) -> int:
+    """Delete events past their type's retention (apps/events/retention.py), oldest first, in
+    batches of `batch_size` (each its own short transaction), so the purge never holds the
+    write lock or a long scan. The row holding the largest position is kept whatever its age:
+    on SQLite the next position is computed from it (apps/events/selectors.py)."""
+    now_ms = now_ms if now_ms is not None else retention.now_ms()
+    newest = Event.objects.order_by("-position", "-id").values_list("pk", flat=True).first()
     deleted = 0
-    for type_, cutoff in cutoffs.items():
+    for type_ in EventType.values:
+        floor = id_floor(retention.cutoff_ms(type_, now_ms))
         while True:
             ids = list(
-                Event.objects.filter(type=type_, occurred_at__lt=cutoff).values_list("pk", flat=True)[:PURGE_BATCH]
+                Event.objects.filter(type=type_, pk__lt=floor).exclude(pk=newest)
+                .order_by("pk").values_list("pk", flat=True)[:batch_size]
             )
             if not ids:
                 break

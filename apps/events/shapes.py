@@ -38,6 +38,28 @@ EVENT_ENVELOPE = Shape(
     ),
     closed=True,
 )
+# `GET /api/v1/events`: the envelope exactly as the stream sends it, plus the event's id (the
+# stream's `id:`, the webhook's `Svc-Event-Id`).
+EVENT = Shape(
+    "Event",
+    (Field("id", STRING, description="`evt_` id: the stream's `id:` line and the webhooks' `Svc-Event-Id`"),
+     *EVENT_ENVELOPE.entries),
+    closed=True,
+    component=True,
+    description="A recorded event: the stream's envelope `{type, sessionId, occurredAt, data}` plus its `id`.",
+)
+EVENT_PAGE = Shape(
+    "EventPage",
+    (
+        Field("items", EVENT, many=True),
+        Field("nextCursor", STRING, source="next_cursor",
+              description="Never null: pass it as `after` on the next call; a poller keeps calling with it and "
+              "gets `[]` until something new commits. An opaque `pos_` position."),
+    ),
+    params=("items", "next_cursor"),
+    component=True,
+)
+
 # The component name of each type's documented envelope in /openapi.json.
 ENVELOPE_NAMES: dict[str, str] = {
     EventType.SESSION_CREATED: "SessionCreatedEvent",

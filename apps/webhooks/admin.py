@@ -7,10 +7,15 @@ small tables — never `SELECT DISTINCT` over deliveries."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.contrib import admin, messages
+from django.utils import timezone
 
 from apps.core.admin import CappedCountPaginator, ReadOnlyMixin
 from apps.core.errors import NotAllowed
+from apps.events.models import EventType
+from apps.events.retention import retention as event_retention
 from apps.webhooks import services
 from apps.webhooks.filters import SUBSCRIBABLE_TYPES
 from apps.webhooks.models import Delivery, DeliveryAttempt, SigningKey, WebhookEndpoint
@@ -85,6 +90,26 @@ class WebhookEndpointAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_select_related = ["workspace"]
     search_fields = ["=id", "name", "url"]
     show_full_result_count = False
+    actions = ["recover"]
+
+    @admin.action(description="Recover missed deliveries of the selected endpoints (whole retention window)")
+    def recover(self, request, queryset):
+        """The API's recover (POST /api/v1/webhooks/{id}/recover) over the retention window."""
+        since = timezone.now() - event_retention(EventType.SESSION_CREATED) + timedelta(minutes=1)
+        queued, refused, more = 0, 0, False
+        for endpoint in queryset:
+            try:
+                count, rest = services.recover_deliveries(endpoint=endpoint, since=since)
+            except NotAllowed:
+                refused += 1
+                continue
+            queued, more = queued + count, more or rest
+        self.message_user(request, f"{queued} delivery(ies) queued.", messages.SUCCESS)
+        if more:
+            self.message_user(request, f"Capped at {services.RECOVER_MAX} per endpoint: run it again for the rest.",
+                              messages.WARNING)
+        if refused:
+            self.message_user(request, f"{refused} endpoint(s) skipped: inactive or deleted.", messages.WARNING)
 
 
 @admin.register(SigningKey)

@@ -3,6 +3,7 @@ scopes, validate the request's shape and call selectors/services; representation
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -16,11 +17,17 @@ from apps.core.errors import invalid
 from apps.core.openapi import error_responses
 from apps.core.params import DEFAULT_PAGE_SIZE, CursorField, LimitField, validate_query
 from apps.core.text import NotText, loads_text
+from apps.core.timestamps import parse_iso
 from apps.recordings.models import SessionStatus
 from apps.webhooks import selectors, services, shapes
 from apps.webhooks.filters import SUBSCRIBABLE_TYPES
 from apps.webhooks.models import DeliveryKind, DeliveryStatus
-from apps.webhooks.representations import delivery_repr, delivery_with_attempts_repr, endpoint_repr
+from apps.webhooks.representations import (
+    delivery_repr,
+    delivery_with_attempts_repr,
+    endpoint_repr,
+    recovery_repr,
+)
 
 WEBHOOKS_READ = "svc:webhooks:read"
 WEBHOOKS_WRITE = "svc:webhooks:write"
@@ -163,6 +170,51 @@ class EndpointTestApi(APIView):
         endpoint = selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)
         delivery = services.send_test_delivery(endpoint=endpoint)
         return Response(delivery_repr(delivery), status=202)
+
+
+class RecoverIn(serializers.Serializer):
+    since = serializers.DateTimeField(help_text="ISO 8601 with a time zone; within the event log's retention "
+                                      "(`CONNECT_EVENT_RETENTION_DAYS`, default 30 days)")
+    until = serializers.DateTimeField(required=False, help_text="default now; after `since`")
+
+
+def _timestamp(body: dict[str, Any], name: str) -> datetime | None:
+    value = body.get(name)
+    if value is None and name not in body:
+        return None
+    try:
+        parsed = parse_iso(value) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise invalid(name, "must be an ISO 8601 timestamp with a time zone")
+    return parsed
+
+
+class EndpointRecoverApi(APIView):
+    @extend_schema(
+        operation_id="recoverWebhook",
+        summary="Queue again what this endpoint missed in a window (extension)",
+        description=(
+            "For every event recorded in `[since, until)` that matches the endpoint's filters and whose last "
+            "delivery to it did not succeed — `dead_letter`, `cancelled`, or none because the endpoint was "
+            "inactive then (events from before the endpoint was created are not included) — queues a new "
+            "delivery with the original event id and the normal retry policy. Pending, retrying and "
+            f"succeeded deliveries are left alone, so repeating a call queues nothing twice. At most "
+            f"{services.RECOVER_MAX} per call (`more` says when to call again). `409 not_allowed` when the "
+            "endpoint is inactive."
+        ),
+        request=RecoverIn,
+        responses={202: shapes.RECOVERY.ref(), **error_responses(400, 409)},
+    )
+    def post(self, request: Request, id: str) -> Response:
+        _scopes(request, WEBHOOKS_WRITE)
+        endpoint = selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)
+        body = json_body(request, allowed={"since", "until"}, required={"since"})
+        queued, more = services.recover_deliveries(
+            endpoint=endpoint, since=_timestamp(body, "since"), until=_timestamp(body, "until")
+        )
+        return Response(recovery_repr(queued, more), status=202)
 
 
 # --- Deliveries -------------------------------------------------------------------------------

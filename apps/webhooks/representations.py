@@ -15,6 +15,8 @@ attempt_repr = shapes.ATTEMPT.encode
 # (delivery, attempts)
 delivery_with_attempts_repr = shapes.DELIVERY_WITH_ATTEMPTS.encode
 _body = shapes.WEBHOOK_BODY.encode
+# (queued, more)
+recovery_repr = shapes.RECOVERY.encode
 
 
 def request_body(*, event_id: str, event_type: str, occurred_at: str, data: dict[str, Any]) -> str:

@@ -6,7 +6,7 @@ unless one is already waiting (apps/webhooks/drain_queue.py). If that is lost, t
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Iterable
 
 from django.db import transaction
@@ -16,6 +16,10 @@ from apps.access.principal import Principal
 from apps.core.errors import InvalidRequest, NotAllowed, invalid
 from apps.core.ids import new_id
 from apps.core.timestamps import iso_ms
+from apps.events import selectors as event_selectors
+from apps.events.models import EventType
+from apps.events.representations import event_envelope
+from apps.events.retention import retention as event_retention
 from apps.webhooks import drain_queue
 from apps.webhooks import filters as webhook_filters
 from apps.webhooks.destinations import check_destination
@@ -205,6 +209,78 @@ def replay_delivery(*, delivery: Delivery) -> Delivery:
     replay.save(force_insert=True)
     _drain_after_commit()
     return replay
+
+
+# Deliveries one recover call queues at most; the caller calls again for the rest.
+RECOVER_MAX = 1000
+RECOVER_CHUNK = 500
+# A delivery's last state that recover repeats: it did not reach the receiver and nothing will
+# retry it. Succeeded, pending and retrying deliveries are left alone (so a second call over the
+# same window queues nothing twice).
+RECOVERABLE = (DeliveryStatus.DEAD_LETTER, DeliveryStatus.CANCELLED)
+
+
+@transaction.atomic
+def recover_deliveries(*, endpoint: WebhookEndpoint, since: datetime, until: datetime | None = None,
+                       limit: int | None = None) -> tuple[int, bool]:
+    """Queue, for this endpoint, a new delivery (original event id, normal retry policy) of
+    every event recorded in [since, until) that matches its filters and whose last delivery to
+    it did not succeed: a `dead_letter` or `cancelled` one (the same signed body again), or none
+    at all for an event recorded after the endpoint was created (it was inactive then; its body
+    is built from the event's data, fixed at commit). Events from before the endpoint existed
+    were never its to miss. At most `limit` per call: returns (queued, more). `409 not_allowed`
+    for an inactive or deleted endpoint."""
+    limit = RECOVER_MAX if limit is None else limit
+    endpoint = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+    if not endpoint.active or endpoint.deleted_at is not None:
+        raise NotAllowed()
+    now = timezone.now()
+    oldest = now - event_retention(EventType.SESSION_CREATED)
+    if since < oldest:
+        raise invalid("since", "must be within the event log's retention (CONNECT_EVENT_RETENTION_DAYS)")
+    until = min(until or now, now)
+    if until <= since:
+        raise invalid("until", "must be after since")
+    start = max(since, endpoint.created_at)
+    queued: list[Delivery] = []
+    for events in event_selectors.events_recorded_between(
+        workspace_id=endpoint.workspace_id, types=webhook_filters.SUBSCRIBABLE_TYPES,
+        start_ms=int(start.timestamp() * 1000), end_ms=int(until.timestamp() * 1000), chunk=RECOVER_CHUNK,
+    ):
+        matching = [e for e in events if webhook_filters.filters_match(
+            endpoint.filters, {"type": e.type, "sessionId": e.session_id, "status": e.data.get("status")})]
+        last = _last_deliveries(endpoint, [e.id for e in matching])
+        for event in matching:
+            previous = last.get(event.id)
+            if previous is not None and previous.status not in RECOVERABLE:
+                continue
+            if len(queued) == limit:
+                _queue(queued)
+                return len(queued), True
+            envelope = event_envelope(event)
+            queued.append(_new_delivery(
+                endpoint=endpoint, event_id=event.id, event_type=event.type, kind=DeliveryKind.EVENT, now=now,
+                body=previous.body if previous is not None else request_body(
+                    event_id=event.id, event_type=event.type, occurred_at=envelope["occurredAt"],
+                    data=envelope["data"]),
+                replay_of=previous,
+            ))
+    _queue(queued)
+    return len(queued), False
+
+
+def _last_deliveries(endpoint: WebhookEndpoint, event_ids: list[str]) -> dict[str, Delivery]:
+    last: dict[str, Delivery] = {}
+    for delivery in Delivery.objects.filter(endpoint=endpoint, event_id__in=event_ids,
+                                            kind=DeliveryKind.EVENT).order_by("created_at", "id"):
+        last[delivery.event_id] = delivery
+    return last
+
+
+def _queue(deliveries: list[Delivery]) -> None:
+    if deliveries:
+        Delivery.objects.bulk_create(deliveries)
+        _drain_after_commit()
 
 
 def purge_terminal_deliveries(*, older_than_days: int = RETENTION_DAYS, batch_size: int = 1000) -> int:

@@ -91,6 +91,17 @@ DELIVERY_WITH_ATTEMPTS = Shape(
     component=True,
 )
 
+# `POST /api/v1/webhooks/{id}/recover`: how many deliveries one call queued.
+RECOVERY = Shape(
+    "WebhookRecovery",
+    (
+        Field("queued", INTEGER, description="new deliveries queued by this call"),
+        Field("more", BOOLEAN, description="true when the per-call cap was reached: call again with the same window "
+              "for the rest (what this call queued is pending now, so it is not queued twice)"),
+    ),
+    params=("queued", "more"),
+    component=True,
+)
 ENDPOINT_PAGE = page_of(ENDPOINT, "WebhookPage", cursor_description="pass back as `cursor` for the next page; "
                         "null on the last")
 DELIVERY_PAGE = page_of(DELIVERY, "WebhookDeliveryPage", cursor_description="pass back as `cursor` for the next "

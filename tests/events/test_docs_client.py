@@ -45,11 +45,11 @@ class Live:
     def url(self) -> str:
         return self.server.url
 
-    def restart(self, while_down) -> None:
+    def restart(self, while_down, **env: str) -> None:
         port = self.server.port
         self.server.stop()
         while_down()
-        self.server = start_server(self.log_dir, port=port)
+        self.server = start_server(self.log_dir, port=port, **env)
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +165,47 @@ def test_receives_in_order_and_resumes_after_a_server_restart_missing_nothing(cl
     assert run.stream.connections >= 2
     assert run.reconciles == ["start"]
     assert run.stream.last_event_id == received_ids[-1]
+
+
+def test_a_client_away_across_a_burst_of_500_events_catches_up_from_the_log_none_twice(
+    client_module, live, acme, alice_key
+):
+    """The server comes back unable to replay (its resume window set to nothing), so the client
+    pages `GET /api/v1/events?after=<last id>` while the stream is open: it ends with every one
+    of the 500 events recorded while it was away, in log order, none twice, then live ones."""
+    followed = factories.session(acme, label="burst")
+    entries = [{"type": "session.status_changed"}, {"type": SEGMENT, "sessionId": followed.id}]
+    run = Run(client_module, live.url, alice_key, filters=entries)
+    try:
+        run.wait(lambda r: r.reconciles == ["start"], "the stream to open")
+        recordings.append_committed_segments(session=followed, segments=factories.segments(["before"]))
+        run.wait(lambda r: len(r.events) == 1, "the first event")
+
+        def burst() -> None:
+            texts = [f"burst {i}" for i in range(500)]
+            for start in range(0, 500, 50):
+                recordings.append_committed_segments(session=followed, segments=factories.segments(texts[start:start + 50]))
+
+        try:
+            live.restart(burst, CONNECT_SSE_RESUME_SECONDS="0")
+            run.wait(lambda r: len(r.events) >= 501, "the burst, from the log", timeout=3 * WAIT)
+            recordings.change_session_status(session=followed, status="completed")
+            run.wait(lambda r: len(r.events) >= 502, "a live event after the catch-up")
+        finally:
+            run.stop()
+            live.restart(lambda: None)  # the module's other tests resume as usual
+    finally:
+        run.stop()
+
+    assert run.error is None
+    received = [event_id for event_id, _ in run.events]
+    assert len(received) == len(set(received)) == 502  # none twice
+    texts = [env["data"]["text"] for _, env in run.events if env["type"] == SEGMENT]
+    assert texts == ["before", *(f"burst {i}" for i in range(500))]
+    logged = [e.id for e in Event.objects.filter(session_id=followed.id).exclude(type="session.created")
+              .order_by("position", "id")]
+    assert received == logged  # every one, in log order
+    assert run.reconciles == ["start"]  # the log filled the gap: no reconcile through the resources
 
 
 def test_resume_unavailable_reconciles_through_rest_then_streams_live(client_module, live, acme, alice_key):

@@ -9,7 +9,8 @@ from apps.events.services import purge_events
 
 
 class Command(BaseCommand):
-    help = "Delete outbox events past their retention (segment events: the resume window; session events: 30 days)."
+    help = ("Delete events past their retention (CONNECT_EVENT_RETENTION_DAYS for session events, "
+            "CONNECT_SEGMENT_EVENT_RETENTION_HOURS for segment events), in batches.")
 
     def handle(self, *args, **options) -> None:
         self.stdout.write(f"purged {purge_events()} events")
