@@ -68,6 +68,8 @@ BLOCKS: dict[str, tuple[str, str]] = {
     "docs/events.md ``` : connected":
         ("not run", "a stream's frames as received (elided with …); tests/events/test_docs_client.py parses real ones"),
     "docs/events.md ```json [": ("run", f"{HERE}::test_json_blocks_parse"),
+    'docs/events.md ``` {"items": [{"id": "evt_01jd8x5k3m6q2w9r7t4v0y1z3a", "type": "session.status_changed",':
+        ("not run", "an event log page with … elisions; tests/events/test_log_api.py reads real ones"),
     'docs/events.md ```python client """A resilient Connect event-stream client: reconnects with exponential '
     'backoff and jitter,': ("run", "tests/events/test_docs_client.py::test_receives_in_order_and_resumes_after_a_server_restart_missing_nothing"),
     "docs/events.md ```sh .venv/bin/python manage.py simulate_activity acme --sessions 2 --interval 0.5   "
