@@ -95,22 +95,19 @@ class Receiver:
 
     def wait_for_arrivals(self, count: int, timeout: float = 30) -> list[int]:
         """The client ports of the first `count` requests, as soon as they arrive (unverified)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self.lock:
-                if len(self.arrivals) >= count:
-                    return list(self.arrivals)
-            time.sleep(0.01)
-        raise AssertionError(f"expected {count} requests to arrive, got {len(self.arrivals)}")
+        return self._wait(self.arrivals, count, timeout, "to arrive")
 
     def wait_for(self, count: int, timeout: float = 30) -> list[Received]:
+        return self._wait(self.requests, count, timeout, "recorded")
+
+    def _wait(self, items: list, count: int, timeout: float, what: str) -> list:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self.lock:
-                if len(self.requests) >= count:
-                    return list(self.requests)
-            time.sleep(0.05)
-        raise AssertionError(f"expected {count} requests, got {len(self.requests)}")
+                if len(items) >= count:
+                    return list(items)
+            time.sleep(0.01)
+        raise AssertionError(f"expected {count} requests {what}, got {len(items)}")
 
     def close(self) -> None:
         self.release.set()
