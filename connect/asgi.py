@@ -6,7 +6,7 @@ It is built in a context of its own (`contextvars.copy_context().run`): startup 
 context variables — Django's URL resolvers flag their population in asgiref `Local`s, one per
 resolver, when middleware reverses a URL — and whatever the importing thread's context holds is
 copied into every request's task, where each variable makes every later `ContextVar.set` and
-asgiref's context restore after each hop to a lane cost more (tests/test_engine_pins.py)."""
+asgiref's context restore after each hop to a lane cost more (tests/test_asgi_lanes.py)."""
 
 import contextvars
 import os

@@ -66,9 +66,10 @@ def sender() -> outbound.Sender:
 # Deliveries one claim takes at most, all for one endpoint: a backlog costs a few statements per
 # batch instead of per delivery. At the default cap of one batch per endpoint a single worker
 # carries one endpoint's backlog, so a claim's and a record's fixed cost is spread over as many
-# deliveries as a quick receiver takes within the slice below. A batch stops at a receiver's first network error or timeout
-# (the rest are released, due again), and starts no request that could end after its drain's
-# deadline: the attempt lease, and django-q2's task timeout, minus a margin to record results.
+# deliveries as a quick receiver takes within the slice below. A batch stops at a receiver's
+# first network error or timeout (the rest are released, due again), and starts no request
+# that could end after its drain's deadline: the attempt lease, and django-q2's task timeout,
+# minus a margin to record results.
 BATCH = 100
 LEASE_MARGIN_SECONDS = 1.0
 # Fairness: a batch starts another attempt only within this slice of its start, so a receiver
