@@ -11,7 +11,7 @@ DEMO ?= demo
 
 export CONNECT_DEVELOPMENT := 1
 
-.PHONY: run test setup test-setup migrate seed bench clean
+.PHONY: run port-free test setup test-setup migrate seed bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,18 +29,35 @@ setup: $(VENV)/.base-installed
 
 test-setup: $(VENV)/.test-installed
 
+# var/development marks this checkout as a development one: the commands README and docs/ show
+# after `make run` then work in a plain shell, without CONNECT_DEVELOPMENT (connect/settings.py).
 migrate: setup
+	@mkdir -p var && echo "written by make: this checkout runs with the development secret" > var/development
 	$(BIN)/python manage.py migrate --no-input -v 0
 
 seed: migrate
 	$(BIN)/python manage.py seed_demo --workspace $(DEMO)
 
-# Links the service prints (`/`, OAuth metadata) name the address it was started on.
+# Before anything else: a taken port stops `make run` with one line, before it sets up, issues a
+# key or prints a banner. SO_REUSEADDR only (not SO_REUSEPORT, which serve's sockets share).
+port-free:
+	@$(PYTHON) -c "import socket, sys; \
+	s = socket.socket(socket.AF_INET6 if ':' in '$(HOST)' else socket.AF_INET); \
+	s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); \
+	s.bind(('$(HOST)', $(PORT)))" 2>/dev/null || { \
+	echo "make run: port $(PORT) on $(HOST) is taken; pick another with: make run PORT=$$(($(PORT) + 1))" >&2; exit 1; }
+
+# Links the service prints (`/`, OAuth metadata) name the address it was started on. The embedded
+# default accepts loopback webhook receivers (the walkthrough's local receiver); a deployment
+# never runs `make run`. The demo key replaces the previous run's (revoked), so runs do not pile
+# up keys; it has the webhook scopes, so README's walkthrough runs with it.
 run: export CONNECT_BASE_URL ?= http://$(HOST):$(PORT)
-run: seed
+run: export CONNECT_WEBHOOKS_ALLOW_PRIVATE ?= 1
+run: port-free seed
 	$(BIN)/python manage.py collectstatic --no-input -v 0
-	@key=$$($(BIN)/python manage.py issue_api_key $(DEMO) --member demo@example.com \
-	    --scopes svc:sessions:read,svc:transcripts:read,svc:boards:read --name "make run" | tail -n 1); \
+	@key=$$($(BIN)/python manage.py issue_api_key $(DEMO) --member demo@example.com --replace \
+	    --scopes svc:sessions:read,svc:transcripts:read,svc:boards:read,svc:webhooks:read,svc:webhooks:write \
+	    --name "make run" | tail -n 1); \
 	session=$$($(BIN)/python manage.py shell -v 0 -c "from apps.recordings.models import Session; print(Session.objects.filter(workspace__slug='$(DEMO)', status='completed').order_by('-created_at').values_list('id', flat=True).first())"); \
 	echo ""; \
 	echo "Connect is starting on http://$(HOST):$(PORT)"; \

@@ -35,9 +35,17 @@ def envint(name: str, default: int) -> int:
 DEVELOPMENT_SECRET_KEY = "connect-development-secret-key-do-not-use-in-production"
 SECRET_KEY = env("SECRET_KEY", DEVELOPMENT_SECRET_KEY)
 DEBUG = envbool("DEBUG", False)
-if not DEBUG and SECRET_KEY == DEVELOPMENT_SECRET_KEY and not envbool("CONNECT_DEVELOPMENT"):
-    # `make run` sets CONNECT_DEVELOPMENT=1; anything else with DEBUG off is production.
-    raise ImproperlyConfigured("Set SECRET_KEY: production refuses to start with the development secret.")
+# `make run` marks its checkout as a development one (var/development), so the commands the docs
+# show after it run as written without CONNECT_DEVELOPMENT in the reader's shell. A deployment
+# never runs `make run`; CONNECT_DEVELOPMENT=0 overrides the mark.
+DEVELOPMENT_MARK = VAR_DIR / "development"
+CONNECT_DEVELOPMENT = envbool("CONNECT_DEVELOPMENT", DEVELOPMENT_MARK.is_file())
+if not DEBUG and SECRET_KEY == DEVELOPMENT_SECRET_KEY and not CONNECT_DEVELOPMENT:
+    # Anything else with DEBUG off is production.
+    raise ImproperlyConfigured(
+        "Set SECRET_KEY: production refuses to start with the development secret "
+        "(in a development checkout, `make run` once or set CONNECT_DEVELOPMENT=1)."
+    )
 
 CONNECT_BASE_URL = env("CONNECT_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 CONNECT_AUTH_URL = env("CONNECT_AUTH_URL", CONNECT_BASE_URL).rstrip("/")

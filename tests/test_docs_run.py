@@ -79,7 +79,7 @@ BLOCKS: dict[str, tuple[str, str]] = {
     "docs/mcp.md ```sh claude mcp add --transport http connect https://connect.example.com/mcp \\":
         ("not run", "needs the Claude Code CLI and changes the user's Claude configuration"),
     "docs/mcp.md ```json {": ("run", f"{HERE}::test_json_blocks_parse"),
-    "docs/mcp.md ```sh npx @modelcontextprotocol/inspector --cli https://connect.example.com/mcp --transport http \\":
+    "docs/mcp.md ```sh npx @modelcontextprotocol/inspector@0.21.1 --cli https://connect.example.com/mcp --transport http \\":
         ("not run", "needs Node and the network (npx); bench/mcp_conformance.sh runs the Inspector CLI"),
     "docs/mcp.md ```python sdk import asyncio, httpx2":
         ("substitute", f"{HERE}::test_make_run_serves_and_its_curl_lines_answer"),
@@ -105,7 +105,8 @@ INLINE: dict[str, tuple[str, str]] = {
     "pip install httpx": ("not run", "installs into the reader's environment; httpx is pinned in requirements"),
     "pip install pynacl": ("not run", "installs into the reader's environment; PyNaCl is pinned in requirements"),
     "pip install mcp": ("not run", "installs into the reader's environment; mcp is pinned in requirements/test.txt"),
-    "npx @modelcontextprotocol/inspector": ("not run", "needs Node and the network"),
+    "npx @modelcontextprotocol/inspector@0.21.1": ("not run", "needs Node and the network; "
+                                                   f"{HERE}::test_the_inspector_version_is_pinned_as_benchmarked"),
     "DATABASE_URL=postgres://…/connect_x REDIS_URL=redis://127.0.0.1:6379/N .venv/bin/python -m pytest -q tests/faults":
         ("not run", "PostgreSQL and Redis: `make test` runs tests/faults on .ci's PostgreSQL pass"),
     "DATABASE_URL=postgres://…/connect_faults .venv/bin/python bench/faults.py [--rounds 3] [--only redis,pg]":
@@ -281,7 +282,7 @@ def test_bench_command_lines_name_scripts_and_flags():
                 words = rest.replace("[", " ").replace("]", " ").split()
                 uses.setdefault(script, set()).update(w.split("=")[0] for w in words if w.startswith("--"))
     assert {"bench/rest.py", "bench/search.py", "bench/sse.py", "bench/faults.py"} <= uses.keys()
-    env = {**reader_env(), "DATABASE_URL": "sqlite:///unused"}
+    env = {**reader_env(), "DATABASE_URL": "sqlite:///unused", "CONNECT_DEVELOPMENT": "1"}  # bench/README exports it
     helps = {
         script: subprocess.Popen([sys.executable, script, "--help"], cwd=ROOT, env=env, text=True,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -300,12 +301,13 @@ def test_bench_command_lines_name_scripts_and_flags():
 
 
 def reader_env(**extra: str) -> dict[str, str]:
-    """The reader's shell: nothing of the test run's own settings, `make run`'s
-    CONNECT_DEVELOPMENT=1, then `extra`."""
+    """The reader's shell after `make run`: nothing of the test run's own settings, no CONNECT_*
+    variable (the Makefile exports CONNECT_DEVELOPMENT to its own children only; the commands
+    work through the var/development mark `make run` leaves), then `extra`."""
     dropped = {"DJANGO_SETTINGS_MODULE", "DEBUG", "DATABASE_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS",
                "STATIC_ROOT", "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "PYTEST_XDIST_WORKER"}
     env = {k: v for k, v in os.environ.items() if k not in dropped and not k.startswith("CONNECT_")}
-    return {**env, "CONNECT_DEVELOPMENT": "1", "PYTHONUNBUFFERED": "1", **extra}
+    return {**env, "PYTHONUNBUFFERED": "1", **extra}
 
 
 def _argv(line: str, replace: dict[str, str]) -> list[str]:
@@ -391,10 +393,13 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def test_operator_commands_in_order(scratch, tmp_path):
+def test_operator_commands_in_order(make_run, scratch, tmp_path):
     """README's "Operator commands", each line in order; beside them (on other threads, the
     scratch database takes concurrent writers) README's webhook commands, docs/events.md's
-    commands once the workspace they name exists, and docs/operations.md's inline commands."""
+    commands once the workspace they name exists, and docs/operations.md's inline commands.
+    After `make run` (as the docs say) and in a shell without CONNECT_DEVELOPMENT (issue 23:
+    `simulate_activity` as written crashed without it)."""
+    assert "CONNECT_DEVELOPMENT" not in scratch and (ROOT / "var" / "development").is_file()
     lines = _sh_lines(_sh_block(README, "create_workspace"))
     assert [shlex.split(line, comments=True)[2] for line in lines] == [
         "create_workspace", "add_member", "issue_api_key", "revoke_api_key", "deactivate_member",
@@ -472,7 +477,7 @@ class MakeRun:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = folder / "make-run.log"
         env = reader_env(DATABASE_URL=f"sqlite:///{folder / 'connect.sqlite3'}", STATIC_ROOT=str(folder / "static"))
-        env.pop("CONNECT_DEVELOPMENT")  # the Makefile exports it
+        assert "CONNECT_DEVELOPMENT" not in env  # the Makefile exports it
         # `-o .venv/.base-installed`: `make test` installed requirements/test.txt (which includes
         # base.txt) into .venv; the test never installs anything. WORKERS=1: one daphne process.
         command = ["make", "-o", ".venv/.base-installed", "run", f"PORT={self.port}", "WORKERS=1"]
@@ -595,6 +600,16 @@ def test_python_sdk_snippet_lists_sessions(make_run):
                        replace={"svc_…": make_run.key(), "https://connect.example.com": make_run.url})
     page = ast.literal_eval(out.getvalue())
     assert len(page["items"]) == 5 and page["nextCursor"]
+
+
+def test_the_inspector_version_is_pinned_as_benchmarked():
+    """docs/mcp.md names the Inspector version bench/mcp_conformance.sh runs (npx otherwise runs
+    whatever it has cached; 0.15.0 failed against Connect)."""
+    [benchmarked] = re.findall(r'INSPECTOR_VERSION="\$\{INSPECTOR_VERSION:-([0-9.]+)\}"',
+                               (ROOT / "bench" / "mcp_conformance.sh").read_text())
+    text = (DOCS / "mcp.md").read_text()
+    named = re.findall(r"@modelcontextprotocol/inspector(@[0-9.]+)?", text)
+    assert named and set(named) == {f"@{benchmarked}"}, named
 
 
 def test_json_blocks_parse():

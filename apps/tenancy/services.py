@@ -80,7 +80,16 @@ class IssuedKey:
 
 
 @transaction.atomic
-def issue_api_key(*, membership: Membership, scopes: Iterable[str], name: str = "API key") -> IssuedKey:
+def issue_api_key(*, membership: Membership, scopes: Iterable[str], name: str = "API key",
+                  replace: bool = False) -> IssuedKey:
+    """A new key. `replace`: the member's live keys of the same name are revoked in the same
+    transaction, so the new one takes their place (a key cannot be shown twice: replacing is
+    how a repeated setup reuses "its" key)."""
+    scopes = validate_scopes(scopes)
+    if replace:
+        ApiKey.objects.filter(issued_by=membership, name=name, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
     key = API_KEY_PREFIX + random_base62(API_KEY_RANDOM_LENGTH)
     api_key = ApiKey.objects.create(
         workspace=membership.workspace,
@@ -88,7 +97,7 @@ def issue_api_key(*, membership: Membership, scopes: Iterable[str], name: str = 
         name=name,
         prefix=key[:API_KEY_DISPLAY_PREFIX_LENGTH],
         key_hash=hash_api_key(key),
-        scopes=validate_scopes(scopes),
+        scopes=scopes,
     )
     return IssuedKey(api_key=api_key, key=key)
 

@@ -4,6 +4,7 @@ check of a URL, whose `detail` names the rule broken in wire-safe words. The con
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,7 +32,7 @@ def check_destination(url: Any) -> str:
     try:
         destination = ssrf.check_url(url, rules)
     except ssrf.UnsafeDestination:
-        raise invalid("url", _url_problem(url, rules)) from None
+        raise invalid("url", _url_problem(url, rules) + _development_hint(url, rules)) from None
     if destination.literal is None:
         try:
             answers = outbound.resolve(destination.host, destination.port)
@@ -40,8 +41,30 @@ def check_destination(url: Any) -> str:
         try:
             ssrf.check_resolved(destination.host, answers, rules)
         except ssrf.UnsafeDestination:
-            raise invalid("url", _resolved_problem(answers, rules)) from None
+            raise invalid("url", _resolved_problem(answers, rules) + _development_hint(url, rules, answers)) from None
     return url
+
+
+DEVELOPMENT_HINT = (
+    "; a receiver on this machine or a private network needs the server started with "
+    "CONNECT_WEBHOOKS_ALLOW_PRIVATE=1 (development only; `make run` sets it)"
+)
+
+
+def _development_hint(url: Any, rules: ssrf.Policy, answers: list[str] | None = None) -> str:
+    """What to set, when the development flag is off and is exactly what would let `url` pass
+    (http://, localhost, loopback or private addresses); never for the deny list, which the
+    flag does not lift."""
+    if rules.allow_private:
+        return ""
+    lifted = dataclasses.replace(rules, allow_private=True)
+    try:
+        destination = ssrf.check_url(url, lifted)
+        if answers is not None:
+            ssrf.check_resolved(destination.host, answers, lifted)
+    except (ssrf.UnsafeDestination, ValueError):
+        return ""
+    return DEVELOPMENT_HINT
 
 
 def _url_problem(url: Any, rules: ssrf.Policy) -> str:

@@ -173,6 +173,33 @@ def test_issue_api_key_refuses_a_deactivated_member(alice):
 
 
 @pytest.mark.django_db
+def test_issue_api_key_replace_leaves_one_live_key_of_that_name(api, alice):
+    """`make run` issues its demo key with --replace: repeated runs leave one live "make run"
+    key (the previous ones answer 401), and keys of other names or members are untouched."""
+    other_member = factories.member(alice.workspace, "carol@acme.test")
+    other_name = run("issue_api_key", "acme", "--member", "alice@acme.test", "--scopes", READ, "--name", "ci")
+    carol = run("issue_api_key", "acme", "--member", "carol@acme.test", "--scopes", READ, "--name", "make run")
+    keys = [run("issue_api_key", "acme", "--member", "alice@acme.test", "--scopes", READ, "--name", "make run",
+                "--replace") for _ in range(3)]
+    live = ApiKey.objects.filter(revoked_at__isnull=True)
+    assert sorted(live.values_list("name", "issued_by")) == sorted(
+        [("ci", alice.id), ("make run", other_member.id), ("make run", alice.id)]
+    )
+    assert [api.get("/api/v1/sessions", key).status_code for key in keys] == [401, 401, 200]
+    assert api.get("/api/v1/sessions", other_name).status_code == 200
+    assert api.get("/api/v1/sessions", carol).status_code == 200
+
+
+@pytest.mark.django_db
+def test_issue_api_key_replace_with_an_unknown_scope_revokes_nothing(alice):
+    kept = run("issue_api_key", "acme", "--member", "alice@acme.test", "--scopes", READ, "--name", "make run")
+    with pytest.raises(CommandError, match="svc:everything"):
+        run("issue_api_key", "acme", "--member", "alice@acme.test", "--scopes", "svc:everything",
+            "--name", "make run", "--replace")
+    assert ApiKey.objects.get(revoked_at__isnull=True).key_hash == hash_api_key(kept)
+
+
+@pytest.mark.django_db
 def test_revoke_by_key_makes_it_unauthorized(api, alice):
     key = run("issue_api_key", "acme", "--member", "alice@acme.test", "--scopes", READ)
     assert run("revoke_api_key", key) == ApiKey.objects.get().id

@@ -15,6 +15,9 @@ from apps.webhooks.models import Delivery, DeliveryStatus
 from tests import factories
 
 URL = "https://hooks.example.com/connect"
+# What a refusal the development flag would lift says to set (issue 23: not a bare 400).
+HINT = ("; a receiver on this machine or a private network needs the server started with "
+        "CONNECT_WEBHOOKS_ALLOW_PRIVATE=1 (development only; `make run` sets it)")
 FILTERS = [{"type": "session.status_changed", "status": ["completed"]}]
 
 
@@ -102,11 +105,11 @@ FILTER_TYPES = "must be one of session.created, session.status_changed"
         (json.dumps({"name": "x", "url": URL, "filters": [{"type": "board.updated"}]}), "application/json",
          f"filters[0].type: {FILTER_TYPES}"),
         (json.dumps({"name": "x", "url": "http://hooks.example.com/", "filters": FILTERS}), "application/json",
-         "url: must be https"),
+         "url: must be https" + HINT),
         (json.dumps({"name": "x", "url": "https://127.0.0.1/", "filters": FILTERS}), "application/json",
-         "url: is an address that is loopback"),
+         "url: is an address that is loopback" + HINT),
         (json.dumps({"name": "x", "url": "https://evil.example.com/", "filters": FILTERS}), "application/json",
-         "url: resolves to an address that is private"),
+         "url: resolves to an address that is private" + HINT),
         (json.dumps({"name": "x", "url": "https://nowhere.example.com/", "filters": FILTERS}), "application/json",
          "url: its host does not resolve"),
         # Lone surrogates: valid JSON escapes, not text (PostgreSQL answered 500 to these).
@@ -276,8 +279,27 @@ def test_the_development_flag_never_lets_an_endpoint_reach_the_deny_list(alice_h
     monkeypatch.setattr("apps.webhooks.outbound.resolve", lambda host, port: answers[host])
     refused = create(alice_http, url=url).json()
     assert refused["error"] == "invalid_request" and refused["detail"].startswith("url: ")
+    assert "CONNECT_WEBHOOKS_ALLOW_PRIVATE" not in refused["detail"]
     created = create(alice_http, url="http://dev.example.com:8000/hook")
     assert created.status_code == 201, created.content
     patched = alice_http.call("patch", f"/api/v1/webhooks/{created.json()['id']}", {"url": url})
     assert (patched.status_code, patched.json()["error"]) == (400, "invalid_request")
     assert patched.json()["detail"].startswith("url: ")
+
+
+@pytest.mark.parametrize("url", ["http://169.254.169.254/latest/meta-data", "https://169.254.169.254/",
+                                 "https://metadata.google.internal/", "https://[fe80::1]/"])
+def test_the_development_hint_is_never_given_for_what_the_flag_does_not_lift(alice_http, url):
+    """Flag off: the deny list and link-local are refused without pointing at the flag, which
+    would not help."""
+    refused = create(alice_http, url=url)
+    assert refused.status_code == 400
+    assert "CONNECT_WEBHOOKS_ALLOW_PRIVATE" not in refused.json()["detail"]
+
+
+def test_the_hinted_setting_is_what_lets_a_loopback_receiver_in(alice_http, settings):
+    """The refusal's advice, followed, works: the same request with the flag on is 201."""
+    refused = create(alice_http, url="http://127.0.0.1:9000/hook")
+    assert refused.json() == {"error": "invalid_request", "detail": "url: must be https" + HINT}
+    settings.CONNECT_WEBHOOKS_ALLOW_PRIVATE = True
+    assert create(alice_http, url="http://127.0.0.1:9000/hook").status_code == 201
