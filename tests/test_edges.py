@@ -21,6 +21,7 @@ from apps.core.cursors import CURSOR_DETAIL, encode_cursor
 from apps.core.errors import as_api_error, bad_request_view
 from apps.events import filters as stream_filters
 from apps.webhooks import filters as webhook_filters
+from apps.webhooks.destinations import DEVELOPMENT_HINT
 from connect.engine import http_limits
 from tests import factories
 from tests.servers import ROOT, free_port, serve, server_env
@@ -112,6 +113,9 @@ def test_a_body_at_the_limit_reaches_the_view(server, transactional_db):
          {"error": "invalid_filters", "detail": "filters[1].sessionId: required for transcript.segment.created"}),
         ({"filters": "not json"}, {}, {"error": "invalid_filters", "detail": "filters: not JSON"}),
         ({}, {"Last-Event-ID": "e" * 65}, {"error": "invalid_request", "detail": "Last-Event-ID: at most 64 characters"}),
+        # A typo of `filters` would stream everything unfiltered: refused, named (issue 23).
+        ({"filter": "[]"}, {}, {"error": "invalid_request",
+                                "detail": "filter: unknown query parameter; the parameters are filters"}),
     ],
 )
 def test_the_event_stream_says_what_is_wrong_too(server, transactional_db, params, headers, body):
@@ -121,6 +125,15 @@ def test_the_event_stream_says_what_is_wrong_too(server, transactional_db, param
         timeout=60,
     )
     assert response.status_code == 400 and response.json() == body
+
+
+@pytest.mark.e2e
+def test_the_event_stream_authenticates_before_it_reads_parameters(server, transactional_db):
+    """No valid credential: 401 whatever the parameters; a key in `access_token` is not one."""
+    key = factories.api_key(factories.member(factories.workspace("streamq"), "s@streamq.test"), factories.ALL_SCOPES)
+    for params in ({"filter": "[]"}, {"access_token": key}, {"filters": "not json", "x": "1"}):
+        response = httpx.get(f"{server.url}/api/v1/events/stream", params=params, timeout=60)
+        assert response.status_code == 401 and response.json()["error"] == "unauthorized", params
 
 
 def test_request_data_too_big_is_413_wherever_it_surfaces():
@@ -181,13 +194,13 @@ def test_a_signed_cursor_of_another_listing_or_shape_is_named_too(api, acme, ali
         ({"name": "x", "url": f"https://user:{SECRET}@hooks.example.com/", "filters": [{"type": "session.created"}]},
          "url: must not carry credentials"),
         ({"name": "x", "url": f"https://10.0.0.1/{SECRET}", "filters": [{"type": "session.created"}]},
-         "url: is an address that is private"),
+         "url: is an address that is private" + DEVELOPMENT_HINT),
         ({"name": "x", "url": f"https://[::ffff:127.0.0.1]/{SECRET}", "filters": [{"type": "session.created"}]},
-         "url: is an IPv6 address embedding a refused IPv4 address"),
+         "url: is an IPv6 address embedding a refused IPv4 address" + DEVELOPMENT_HINT),
         ({"name": "x", "url": f"https://localhost/{SECRET}", "filters": [{"type": "session.created"}]},
-         "url: names a refused host (localhost or the deny list)"),
+         "url: names a refused host (localhost or the deny list)" + DEVELOPMENT_HINT),
         ({"name": "x", "url": f"https://private.example.com/?token={SECRET}", "filters": [{"type": "session.created"}]},
-         "url: resolves to an address that is private"),
+         "url: resolves to an address that is private" + DEVELOPMENT_HINT),
         ({"name": "x", "url": f"ftp://hooks.example.com/{SECRET}", "filters": [{"type": "session.created"}]},
          "url: must be https"),
         ({"name": "x", "url": SECRET, "filters": [{"type": "session.created"}]},

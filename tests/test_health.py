@@ -42,6 +42,23 @@ def test_the_root_is_an_index_of_links():
         assert Client().get(path).status_code == 200, link
 
 
+@pytest.mark.django_db
+def test_the_index_links_every_entry_point_and_each_answers():
+    """Issue 23: `/` links the API, the stream, MCP, webhooks, the JWKS and the docs; each link
+    is a route (the Bearer-protected ones answer 401 to this unauthenticated GET, not 404)."""
+    links = Client().get("/").json()["links"]
+    assert {"docs", "openapi", "sessions", "search", "events", "eventStream", "mcp", "webhooks",
+            "webhookDeliveries", "webhookSigningKeys", "protectedResourceMetadata",
+            "authorizationServerMetadata", "health", "readiness", "admin"} <= links.keys()
+    protected = {"api", "sessions", "search", "events", "eventStream", "mcp", "webhooks", "webhookDeliveries"}
+    for name, url in links.items():
+        path = "/" + url.split("/", 3)[3]
+        if name in {"eventStream", "mcp"}:
+            continue  # not Django views: tests/test_edges.py and tests/mcp open them over HTTP
+        status = Client().get(path).status_code
+        assert status == (401 if name in protected else 200) or (name == "admin" and status == 302), (name, status)
+
+
 def test_health_endpoints_answer_only_safe_methods():
     assert Client().post("/healthz").status_code == 405
     options = Client().options("/readyz")

@@ -26,15 +26,35 @@ class InvalidCursor(InvalidRequest):
         super().__init__(detail=CURSOR_DETAIL)
 
 
-def encode_cursor(listing: str, workspace_id: Any, key: list[Any]) -> str:
-    return signing.dumps({"w": str(workspace_id), "k": key}, salt=f"cursor:{listing}", compress=False)
+def encode_cursor(listing: str, workspace_id: Any, key: list[Any], filters: dict[str, Any] | None = None) -> str:
+    """`filters`: the listing's filters (wire names, JSON values) the cursor is bound to; only
+    those given (not None) are kept."""
+    data: dict[str, Any] = {"w": str(workspace_id), "k": key}
+    bound = _given(filters)
+    if bound:
+        data["f"] = bound
+    return signing.dumps(data, salt=f"cursor:{listing}", compress=False)
 
 
-def decode_cursor(listing: str, workspace_id: Any, cursor: str) -> list[Any]:
+def decode_cursor(listing: str, workspace_id: Any, cursor: str, filters: dict[str, Any] | None = None) -> list[Any]:
+    """The key, if the cursor is this listing's in this workspace and was issued for the same
+    `filters` (a page of other filters would silently mix two listings): else 400, the bound
+    mismatch naming the filters that differ (they are the client's own)."""
     try:
         data = signing.loads(cursor, salt=f"cursor:{listing}")
     except signing.BadSignature as exc:
         raise InvalidCursor() from exc
     if not isinstance(data, dict) or data.get("w") != str(workspace_id) or not isinstance(data.get("k"), list):
         raise InvalidCursor()
+    issued, now = data.get("f") or {}, _given(filters)
+    if issued != now:
+        differ = sorted(name for name in issued.keys() | now.keys() if issued.get(name) != now.get(name))
+        raise InvalidRequest(
+            detail=f"cursor: issued for other filters ({', '.join(differ)}); send it with the filters "
+            "of the page it came from, or start again without a cursor"
+        )
     return data["k"]
+
+
+def _given(filters: dict[str, Any] | None) -> dict[str, Any]:
+    return {name: value for name, value in (filters or {}).items() if value is not None}

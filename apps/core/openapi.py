@@ -8,6 +8,7 @@ once. A 400 code's component requires `detail` (which parameter or field, and wh
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse
@@ -168,6 +169,66 @@ def document_itself(result: dict[str, Any]) -> None:
     }
 
 
+# `/docs` groups operations by resource (issue 23), in this order; each operation's tag comes
+# from its path (the first pattern that matches), so a new view is grouped without a decorator.
+TAGS = [
+    ("sessions", "Recording sessions: list (newest first, filters) and read", r"^/api/v1/sessions(/\{id\})?$"),
+    ("transcripts", "A session's transcript: flat, or per revision (committed, final)",
+     r"^/api/v1/sessions/\{id\}/transcripts?(/|$)"),
+    ("search", "Full-text search over transcript segments", r"^/api/v1/transcripts/search"),
+    ("boards", "AI-generated boards of a session", r"^/api/v1/sessions/\{sessionId\}/boards"),
+    ("events", "The event stream (SSE) and the event log", r"^/api/v1/events"),
+    ("webhooks", "Webhook endpoints, tests, recovery and the signing keys",
+     r"^/api/v1/webhooks|^/\.well-known/webhook-signing-keys"),
+    ("deliveries", "Webhook deliveries: history, attempts, replay", r"^/api/v1/webhook-deliveries"),
+    ("mcp", "Model Context Protocol endpoint for AI agents", r"^/mcp"),
+    ("oauth", "OAuth 2.1 authorization server and protected-resource metadata",
+     r"^/api/auth/|^/\.well-known/oauth-"),
+    ("metadata", "This document", r"^/openapi\.json"),
+]
+
+# Component names as the wire and the docs call the bodies, instead of drf-spectacular's
+# serializer-derived ones (`PatchedEndpointPatchInRequest`).
+COMPONENT_NAMES = {
+    "EndpointInRequest": "WebhookCreate",
+    "PatchedEndpointPatchInRequest": "WebhookUpdate",
+    "FilterEntryRequest": "WebhookFilterEntryInput",
+    "RecoverInRequest": "WebhookRecover",
+}
+
+
+def group_by_resource(result: dict[str, Any]) -> None:
+    for path, item in result.get("paths", {}).items():
+        tag = next((name for name, _, pattern in TAGS if re.search(pattern, path)), None)
+        for operation in item.values():
+            if isinstance(operation, dict) and "responses" in operation and tag is not None:
+                operation["tags"] = [tag]
+    result["tags"] = [{"name": name, "description": description} for name, description, _ in TAGS]
+
+
+def name_components(result: dict[str, Any]) -> None:
+    schemas = result.get("components", {}).get("schemas", {})
+    renamed = {old: new for old, new in COMPONENT_NAMES.items() if old in schemas}
+    if not renamed:
+        return
+    for old, new in renamed.items():
+        assert new not in schemas, f"component {new} already exists"
+        schemas[new] = schemas.pop(old)
+    refs = {f"#/components/schemas/{old}": f"#/components/schemas/{new}" for old, new in renamed.items()}
+
+    def rewrite(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("$ref"), str) and node["$ref"] in refs:
+                node["$ref"] = refs[node["$ref"]]
+            for value in node.values():
+                rewrite(value)
+        elif isinstance(node, list):
+            for value in node:
+                rewrite(value)
+
+    rewrite(result)
+
+
 def postprocess(result: dict[str, Any], generator, request, public) -> dict[str, Any]:  # noqa: ARG001
     # The wire shapes' components (apps/core/shapes.py): views and extenders refer to them by name.
     result.setdefault("components", {}).setdefault("schemas", {}).update(shapes.components())
@@ -177,4 +238,6 @@ def postprocess(result: dict[str, Any], generator, request, public) -> dict[str,
     document_rate_limits(result)
     document_payload_limit(result)
     document_error_codes(result)
+    group_by_resource(result)
+    name_components(result)
     return result

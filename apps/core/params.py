@@ -1,16 +1,27 @@
 """Query-string validation with DRF serializers, so the same class documents the parameters
 (drf-spectacular) and enforces them. Any failure is `400 invalid_request` whose `detail` names
 the first failing parameter (in the serializer's order) and what it must be, e.g.
-`limit: must be an integer from 1 to 100`; never the value that was sent."""
+`limit: must be an integer from 1 to 100`; never the value that was sent.
+
+Every REST GET calls validate_query, with `NoQuery` when it takes no parameters: a parameter
+the operation does not declare is `400` naming it (`label: unknown query parameter; the
+parameters are cursor, limit, …`), not silently ignored (issue 23: `?status=` looked like a
+filter and was not). Views call it after DRF's authentication and scope checks, so a request
+without a valid credential is 401 whatever its parameters (an `access_token` in the query is
+never a credential: it is an unknown parameter like any other)."""
 
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.core.errors import invalid
+from apps.core.errors import InvalidRequest, invalid
+from apps.core.timestamps import parse_iso
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
@@ -42,10 +53,80 @@ class RevisionKindField(serializers.ChoiceField):
         super().__init__(choices=["committed", "final"], required=False, **kwargs)
 
 
-def validate_query(serializer_class: type[serializers.Serializer], request) -> dict[str, Any]:
+class ChoicesField(serializers.ListField):
+    """One or more of `choices`: repeated (`status=a&status=b`) or comma-separated (`status=a,b`),
+    deduplicated, in the order given."""
+
+    def __init__(self, choices: list[str], **kwargs: Any) -> None:
+        self.choices = list(choices)
+        kwargs.setdefault("required", False)
+        super().__init__(child=serializers.ChoiceField(choices=self.choices), allow_empty=False, **kwargs)
+
+    def to_internal_value(self, data: Any) -> list[str]:
+        values = [part for item in (data if isinstance(data, list) else [data]) for part in str(item).split(",")]
+        return list(dict.fromkeys(super().to_internal_value(values)))
+
+
+@extend_schema_field(OpenApiTypes.DATETIME)
+class TimestampField(serializers.Field):
+    """An ISO 8601 timestamp with a time zone (`2026-01-01T00:00:00Z`); `+` in an offset must be
+    sent as `%2B`, like any `+` in a query string."""
+
+    default_error_messages = {"invalid": "must be an ISO 8601 timestamp with a time zone"}
+
+    def to_internal_value(self, data: Any) -> datetime:
+        try:
+            parsed = parse_iso(data) if isinstance(data, str) else None
+        except ValueError:
+            parsed = None
+        if parsed is None or parsed.tzinfo is None:
+            self.fail("invalid")
+        return parsed
+
+    def to_representation(self, value: datetime) -> str:
+        return value.isoformat()
+
+
+class NoQuery(serializers.Serializer):
+    """The parameters of an operation that takes none."""
+
+
+# What a parameter's name may look like to be echoed in a 400: anything else (a token pasted
+# as a name) is counted, not shown.
+_SHOWABLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\[\]-]{0,39}")
+
+
+def unknown_parameters(known: list[str], names) -> InvalidRequest | None:
+    """The 400 for query parameters `names` has beyond `known`, naming them (the event stream,
+    not a DRF view, calls it with its one parameter)."""
+    unknown = [name for name in dict.fromkeys(names) if name not in known]
+    if not unknown:
+        return None
+    shown = [n for n in unknown if _SHOWABLE_NAME.fullmatch(n) and not n.lower().startswith("svc_")]
+    hidden = len(unknown) - len(shown)
+    label = ", ".join(shown + ([f"{hidden} more not shown"] if hidden else []))
+    what = "unknown query parameter" + ("s" if len(unknown) > 1 else "")
+    takes = f"the parameters are {', '.join(known)}" if known else "this operation takes no query parameters"
+    return invalid(label, f"{what}; {takes}")
+
+
+def validate_query(serializer_class: type[serializers.Serializer], request, also: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The validated parameters of `serializer_class`; `also`: parameters the view reads and
+    validates itself (known, so not refused, and not in the result)."""
+    refused = unknown_parameters([*serializer_class().fields, *also], request.query_params)
+    if refused is not None:
+        raise refused
     # A plain dict, not the QueryDict: DRF reads a QueryDict as an HTML form, where `limit=`
-    # means "not given". For an API, an empty value is an invalid one.
-    serializer = serializer_class(data={name: request.query_params.get(name) for name in request.query_params})
+    # means "not given". For an API, an empty value is an invalid one. List fields get every
+    # value of a repeated parameter.
+    fields = serializer_class().fields
+    data = {
+        name: request.query_params.getlist(name) if isinstance(fields[name], serializers.ListField)
+        else request.query_params.get(name)
+        for name in request.query_params
+        if name in fields
+    }
+    serializer = serializer_class(data=data)
     if not serializer.is_valid():
         name = next(name for name in serializer.fields if name in serializer.errors)
         codes = {getattr(error, "code", None) for error in serializer.errors[name]}
@@ -55,8 +136,12 @@ def validate_query(serializer_class: type[serializers.Serializer], request) -> d
 
 def expectation(field: serializers.Field) -> str:
     """What a valid value of a query parameter looks like, from the field's own bounds."""
+    if isinstance(field, ChoicesField):
+        return "must be one or more of " + ", ".join(field.choices) + " (repeated or comma-separated)"
     if isinstance(field, serializers.ChoiceField):
         return "must be one of " + ", ".join(str(choice) for choice in field.choices)
+    if isinstance(field, TimestampField):
+        return "must be an ISO 8601 timestamp with a time zone, e.g. 2026-01-01T00:00:00Z"
     if isinstance(field, serializers.IntegerField):
         if field.min_value is None or field.max_value is None:
             return "must be an integer"

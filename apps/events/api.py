@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from apps.access.principal import Principal
 from apps.core.errors import InsufficientScope, NotFound, ResyncRequired, invalid
 from apps.core.openapi import error_responses
-from apps.core.params import DEFAULT_PAGE_SIZE, LimitField, validate_query
+from apps.core.params import DEFAULT_PAGE_SIZE, LimitField, NoQuery, validate_query
 from apps.events import filters, positions, retention, selectors, shapes
 from apps.events.representations import event_item
 
@@ -107,7 +107,7 @@ class EventListApi(APIView):
         responses={200: shapes.EVENT_PAGE.ref(), **error_responses(400, 410)},
     )
     def get(self, request: Request) -> Response:
-        query = validate_query(self.QueryIn, request)
+        query = validate_query(self.QueryIn, request, also=("type",))
         types = requested_types(request, allowed_types(request.auth))
         workspace_id = request.auth.workspace.id
         limit, session_id = query.get("limit", DEFAULT_PAGE_SIZE), query.get("sessionId")
@@ -132,9 +132,10 @@ class EventDetailApi(APIView):
         summary="Read one event of the log (extension)",
         description="The same object as a `GET /api/v1/events` item. `404 not_found` for another workspace's "
         "event and once the event is past retention. " + RETENTION_NOTE,
-        responses={200: shapes.EVENT.ref(), **error_responses()},
+        responses={200: shapes.EVENT.ref(), **error_responses(400)},
     )
     def get(self, request: Request, id: str) -> Response:
+        validate_query(NoQuery, request)
         event = selectors.event_in_workspace(workspace_id=request.auth.workspace.id, event_id=id)
         if event is None or (positions.event_id_ms(event.id) or 0) < retention.cutoff_ms(event.type):
             raise NotFound()

@@ -55,6 +55,7 @@ from apps.core.errors import (
     Unavailable,
     as_api_error,
 )
+from apps.core.params import unknown_parameters
 from apps.events import filters, slots
 from apps.access.credentials import CredentialRef
 from apps.events.hub import PING, Stream, get_hub, resume_frames
@@ -155,6 +156,9 @@ class EventStreamConsumer(AsyncHttpConsumer):
             raise admission.error
         principal: Principal = admission.principal
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        refused = unknown_parameters(["filters"], query)
+        if refused is not None:
+            raise refused
         raw = query.get("filters")
         if raw is not None and len(raw) != 1:
             raise InvalidFilters(detail="filters: given more than once")

@@ -11,8 +11,18 @@ from rest_framework.views import APIView
 
 from apps.access.rest import HasScope
 from apps.core.openapi import error_responses
-from apps.core.params import DEFAULT_PAGE_SIZE, CursorField, LimitField, RevisionKindField, validate_query
+from apps.core.params import (
+    DEFAULT_PAGE_SIZE,
+    ChoicesField,
+    CursorField,
+    LimitField,
+    NoQuery,
+    RevisionKindField,
+    TimestampField,
+    validate_query,
+)
 from apps.recordings import search, selectors, shapes
+from apps.recordings.models import SessionStatus
 from apps.recordings.representations import (
     board_repr,
     board_summary_repr,
@@ -37,8 +47,15 @@ class SessionListApi(APIView):
     permission_classes = [SESSIONS_READ]
 
     class QueryIn(serializers.Serializer):
-        cursor = CursorField()
+        cursor = CursorField(help_text="Opaque cursor from the previous page's `nextCursor`, sent with the same "
+                             "filters (other filters: 400).")
         limit = LimitField()
+        status = ChoicesField(SessionStatus.values, help_text="Extension: only sessions in one of these statuses; "
+                              "repeated (`status=completed&status=failed`) or comma-separated.")
+        createdAfter = TimestampField(required=False, help_text="Extension: only sessions created after this "
+                                      "instant (ISO 8601 with a time zone; exclusive, to the millisecond).")
+        createdBefore = TimestampField(required=False, help_text="Extension: only sessions created before this "
+                                       "instant (exclusive).")
 
     @extend_schema(
         operation_id="listSessions",
@@ -52,6 +69,9 @@ class SessionListApi(APIView):
             workspace=request.auth.workspace,
             limit=query.get("limit", DEFAULT_PAGE_SIZE),
             cursor=query.get("cursor"),
+            statuses=query.get("status"),
+            created_after=query.get("createdAfter"),
+            created_before=query.get("createdBefore"),
         )
         return Response({"items": [session_repr(s) for s in sessions], "nextCursor": next_cursor})
 
@@ -62,9 +82,10 @@ class SessionDetailApi(APIView):
     @extend_schema(
         operation_id="getSession",
         summary="Read a session's metadata (no transcript segments)",
-        responses={200: shapes.SESSION_ENVELOPE.ref(), **error_responses()},
+        responses={200: shapes.SESSION_ENVELOPE.ref(), **error_responses(400)},
     )
     def get(self, request: Request, id: str) -> Response:
+        validate_query(NoQuery, request)
         session = selectors.get_session(workspace=request.auth.workspace, session_id=id)
         return Response({"session": session_repr(session)})
 
@@ -100,10 +121,11 @@ class FlatTranscriptApi(APIView):
         summary="All segments of a session's transcript (final revision when there is one, else committed)",
         responses={
             200: shapes.FLAT_TRANSCRIPT.ref(),
-            **error_responses(),
+            **error_responses(400),
         },
     )
     def get(self, request: Request, id: str) -> Response:
+        validate_query(NoQuery, request)
         segments = selectors.flat_transcript(workspace=request.auth.workspace, session_id=id)
         return Response({"sessionId": id, "transcript": [flat_segment_repr(s) for s in segments]})
 
@@ -148,9 +170,10 @@ class BoardListApi(APIView):
     @extend_schema(
         operation_id="listBoards",
         summary="Every board version of a session, newest version first per board",
-        responses={200: shapes.BOARD_LIST.ref(), **error_responses()},
+        responses={200: shapes.BOARD_LIST.ref(), **error_responses(400)},
     )
     def get(self, request: Request, sessionId: str) -> Response:
+        validate_query(NoQuery, request)
         boards = selectors.session_boards(workspace=request.auth.workspace, session_id=sessionId)
         return Response({"items": [board_summary_repr(b) for b in boards]})
 
@@ -162,8 +185,9 @@ class BoardDetailApi(APIView):
         operation_id="getBoard",
         summary="The current content of one board of a session",
         parameters=[OpenApiParameter("boardSpecId", str, OpenApiParameter.PATH, description="the board spec's id")],
-        responses={200: shapes.BOARD_ENVELOPE.ref(), **error_responses()},
+        responses={200: shapes.BOARD_ENVELOPE.ref(), **error_responses(400)},
     )
     def get(self, request: Request, sessionId: str, boardSpecId: str) -> Response:
+        validate_query(NoQuery, request)
         board = selectors.current_board(workspace=request.auth.workspace, session_id=sessionId, board_id=boardSpecId)
         return Response({"board": board_repr(board)})

@@ -3,6 +3,7 @@ indistinguishable from a missing one (`NotFound`)."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -23,13 +24,39 @@ def get_session(*, workspace: Workspace, session_id: str) -> Session:
 
 
 def sessions_page(
-    *, workspace: Workspace, limit: int, cursor: str | None = None
+    *,
+    workspace: Workspace,
+    limit: int,
+    cursor: str | None = None,
+    statuses: list[str] | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
 ) -> tuple[list[Any], str | None]:
     """Newest first, keyset-paginated on (created_at, id). Items are named rows of
-    SESSION_FIELDS (the hot listing skips model instances); session_repr takes them."""
+    SESSION_FIELDS (the hot listing skips model instances); session_repr takes them.
+    Filters: `statuses` (any of), `created_after` < createdAt < `created_before` (both
+    exclusive); the cursor is bound to them (a cursor sent with other filters is 400)."""
     sessions = Session.objects.filter(workspace=workspace)
+    if statuses:
+        statuses = sorted(set(statuses))
+        sessions = sessions.filter(status__in=statuses)
+    # Compared as the wire shows createdAt, in whole milliseconds: `createdAfter=<a session's
+    # createdAt>` never returns that session again, though it is stored in microseconds.
+    if created_after is not None:
+        sessions = sessions.filter(created_at__gte=_floor_ms(created_after) + timedelta(milliseconds=1))
+    if created_before is not None:
+        ceiling = _floor_ms(created_before)
+        if ceiling != created_before:
+            ceiling += timedelta(milliseconds=1)
+        sessions = sessions.filter(created_at__lt=ceiling)
+    # Bound as the instant in UTC microseconds: `…Z` and `…+00:00` are the same filter.
+    filters = {
+        "status": statuses or None,
+        "createdAfter": _instant(created_after),
+        "createdBefore": _instant(created_before),
+    }
     if cursor:
-        key = decode_cursor("sessions", workspace.id, cursor)
+        key = decode_cursor("sessions", workspace.id, cursor, filters)
         try:
             created_at, last_id = parse_iso(key[0]), str(key[1])
         except (IndexError, TypeError, ValueError):
@@ -41,7 +68,15 @@ def sessions_page(
     page = page[:limit]
     last = page[-1]
     # Microseconds, not the wire's milliseconds: the key must be exact for the keyset to hold.
-    return page, encode_cursor("sessions", workspace.id, [last.created_at.isoformat(), last.id])
+    return page, encode_cursor("sessions", workspace.id, [last.created_at.isoformat(), last.id], filters)
+
+
+def _floor_ms(value: datetime) -> datetime:
+    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+def _instant(value: datetime | None) -> str | None:
+    return None if value is None else value.astimezone(timezone.utc).isoformat()
 
 
 def transcript_revisions(

@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from apps.access.credentials import require_scope
 from apps.core.errors import invalid
 from apps.core.openapi import error_responses
-from apps.core.params import DEFAULT_PAGE_SIZE, CursorField, LimitField, validate_query
+from apps.core.params import DEFAULT_PAGE_SIZE, CursorField, LimitField, NoQuery, validate_query
 from apps.core.text import NotText, loads_text
 from apps.core.timestamps import parse_iso
 from apps.recordings.models import SessionStatus
@@ -126,9 +126,10 @@ class EndpointListApi(APIView):
 
 class EndpointDetailApi(APIView):
     @extend_schema(operation_id="getWebhook", summary="Read a webhook endpoint",
-                   responses={200: shapes.ENDPOINT.ref(), **error_responses()})
+                   responses={200: shapes.ENDPOINT.ref(), **error_responses(400)})
     def get(self, request: Request, id: str) -> Response:
         _scopes(request, WEBHOOKS_READ)
+        validate_query(NoQuery, request)
         return Response(endpoint_repr(selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)))
 
     @extend_schema(
@@ -256,10 +257,11 @@ class DeliveryDetailApi(APIView):
     @extend_schema(
         operation_id="getWebhookDelivery",
         summary="Read a delivery with its attempts (404 after the 30-day retention window)",
-        responses={200: shapes.DELIVERY_WITH_ATTEMPTS.ref(), **error_responses()},
+        responses={200: shapes.DELIVERY_WITH_ATTEMPTS.ref(), **error_responses(400)},
     )
     def get(self, request: Request, id: str) -> Response:
         _scopes(request, WEBHOOKS_READ)
+        validate_query(NoQuery, request)
         delivery = selectors.get_delivery(workspace=request.auth.workspace, delivery_id=id)
         return Response(delivery_with_attempts_repr(delivery, selectors.delivery_attempts(delivery=delivery)))
 

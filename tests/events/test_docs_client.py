@@ -232,6 +232,18 @@ def test_resume_unavailable_reconciles_through_rest_then_streams_live(client_mod
     assert event_id == Event.objects.get(session_id=before[1].id, type="session.status_changed").id
 
 
+def test_the_reconcile_listing_pages_to_the_end_and_keeps_its_filters(client_module, live, acme, alice_key):
+    """issue 23: the documented list_sessions stopped after ten pages (1,000 sessions at its page
+    size); it pages until nextCursor is null, sending its filters with every cursor."""
+    sessions = factories.sessions_at_distinct_times(acme, 23)
+    for session in sessions[::4]:
+        recordings.change_session_status(session=session, status="completed")
+    everything = client_module.list_sessions(live.url, alice_key, page_size=2)  # 12 pages
+    assert [s["id"] for s in everything] == [s.id for s in reversed(sessions)]
+    completed = client_module.list_sessions(live.url, alice_key, page_size=2, status="completed")
+    assert [s["id"] for s in completed] == [s.id for s in reversed(sessions[::4])]  # 6 sessions, 3 pages
+
+
 @pytest.mark.parametrize(
     "key, filters, status",
     [
