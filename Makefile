@@ -65,6 +65,7 @@ run: port-free seed
 	echo "  Admin:     http://$(HOST):$(PORT)/admin/   log in as demo@example.com / demo-password"; \
 	echo "  Health:    http://$(HOST):$(PORT)/healthz  and  /readyz"; \
 	echo "API key (shown once): $$key"; \
+	echo "  reads everything and manages webhooks; the previous make run's key is revoked"; \
 	echo ""; \
 	echo "  curl -H 'Authorization: Bearer $$key' 'http://$(HOST):$(PORT)/api/v1/sessions?limit=5'"; \
 	echo "  curl -H 'Authorization: Bearer $$key' 'http://$(HOST):$(PORT)/api/v1/sessions/$$session/transcript'"; \

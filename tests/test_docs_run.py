@@ -55,6 +55,16 @@ HERE = "tests/test_docs_run.py"
 BLOCKS: dict[str, tuple[str, str]] = {
     "README.md ```sh make run    # set up (.venv, pinned requirements, SQLite under var/, demo data) and serve on "
     "http://127.0.0.1:8000": ("run", f"{HERE}::test_make_run_serves_and_its_curl_lines_answer"),
+    "README.md ```sh export KEY=svc_…   # the key make run printed": ("substitute", f"{HERE}::test_ten_minutes"),
+    'README.md ```sh curl -H "Authorization: Bearer $KEY" "$BASE/api/v1/sessions?status=completed&limit=2"':
+        ("run", f"{HERE}::test_ten_minutes"),
+    'README.md ```sh curl -N -H "Authorization: Bearer $KEY" "$BASE/api/v1/events/stream"':
+        ("run", f"{HERE}::test_ten_minutes"),
+    "README.md ```sh .venv/bin/python manage.py simulate_activity demo --sessions 1 --interval 0.2":
+        ("run", f"{HERE}::test_ten_minutes"),
+    'README.md ```sh curl -H "Authorization: Bearer $KEY" -H "Content-Type: application/json" \\':
+        ("run", f"{HERE}::test_ten_minutes"),
+    "README.md ```sh .venv/bin/python -c '": ("substitute", f"{HERE}::test_ten_minutes"),
     "README.md ```sh export SECRET_KEY=… CONNECT_BASE_URL=https://connect.example.com ALLOWED_HOSTS=connect.example.com \\":
         ("substitute", f"{HERE}::test_production_start_on_a_scratch_database"),
     'README.md ```sh .venv/bin/python manage.py create_workspace acme --name "Acme Inc."':
@@ -97,6 +107,10 @@ BLOCKS: dict[str, tuple[str, str]] = {
 INLINE: dict[str, tuple[str, str]] = {
     "make run": ("run", f"{HERE}::test_make_run_serves_and_its_curl_lines_answer"),
     "make test": ("not run", "the suite itself: this test is one of the tests it runs"),
+    "make run PORT=8001": ("run", f"{HERE}::test_make_run_on_a_taken_port_stops_before_anything"),
+    "make run HOST=0.0.0.0": ("not run", "every interface of the test machine; HOST is what the port check and "
+                              "serve bind, the tests bind 127.0.0.1"),
+    "make run WORKERS=4": ("substitute", f"{HERE}::test_make_run_serves_and_its_curl_lines_answer"),
     'python -c "import os,base64; print(base64.urlsafe_b64encode(os.urandom(32)).decode())"':
         ("run", f"{HERE}::test_operator_commands_in_order"),
     'manage.py shell -c "from apps.recordings.services import compact_search_index; compact_search_index()"':
@@ -472,11 +486,12 @@ def _operations_commands(env: dict[str, str]) -> None:
 class MakeRun:
     """`make run` on a scratch database and a free port: what it printed, the server it started."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, log: str = "make-run.log") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = folder / "make-run.log"
-        env = reader_env(DATABASE_URL=f"sqlite:///{folder / 'connect.sqlite3'}", STATIC_ROOT=str(folder / "static"))
+        self.log = folder / log
+        self.env = env = reader_env(DATABASE_URL=f"sqlite:///{folder / 'connect.sqlite3'}",
+                                    STATIC_ROOT=str(folder / "static"))
         assert "CONNECT_DEVELOPMENT" not in env  # the Makefile exports it
         # `-o .venv/.base-installed`: `make test` installed requirements/test.txt (which includes
         # base.txt) into .venv; the test never installs anything. WORKERS=1: one daphne process.
@@ -564,6 +579,156 @@ def test_make_run_serves_and_its_curl_lines_answer(make_run):
     assert flat["transcript"] and "None" not in transcript  # a completed demo session was found
     hits = json.loads(curl(search))
     assert hits["items"], "the demo data mentions a budget"
+
+
+def test_make_run_links_every_entry_point_from_the_index(make_run):
+    """`/` names the address `make run` started on, and every link it gives is served (the
+    Bearer-protected ones answer 401 to this unauthenticated GET, never 404)."""
+    links = httpx.get(f"{make_run.url}/", timeout=30).json()["links"]
+    for name, url in links.items():
+        if name == "authorizationServerMetadata":
+            continue  # CONNECT_AUTH_URL, the same server here
+        assert url.startswith(make_run.url), (name, url)
+    for name, url in links.items():
+        status = httpx.get(url, timeout=30).status_code
+        # /mcp is POST-only (stateless, no GET stream): 405 is its answer to a GET.
+        assert status in {200, 302, 401} or (name, status) == ("mcp", 405), (name, url, status)
+
+
+def test_make_run_on_a_taken_port_stops_before_anything(make_run, tmp_path):
+    """issue 23 point 6: one line saying the port is taken and how to pick another, before any
+    setup, key or banner (the scratch database is not even created)."""
+    database = tmp_path / "connect.sqlite3"
+    env = reader_env(DATABASE_URL=f"sqlite:///{database}", STATIC_ROOT=str(tmp_path / "static"))
+    done = subprocess.run(["make", "-o", ".venv/.base-installed", "run", f"PORT={make_run.port}", "WORKERS=1"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=COMMAND_SECONDS)
+    assert done.returncode != 0
+    ours = [line for line in done.stderr.splitlines() if not line.startswith("make: ***")]
+    assert ours == [f"make run: port {make_run.port} on 127.0.0.1 is taken; pick another with: "
+                    f"make run PORT={make_run.port + 1}"], done.stderr
+    assert done.stdout == "" and not database.exists()
+    # README's spelling of the fix.
+    assert "make run PORT=8001" in docs.code_spans(README)
+
+
+def test_a_second_make_run_replaces_the_first_runs_key(make_run, tmp_path_factory):
+    """Repeated `make run`s on one database leave one live demo key: the second run's key works,
+    the first run's answers 401 (a failed run, above, issues none)."""
+    first_key = make_run.key()
+    folder = Path(make_run.env["DATABASE_URL"].removeprefix("sqlite:///")).parent
+    again = MakeRun(folder, log="make-run-again.log")
+    try:
+        again.wait_ready()
+        second_key = again.key()
+        assert second_key != first_key
+        sessions = f"{make_run.url}/api/v1/sessions?limit=1"
+        assert httpx.get(sessions, headers={"Authorization": f"Bearer {second_key}"}, timeout=30).status_code == 200
+        assert httpx.get(sessions, headers={"Authorization": f"Bearer {first_key}"}, timeout=30).status_code == 401
+        live = subprocess.run(
+            [PYTHON, "manage.py", "shell", "-v", "0", "-c",
+             "from apps.tenancy.models import ApiKey; "
+             "print(ApiKey.objects.filter(name='make run', revoked_at__isnull=True).count())"],
+            cwd=ROOT, env=make_run.env, capture_output=True, text=True, timeout=COMMAND_SECONDS)
+        assert live.stdout.strip() == "1", live.stderr
+    finally:
+        again.stop()
+    make_run.key = lambda: second_key  # the tests that follow use the live key
+
+
+def _section_blocks(page: Path, heading: str) -> list[docs.Block]:
+    lines = page.read_text().splitlines()
+    start = lines.index(heading) + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return [b for b in docs.blocks(page) if start < b.line <= end]
+
+
+def _json_values(text: str) -> list:
+    decoder, values, at = json.JSONDecoder(), [], 0
+    text = text.strip()
+    while at < len(text):
+        value, at = decoder.raw_decode(text, at)
+        values.append(value)
+        while at < len(text) and text[at].isspace():
+            at += 1
+    return values
+
+
+def test_ten_minutes(make_run, tmp_path):
+    """README's "Ten minutes with Connect", block by block in order, as a reader runs them in a
+    second terminal after `make run`: with only the reader's substitutions (the printed key, this
+    server's port for 8000, a free port for the receiver's 9000) and make run's database."""
+    setup, read, stream, simulate, mcp, webhook = _section_blocks(README, "## Ten minutes with Connect")
+    assert all(block.info == "sh" for block in (setup, read, stream, simulate, mcp, webhook))
+    assert "http://127.0.0.1:8000" in setup.text and "svc_…" in setup.text
+    exported = subprocess.run(
+        ["bash", "-c", setup.text.replace("svc_…", make_run.key()).replace("http://127.0.0.1:8000", make_run.url)
+         + 'echo "$KEY $BASE"'], capture_output=True, text=True, timeout=COMMAND_SECONDS)
+    key, base = exported.stdout.split()
+    assert (key, base) == (make_run.key(), make_run.url)
+    shell = {**make_run.env, "KEY": key, "BASE": base}
+
+    def bash(text: str) -> str:
+        done = subprocess.run(["bash", "-c", text], cwd=ROOT, env=shell, capture_output=True, text=True,
+                              timeout=COMMAND_SECONDS)
+        assert done.returncode == 0, f"{text}\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    # 2. Read: completed sessions only, and a search hit.
+    sessions, hits = _json_values(bash(read.text))
+    assert 1 <= len(sessions["items"]) <= 2 and {s["status"] for s in sessions["items"]} == {"completed"}
+    assert len(hits["items"]) == 1
+
+    # 3. Stream in one terminal, the simulated meeting in another: its events arrive.
+    assert "curl -N" in stream.text
+    streamed = tmp_path / "stream.out"
+    with streamed.open("w") as out:
+        reader = subprocess.Popen(["bash", "-c", "exec " + stream.text.strip()], cwd=ROOT, env=shell, stdout=out,
+                                  stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: streamed.read_text().startswith(": connected"), what="the stream to open",
+                   timeout=COMMAND_SECONDS)
+        output = bash(simulate.text)
+        [created] = re.findall(r"^session (\S+) created \(1/1\)", output, re.M)
+        wait_until(lambda: f'"sessionId":"{created}"' in streamed.read_text().replace(" ", "")
+                   and "event: session.status_changed" in streamed.read_text(),
+                   what="the simulated session's events on the stream", timeout=COMMAND_SECONDS)
+        assert "event: session.created" in streamed.read_text()
+    finally:
+        reader.terminate()
+        reader.wait(timeout=30)
+
+    # 4. MCP by hand.
+    [reply] = _json_values(bash(mcp.text))
+    assert reply["id"] == 1 and "result" in reply and not reply["result"].get("isError"), reply
+    listed = reply["result"]["structuredContent"] if "structuredContent" in reply["result"] else \
+        json.loads(reply["result"]["content"][0]["text"])
+    assert len(listed["items"]) == 2
+
+    # 5. The webhook walkthrough: receiver, subscription, a new session; the receiver prints the
+    # signed session.created delivery.
+    receiver_port = free_port()
+    assert webhook.text.count("9000") == 2
+    received = tmp_path / "webhook.out"
+    with received.open("w") as out:
+        walkthrough = subprocess.Popen(["bash", "-c", webhook.text.replace("9000", str(receiver_port))], cwd=ROOT,
+                                       env=shell, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        assert walkthrough.wait(timeout=COMMAND_SECONDS) == 0, received.read_text()
+        text = received.read_text()  # curl's answer (no newline after it), then simulate_activity's lines
+        created_webhook, _ = json.JSONDecoder().raw_decode(text, text.index("{"))
+        assert created_webhook["url"] == f"http://127.0.0.1:{receiver_port}/hook", created_webhook
+        [new_session] = re.findall(r"session (\S+) created \(1/1\)", text)
+        wait_until(lambda: f'"sessionId":"{new_session}"' in received.read_text().replace(" ", ""),
+                   what="the receiver to print the delivery", timeout=2 * COMMAND_SECONDS)
+        line = next(l for l in received.read_text().splitlines() if new_session in l and l.startswith("t="))
+        signature, body = line.split(" ", 1)
+        assert re.fullmatch(r"t=\d+,kid=\S+,v1=\S+", signature) and json.loads(body)["type"] == "session.created"
+    finally:
+        try:
+            os.killpg(walkthrough.pid, signal.SIGTERM)  # the receiver the block left running with `&`
+        except ProcessLookupError:
+            pass
+        walkthrough.wait(timeout=30)
 
 
 def test_events_curl_line_opens_a_stream(make_run):
