@@ -12,6 +12,7 @@ never a credential: it is an unknown parameter like any other)."""
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import datetime
 from typing import Any
@@ -110,19 +111,24 @@ def unknown_parameters(known: list[str], names) -> InvalidRequest | None:
     return invalid(label, f"{what}; {takes}")
 
 
+@functools.cache
+def _parameters(serializer_class: type[serializers.Serializer]) -> dict[str, bool]:
+    """The parameter names a query serializer declares, in order, and whether each is a list."""
+    return {name: isinstance(field, serializers.ListField) for name, field in serializer_class().fields.items()}
+
+
 def validate_query(serializer_class: type[serializers.Serializer], request, also: tuple[str, ...] = ()) -> dict[str, Any]:
     """The validated parameters of `serializer_class`; `also`: parameters the view reads and
     validates itself (known, so not refused, and not in the result)."""
-    refused = unknown_parameters([*serializer_class().fields, *also], request.query_params)
+    fields = _parameters(serializer_class)
+    refused = unknown_parameters([*fields, *also], request.query_params)
     if refused is not None:
         raise refused
     # A plain dict, not the QueryDict: DRF reads a QueryDict as an HTML form, where `limit=`
     # means "not given". For an API, an empty value is an invalid one. List fields get every
     # value of a repeated parameter.
-    fields = serializer_class().fields
     data = {
-        name: request.query_params.getlist(name) if isinstance(fields[name], serializers.ListField)
-        else request.query_params.get(name)
+        name: request.query_params.getlist(name) if fields[name] else request.query_params.get(name)
         for name in request.query_params
         if name in fields
     }
