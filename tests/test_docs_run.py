@@ -427,8 +427,14 @@ def test_operator_commands_in_order(make_run, scratch, tmp_path):
         assert "acme" in run_line(create_workspace, env)
         beside.append(pool.submit(_events_commands, env))
         run_line(add_member, env, {"'…'": "'a long enough password'", "[--staff]": "--staff"})
-        key = run_line(issue, env)
-        assert key.startswith("svc_")
+        first = run_line(issue, env, {"[--replace]": ""})
+        key = run_line(issue, env, {"[--replace]": "--replace"})  # revokes `first`
+        assert first.startswith("svc_") and key.startswith("svc_") and key != first
+        live = run(f"{PYTHON} manage.py shell -v 0 -c \"from apps.tenancy.models import ApiKey; "
+                   "print(list(ApiKey.objects.filter(name='CRM sync', revoked_at__isnull=True)"
+                   ".values_list('prefix', flat=True)))\"", env)
+        [prefix] = ast.literal_eval(live.stdout.strip())  # one live "CRM sync" key: the second
+        assert key.startswith(prefix) and not first.startswith(prefix)
         run_line(revoke, env, {"svc_…": key})
         run_line(deactivate, env)
         run_line(oauth, env)
