@@ -46,7 +46,11 @@ class AttemptInline(ReadOnlyMixin, admin.TabularInline):
 
 
 def short_time(value) -> str:
-    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S") if value else "-"
+    """A list cell's time to the minute; the full time is the cell's title."""
+    if value is None:
+        return "-"
+    local = timezone.localtime(value)
+    return format_html('<span title="{}">{}</span>', local.isoformat(), local.strftime("%Y-%m-%d %H:%M"))
 
 
 @admin.register(Delivery)
@@ -54,7 +58,7 @@ class DeliveryAdmin(ReadOnlyMixin, admin.ModelAdmin):
     # Seven narrow columns after the id, readable at 1280 px beside the filters
     # (templates/admin/webhooks/delivery/change_list.html cuts long ids and names with an
     # ellipsis; the full value is the cell's title and on the delivery's page).
-    list_display = ["delivery_id", "endpoint_name", "status", "event_type", "attempts", "http_status",
+    list_display = ["delivery_id", "endpoint_name", "status", "event", "attempts", "http_status",
                     "next_attempt", "created"]
     list_filter = [
         "status", EventTypeFilter, "kind", "workspace", "endpoint", ("created_at", admin.DateFieldListFilter),
@@ -86,6 +90,10 @@ class DeliveryAdmin(ReadOnlyMixin, admin.ModelAdmin):
         endpoint = obj.endpoint
         return format_html('<span class="clip" title="{} ({}) in {}">{}</span>', endpoint.name, endpoint.id,
                            obj.workspace.slug, endpoint.name)
+
+    @admin.display(description="event type", ordering="event_type")
+    def event(self, obj: Delivery) -> str:
+        return format_html('<span class="clip" title="{}">{}</span>', obj.event_type, obj.event_type)
 
     @admin.display(description="attempts", ordering="attempt_count")
     def attempts(self, obj: Delivery) -> int:
