@@ -4,7 +4,7 @@ what is due or retrying now, its dead letters of the last 7 days and its last er
 
 Every number is one grouped aggregate over an index, so the page costs a fixed number of
 queries whatever the number of endpoints shown (at most `MAX_ENDPOINTS`), and each query reads
-only the index entries of its time window, never the table:
+the index entries of its time window, not the table's history (one exception below):
 
 - outcomes by hour, and dead letters: `delivery_endpoint_outcome` (endpoint, status, created_at),
   read as `endpoint IN (…) AND status IN (…) AND created_at >= …`: one range per endpoint and
@@ -13,8 +13,10 @@ only the index entries of its time window, never the table:
   (SQLite cannot use the partial `delivery_endpoint_due` with bound parameters), so the cost
   follows the backlog, not the history;
 - attempts: `attempt_started` (started_at, delivery, duration_ms, error), index only, then the
-  delivery's endpoint by primary key: the cost follows the attempts of the last 24 hours (of
-  every endpoint, whatever the filter).
+  delivery's endpoint by primary key on SQLite: the cost follows the attempts of the last 24
+  hours (of every endpoint, whatever the filter). The exception: PostgreSQL's planner joins
+  them to a scan of every delivery (bench/README.md); storing the endpoint on the attempt would
+  remove the join.
 
 Percentiles: SQLite has no percentile function, and an exact one needs every duration sorted.
 Durations are counted in fixed buckets (`DURATION_BOUNDS_MS`, steps of at most 1.5× from 2 ms up) by one
