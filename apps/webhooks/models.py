@@ -129,6 +129,9 @@ class Delivery(models.Model):
             models.Index(fields=["event_id"], name="delivery_event"),
             models.Index(fields=["endpoint", "created_at"], name="delivery_endpoint_created"),
             models.Index(fields=["status", "created_at"], name="delivery_status_created"),
+            # The health board (apps/webhooks/health.py): an endpoint's deliveries of a time window
+            # by outcome, counted from the index alone.
+            models.Index(fields=["endpoint", "status", "created_at"], name="delivery_endpoint_outcome"),
             # The admin's default order: dead letters first, newest first.
             models.Index(fields=["is_dead_letter", "created_at", "id"], name="delivery_dead_first"),
             # A drain's claim: one endpoint's due deliveries, oldest first, among active ones only
@@ -186,6 +189,8 @@ class DeliveryAttempt(models.Model):
 
     class Meta:
         ordering = ["number"]
+        # The health board's attempts of the last 24 h (durations, last error), index only.
+        indexes = [models.Index(fields=["started_at", "delivery", "duration_ms", "error"], name="attempt_started")]
         constraints = [models.UniqueConstraint(fields=["delivery", "number"], name="attempt_unique_number")]
 
     def __str__(self) -> str:
