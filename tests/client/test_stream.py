@@ -17,7 +17,7 @@ import pytest
 
 from apps.events.models import Event as EventRow
 from tests import factories
-from tests.events.live import WAIT
+from tests.events.live import WAIT, simulate
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -90,18 +90,18 @@ def test_every_event_once_in_order_across_a_server_restart(live, client, acme):
         factories.session(acme, completed=True)  # created + status_changed
     follow.wait_count(6)
 
-    def while_down():
-        for _ in range(3):
-            factories.session(acme, completed=True)
-
-    live.restart(while_down)
-    follow.wait_count(12)
+    # While it is down, `simulate_activity` (its own process) records sessions that go from
+    # recording through processing to completed.
+    live.restart(lambda: simulate(acme.slug, sessions=2, segments=2))
+    expected = log_ids(acme)
+    assert len(expected) == 6 + 2 * 3
+    follow.wait_count(len(expected))
     assert stream.connections >= 2 and stream.catch_ups == 0  # resumed by the server, not the log
     factories.session(acme)
-    follow.wait_count(13)
+    follow.wait_count(len(expected) + 1)
     follow.stop()
     ids = [e.id for e in follow.events]
-    assert ids == log_ids(acme) and len(set(ids)) == 13
+    assert ids == log_ids(acme) and len(set(ids)) == len(expected) + 1
     assert stream.last_event_id == ids[-1]
     assert all(isinstance(e, connect_client.Event) and e.occurred_at.tzinfo is not None for e in follow.events)
 
