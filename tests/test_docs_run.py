@@ -64,7 +64,7 @@ BLOCKS: dict[str, tuple[str, str]] = {
     "docs/events.md ```python connect-client from connect_client import Connect":
         ("substitute", "tests/client/test_doc_blocks.py::test_events_page_client_block_prints_live_events"),
     "docs/webhooks.md ```python connect-client from connect_client import WebhookVerificationError, webhooks":
-        ("substitute", "tests/client/test_doc_blocks.py::test_webhooks_page_client_block_verifies_a_real_delivery"),
+        ("substitute", "tests/client/test_webhooks.py::test_webhooks_page_client_block_verifies_a_real_delivery"),
     "docs/events.md ``` GET /api/v1/events/stream?filters=<URL-encoded JSON array>     (optional)":
         ("not run", "the request's shape with <placeholders>; the curl line and the python client below send it"),
     'docs/events.md ```sh curl -N -H "Authorization: Bearer $KEY" https://connect.example.com/api/v1/events/stream':

@@ -1,5 +1,6 @@
-"""The client blocks at the top of docs/events.md and docs/webhooks.md, run as written (only the
-base URL, the key and the JWKS URL substituted) against a live `serve`."""
+"""The client block at the top of docs/events.md, run as written (only the base URL and the key
+substituted) against a live `serve`. docs/webhooks.md's runs in test_webhooks.py, beside the
+server with a task cluster that sends it deliveries."""
 
 from __future__ import annotations
 
@@ -9,9 +10,6 @@ import time
 import pytest
 
 from tests import docs, factories
-from tests.servers import start
-from tests.webhooks.conftest import LIVE_ENV, fresh_process_caches, webhook_settings  # noqa: F401
-from tests.webhooks.receiver import Receiver
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -33,11 +31,16 @@ def test_events_page_client_block_prints_live_events(live, acme, key):
     done = threading.Event()
 
     def produce():
-        while not done.is_set():
-            if namespace.get("stream") is not None and namespace["stream"].connections:
-                factories.session(acme, completed=True)
-                return
-            time.sleep(0.05)
+        from django.db import connection
+
+        try:
+            while not done.is_set():
+                if namespace.get("stream") is not None and namespace["stream"].connections:
+                    factories.session(acme, completed=True)
+                    return
+                time.sleep(0.05)
+        finally:
+            connection.close()  # else PostgreSQL cannot drop the test database at the end
 
     producer = threading.Thread(target=produce, daemon=True)
     producer.start()
@@ -51,23 +54,15 @@ def test_events_page_client_block_prints_live_events(live, acme, key):
     assert all(p[0].startswith("evt_") for p in printed)
 
 
-def test_webhooks_page_client_block_verifies_a_real_delivery(acme, key, tmp_path, webhook_settings):  # noqa: F811
-    import connect_client
+def test_the_client_readme_read_block_runs(live, acme, key):
+    """clients/python/README.md's first example, as written (base URL and key substituted)."""
+    from tests.client.installed import SOURCE
 
-    server = start(tmp_path, tasks=True, env=LIVE_ENV)
-    jwks_url = f"{server.url}/.well-known/webhook-signing-keys.json"
-    receiver = Receiver(jwks_url)
-    try:
-        code = docs.block(docs.ROOT / "docs" / "webhooks.md", "python connect-client")
-        namespace: dict = {"print": lambda *args: None}
-        exec(compile(code.replace(f"{BASE}/.well-known/webhook-signing-keys.json", jwks_url), "docs/webhooks.md",
-                     "exec"), namespace)  # noqa: S102
-        with connect_client.Connect(server.url, api_key=key) as client:
-            client.webhooks.create(name="doc", url=receiver.url, filters=[{"type": "session.created"}])
-        factories.session(acme)
-        [request] = receiver.wait_for(1, timeout=90)
-        assert namespace["receive"](request.headers, request.body) == 204
-        assert namespace["receive"](request.headers, request.body[:-1] + b" ") == 400
-    finally:
-        receiver.close()
-        server.stop()
+    factories.session(acme, final=["We agreed on the budget."])
+    [first, *_] = [b for b in docs.blocks(SOURCE / "README.md") if b.info == "python"]
+    printed: list[tuple] = []
+    namespace: dict = {"print": lambda *args: printed.append(args)}
+    exec(compile(first.text.replace(BASE, live.url).replace("svc_…", key), "README.md", "exec"), namespace)  # noqa: S102
+    namespace["client"].close()
+    assert printed[1] == ("Speaker 1", "We agreed on the budget.")
+    assert printed[2][1].startswith("We agreed on the budget")

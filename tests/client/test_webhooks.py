@@ -16,7 +16,7 @@ import pytest
 from connect_client import webhooks
 
 from apps.webhooks import keys
-from tests import factories
+from tests import docs, factories
 from tests.client.installed import SOURCE
 from tests.servers import start
 from tests.webhooks.conftest import LIVE_ENV, fresh_process_caches, wait_until, webhook_settings  # noqa: F401
@@ -240,3 +240,38 @@ def test_the_django_receiver_example_accepts_genuine_and_refuses_tampered(hooks,
     tampered = rf.post("/hooks/connect", data=request.body + b"\n", content_type="application/json", **headers)
     assert example.connect_webhook(tampered).status_code == 400
     assert example.connect_webhook(rf.get("/hooks/connect")).status_code == 405
+
+
+def test_webhooks_page_client_block_verifies_a_real_delivery(hooks, receiver, acme, jwks_url):
+    """docs/webhooks.md's client block, run as written (the JWKS URL substituted)."""
+    code = docs.block(docs.ROOT / "docs" / "webhooks.md", "python connect-client")
+    code = code.replace("https://connect.example.com/.well-known/webhook-signing-keys.json", jwks_url)
+    namespace: dict = {"print": lambda *args: None}
+    exec(compile(code, "docs/webhooks.md", "exec"), namespace)  # noqa: S102 - our own documentation
+    webhooks._keysets.clear()  # this test's database has keys of its own
+    [request] = delivered(hooks, receiver, acme, 1)
+    assert namespace["receive"](request.headers, request.body) == 204
+    assert namespace["receive"](request.headers, request.body[:-1] + b" ") == 400
+
+
+def test_the_async_client_manages_webhooks_too(hooks_server, key, receiver):
+    import asyncio
+
+    async def scenario():
+        async with connect_client.AsyncConnect(hooks_server.url, api_key=key) as client:
+            hook = await client.webhooks.create(name="async", url=receiver.url, filters=[{"type": "session.created"}])
+            assert (await client.webhooks.get(hook.id)).name == "async"
+            assert [w.id async for w in client.webhooks.list()] == [hook.id]
+            assert (await client.webhooks.update(hook.id, name="renamed")).name == "renamed"
+            test = await client.webhooks.test(hook.id)
+            assert (await client.deliveries.get(test.id)).kind == "test"
+            assert [d.id async for d in client.deliveries.list(kind="test")] == [test.id]
+            with pytest.raises(connect_client.NotAllowed):
+                await client.webhooks.replay(test.id)
+            since = datetime.now(timezone.utc) - timedelta(minutes=5)
+            assert (await client.webhooks.recover(hook.id, since=since)).queued == 0
+            await client.webhooks.delete(hook.id)
+            with pytest.raises(connect_client.NotFound):
+                await client.webhooks.get(hook.id)
+
+    asyncio.run(scenario())
