@@ -71,6 +71,10 @@ BLOCKS: dict[str, tuple[str, str]] = {
         ("substitute", f"{HERE}::test_operator_commands_in_order"),
     "README.md ```sh .venv/bin/python manage.py rotate_signing_key | list_signing_keys | retire_signing_keys":
         ("run", f"{HERE}::test_operator_commands_in_order"),
+    "docs/events.md ```python connect-client from connect_client import Connect":
+        ("substitute", "tests/client/test_doc_blocks.py::test_events_page_client_block_prints_live_events"),
+    "docs/webhooks.md ```python connect-client from connect_client import WebhookVerificationError, webhooks":
+        ("substitute", "tests/client/test_webhooks.py::test_webhooks_page_client_block_verifies_a_real_delivery"),
     "docs/events.md ``` GET /api/v1/events/stream?filters=<URL-encoded JSON array>     (optional)":
         ("not run", "the request's shape with <placeholders>; the curl line and the python client below send it"),
     'docs/events.md ```sh curl -N -H "Authorization: Bearer $KEY" https://connect.example.com/api/v1/events/stream':
@@ -118,6 +122,7 @@ INLINE: dict[str, tuple[str, str]] = {
     "manage.py qinfo": ("run", f"{HERE}::test_operator_commands_in_order"),
     "pip install httpx": ("not run", "installs into the reader's environment; httpx is pinned in requirements"),
     "pip install pynacl": ("not run", "installs into the reader's environment; PyNaCl is pinned in requirements"),
+    "pip install ./clients/python": ("run", "tests/client/installed.py::ensure_installed"),
     "pip install mcp": ("not run", "installs into the reader's environment; mcp is pinned in requirements/test.txt"),
     "npx @modelcontextprotocol/inspector@0.21.1": ("not run", "needs Node and the network; "
                                                    f"{HERE}::test_the_inspector_version_is_pinned_as_benchmarked"),

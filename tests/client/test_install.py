@@ -1,0 +1,62 @@
+"""`pip install ./clients/python` into a clean venv (tests/client/installed.py builds it) gives a
+working client with its two declared dependencies and nothing of the server's: run from that
+venv's own interpreter, against a live `serve`."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests import factories
+from tests.client.installed import VENV, site_packages, venv_python
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+def in_venv(code: str, **env: str) -> str:
+    result = subprocess.run([str(venv_python()), "-c", code], capture_output=True, text=True, timeout=120,
+                            env={"PATH": "/usr/bin:/bin", **env}, cwd=VENV)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_the_package_declares_httpx_and_pynacl_only_and_its_venv_is_consistent():
+    requires = json.loads(in_venv(
+        "import importlib.metadata as m, json; print(json.dumps(m.requires('connect-client')))"))
+    assert sorted(r.split(">")[0].split("<")[0].split("=")[0] for r in requires) == ["PyNaCl", "httpx"]
+    assert in_venv("import sys; print(sys.version_info >= (3, 10))").strip() == "True"
+    check = subprocess.run([str(venv_python()), "-m", "pip", "check"], capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout
+    assert not (site_packages() / "django").exists()  # nothing of the server's stack came along
+
+
+def test_the_package_imports_nothing_but_the_standard_library_httpx_and_nacl():
+    allowed = set(sys.stdlib_module_names) | {"httpx", "nacl", "connect_client"}
+    for path in (site_packages() / "connect_client").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                assert name.split(".")[0] in allowed, f"{path.name} imports {name}"
+
+
+def test_the_installed_client_works_from_its_own_venv(live, acme, key):
+    session = factories.session(acme, label="from the clean venv", final=["Hello there."])
+    out = in_venv(
+        "import os, connect_client\n"
+        "c = connect_client.Connect(os.environ['URL'], api_key=os.environ['KEY'])\n"
+        "[s] = list(c.sessions.list())\n"
+        "t = c.transcripts.get(s.id)\n"
+        "print(s.label, s.created_at.tzinfo, t.segments[0].text)\n",
+        URL=live.url, KEY=key,
+    )
+    assert out.strip() == "from the clean venv UTC Hello there."
+    assert session.id
