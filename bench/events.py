@@ -74,10 +74,10 @@ def event_id(ms: int, rand: int) -> str:
     return "evt_" + "".join(reversed(chars))
 
 
-def database(postgres: bool) -> Database:
+def database(postgres: bool, pg_name: str = PG_NAME) -> Database:
     if postgres:
-        ensure_postgres_database(PG_NAME)
-        return Database("postgres", f"postgres://postgres@127.0.0.1:5432/{PG_NAME}", label="postgres")
+        ensure_postgres_database(pg_name)
+        return Database("postgres", f"postgres://postgres@127.0.0.1:5432/{pg_name}", label="postgres")
     DATA.mkdir(parents=True, exist_ok=True)
     return Database("sqlite", f"sqlite:///{SQLITE_PATH}", sqlite_path=SQLITE_PATH, label="sqlite")
 
@@ -285,6 +285,8 @@ def lag_run(db: Database, server, key: str, workspace_id: str, seconds: float, r
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--postgres", action="store_true")
+    parser.add_argument("--db-name", default=PG_NAME, help="with --postgres: the database to seed and read")
+    parser.add_argument("--seed-only", action="store_true", help="seed every workspace, then stop")
     parser.add_argument("--events", type=int, default=1_000_000, help="events per workspace")
     parser.add_argument("--duration", type=float, default=10)
     parser.add_argument("--lag-seconds", type=float, default=60)
@@ -293,7 +295,7 @@ def main() -> None:
     parser.add_argument("--lag-only", action="store_true", help="with --reuse: only the poller lag phase")
     args = parser.parse_args()
     duration = 3 if args.quick else args.duration
-    db = database(args.postgres)
+    db = database(args.postgres, args.db_name)
     run_dir, started = new_run("events")
     if not args.reuse:
         if db.kind == "sqlite":
@@ -305,14 +307,19 @@ def main() -> None:
             from bench.harness import PG_ADMIN_URL
 
             with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{PG_NAME}"')
-                conn.execute(f'CREATE DATABASE "{PG_NAME}"')
+                conn.execute(f'DROP DATABASE IF EXISTS "{args.db_name}"')
+                conn.execute(f'CREATE DATABASE "{args.db_name}"')
         manage(db, "migrate", "--no-input", "-v", "0")
     workspaces = [workspace_and_key(db, f"bench-ev-{i}") for i in range(WORKSPACES)]
     first_id, first_key = workspaces[0]
     if not args.reuse:
         manage(db, "seed_demo", "--workspace", "bench-ev-0", "--sessions", "150", "--segments", "2")
         seed_events(db, first_id, args.events)
+    if args.seed_only:
+        if not args.reuse:
+            for workspace_id, _ in workspaces[1:]:
+                seed_events(db, workspace_id, args.events)
+        return
     results: dict = {"machine": machine(), "events_per_workspace": args.events, "database": db.kind}
     if args.lag_only:
         with connect_server(db, 2) as server:

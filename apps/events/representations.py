@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from rest_framework.renderers import JSONRenderer
 
 from apps.events.models import Event
 from apps.events.shapes import EVENT, EVENT_ENVELOPE
@@ -27,3 +28,12 @@ def frame_for(event: Event) -> bytes:
 
 # `GET /api/v1/events`: the envelope above plus the event's id.
 event_item = EVENT.encode
+
+
+class StoredJsonRenderer(JSONRenderer):
+    """DRF's JSON renderer, through orjson, which writes an `orjson.Fragment` (a stored JSON
+    document, apps/events/selectors.LogRow) into the body as is. The same JSON as
+    `JSONRenderer` (compact, UTF-8), except that U+2028/U+2029 stay unescaped, as JSON allows."""
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        return b"" if data is None else orjson.dumps(data)
