@@ -17,7 +17,7 @@ from apps.core.errors import InsufficientScope, NotFound, ResyncRequired, invali
 from apps.core.openapi import error_responses
 from apps.core.params import DEFAULT_PAGE_SIZE, LimitField, validate_query
 from apps.events import filters, positions, retention, selectors, shapes
-from apps.events.representations import StoredJsonRenderer, event_item
+from apps.events.representations import StoredJsonRenderer, event_item, event_row_item
 
 TYPES = tuple(filters.TYPE_SCOPES)
 MAX_SESSION_ID_LENGTH = 200
@@ -124,7 +124,7 @@ class EventListApi(APIView):
         unsettled = len(events) < limit and selectors.unsettled_after(
             place=place, workspace_id=workspace_id, types=types, session_id=session_id
         )
-        response = Response({"items": [event_item(e) for e in events], "nextCursor": positions.encode_position(place)})
+        response = Response({"items": [event_row_item(e) for e in events], "nextCursor": positions.encode_position(place)})
         response[UNSETTLED_HEADER] = "true" if unsettled else "false"
         return response
 

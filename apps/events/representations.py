@@ -10,7 +10,7 @@ import orjson
 from rest_framework.renderers import JSONRenderer
 
 from apps.events.models import Event
-from apps.events.shapes import EVENT, EVENT_ENVELOPE
+from apps.events.shapes import EVENT, EVENT_ENVELOPE, EVENT_ROW
 
 event_envelope = EVENT_ENVELOPE.encode
 
@@ -28,6 +28,8 @@ def frame_for(event: Event) -> bytes:
 
 # `GET /api/v1/events`: the envelope above plus the event's id.
 event_item = EVENT.encode
+# The same item from a page's `LogRow` (apps/events/selectors.read_log_rows).
+event_row_item = EVENT_ROW.encode
 
 
 class StoredJsonRenderer(JSONRenderer):
