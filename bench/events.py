@@ -5,6 +5,7 @@ commit-to-receipt lag against a producer.
     .venv/bin/python bench/events.py                      # SQLite: bench/data/events.sqlite3
     .venv/bin/python bench/events.py --postgres            # PostgreSQL: connect_eventlog_bench
     .venv/bin/python bench/events.py --events 100000 --quick
+    .venv/bin/python bench/events.py --postgres --reuse --baseline 81b8b7d   # A/B on a seeded database
 
 Phases, one `serve --workers 2` each:
 1. one workspace's log (`--events`, bulk-inserted: ids spread over the last 20 hours, 90 %
@@ -15,6 +16,10 @@ Phases, one `serve --workers 2` each:
    target: within 1.5x of phase 1);
 3. a producer recording 100 events/s through the service while a poller follows `nextCursor`
    every 250 ms: lag from each event's commit to the poll that returned it (p50, p99, max).
+
+`--baseline REF` (on a database already seeded, `--reuse`): this tree's server and REF's, side by
+side on the same database, the same pages alternately in each round (after checking that both
+answer every sampled page with the same parsed JSON).
 
 Results go to bench/results/events-<time>/ and a table on stdout for bench/README.md.
 """
@@ -41,6 +46,8 @@ from bench.harness import (  # noqa: E402
     Database,
     Endpoint,
     connect_server,
+    baseline_worktree,
+    cpu_seconds,
     ensure_postgres_database,
     log,
     machine,
@@ -74,10 +81,10 @@ def event_id(ms: int, rand: int) -> str:
     return "evt_" + "".join(reversed(chars))
 
 
-def database(postgres: bool) -> Database:
+def database(postgres: bool, pg_name: str = PG_NAME) -> Database:
     if postgres:
-        ensure_postgres_database(PG_NAME)
-        return Database("postgres", f"postgres://postgres@127.0.0.1:5432/{PG_NAME}", label="postgres")
+        ensure_postgres_database(pg_name)
+        return Database("postgres", f"postgres://postgres@127.0.0.1:5432/{pg_name}", label="postgres")
     DATA.mkdir(parents=True, exist_ok=True)
     return Database("sqlite", f"sqlite:///{SQLITE_PATH}", sqlite_path=SQLITE_PATH, label="sqlite")
 
@@ -191,6 +198,92 @@ def measure(server, key: str, cursors: list[str], duration: float) -> dict:
     return result
 
 
+def endpoints(key: str, cursors: list[str]) -> dict[str, Endpoint]:
+    headers = {"Authorization": f"Bearer {key}"}
+    return {
+        "events": Endpoint("events", "connect", [f"/api/v1/events?after={c}&limit=100" for c in cursors], headers,
+                           "items=100"),
+        "sessions100": Endpoint("sessions", "connect", ["/api/v1/sessions?limit=100"], headers, ""),
+        "sessions20": Endpoint("sessions20", "connect", ["/api/v1/sessions?limit=20"], headers, ""),
+    }
+
+
+def same_pages(servers: dict, key: str, cursors: list[str]) -> None:
+    """Every sampled page, from each server: the same parsed JSON (and a full page), or stop."""
+    import httpx
+
+    clients = {label: httpx.Client(base_url=server.base, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+               for label, server in servers.items()}
+    for cursor in cursors:
+        bodies = {label: c.get("/api/v1/events", params={"after": cursor, "limit": 100}).json()
+                  for label, c in clients.items()}
+        first = next(iter(bodies.values()))
+        if len(first["items"]) != 100 or any(body != first for body in bodies.values()):
+            raise RuntimeError(f"the servers answer after={cursor} differently")
+    for c in clients.values():
+        c.close()
+    log(f"{len(cursors)} pages: the same parsed JSON from {', '.join(servers)}")
+
+
+def measure_ab(servers: dict, key: str, cursors: list[str], duration: float, rounds: int) -> dict:
+    """Each round: p50 at 1 connection and req/s at 32 of the events pages, then the sessions
+    lists, on each server in turn (the order swapped each round)."""
+    eps = endpoints(key, cursors)
+    for server in servers.values():
+        problem = sanity_check(server.base, eps["events"])
+        if problem:
+            raise RuntimeError(f"events endpoint not sane: {problem}")
+    same_pages(servers, key, cursors)
+    result: dict = {label: {} for label in servers}
+
+    def run(label: str, endpoint: Endpoint, connections: int) -> dict:
+        # With the server's CPU per request (its processes, read from /proc): the figure a busy
+        # machine disturbs least.
+        server = servers[label]
+        before = cpu_seconds(server.proc.pid)
+        out = wrk(server.base, endpoint, duration, connections, 1 if connections == 1 else 2)
+        out["cpu_ms_per_request"] = (cpu_seconds(server.proc.pid) - before) * 1000 / max(1, out["requests"])
+        return out
+
+    for round_ in range(rounds):
+        order = list(servers) if round_ % 2 == 0 else list(reversed(servers))
+        for label in order:
+            result[label][f"events_1c_{round_}"] = run(label, eps["events"], 1)
+            for name in ("events", "sessions100", "sessions20"):
+                result[label][f"{name}_32c_{round_}"] = run(label, eps[name], 32)
+            log(f"round {round_} {label}: events p50 {result[label][f'events_1c_{round_}']['p50_ms']:.1f} ms, "
+                f"{result[label][f'events_32c_{round_}']['rps']:.0f} req/s; sessions100 "
+                f"{result[label][f'sessions100_32c_{round_}']['rps']:.0f}, sessions20 "
+                f"{result[label][f'sessions20_32c_{round_}']['rps']:.0f}")
+    for values in result.values():
+        for value in values.values():
+            value.pop("wrk_output", None)
+    return result
+
+
+def ab_summary(results: dict, rounds: int) -> str:
+    ab = results["ab"]
+
+    def mean(label: str, name: str, field: str = "rps") -> float:
+        return statistics.mean(ab[label][f"{name}_{r}"][field] for r in range(rounds))
+
+    lines = [f"{results['database']}, {results['events_per_workspace']:,} events per workspace "
+             f"({results['workspaces']} workspaces), {results['machine']}; {rounds} rounds, means",
+             "| server | events p50 @1c (ms) | events CPU ms/request @1c | events req/s @32c | "
+             "sessions?limit=100 req/s | sessions?limit=20 req/s | events / sessions100 | events / sessions20 | "
+             "CPU ms/request @32c: events, sessions100, sessions20 | non-2xx |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for label in ab:
+        errors = sum(v["non_2xx"] + v["socket_errors"] for v in ab[label].values())
+        p50 = mean(label, "events_1c", "p50_ms")
+        e, s100, s20 = mean(label, "events_32c"), mean(label, "sessions100_32c"), mean(label, "sessions20_32c")
+        cpu = [mean(label, f"{n}_32c", "cpu_ms_per_request") for n in ("events", "sessions100", "sessions20")]
+        lines.append(f"| {label} | {p50:.1f} | {mean(label, 'events_1c', 'cpu_ms_per_request'):.2f} | {e:.0f} | "
+                     f"{s100:.0f} | {s20:.0f} | {e / s100:.2f} | {e / s20:.2f} | "
+                     f"{', '.join(f'{c:.2f}' for c in cpu)} | {errors} |")
+    return "\n".join(lines)
+
+
 def lag_run(db: Database, server, key: str, workspace_id: str, seconds: float, rate: float = 100,
             interval: float = 0.25) -> dict:
     """A producer recording `rate` events/s through record_event (each its own transaction) and a
@@ -285,6 +378,11 @@ def lag_run(db: Database, server, key: str, workspace_id: str, seconds: float, r
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--postgres", action="store_true")
+    parser.add_argument("--db-name", default=PG_NAME, help="with --postgres: the database to seed and read")
+    parser.add_argument("--seed-only", action="store_true", help="seed every workspace, then stop")
+    parser.add_argument("--baseline", help="with --reuse: a commit whose server is measured beside this tree's")
+    parser.add_argument("--rounds", type=int, default=2, help="with --baseline")
+    parser.add_argument("--redis", help="REDIS_URL for the servers (production's setup: rate limits counted there)")
     parser.add_argument("--events", type=int, default=1_000_000, help="events per workspace")
     parser.add_argument("--duration", type=float, default=10)
     parser.add_argument("--lag-seconds", type=float, default=60)
@@ -293,7 +391,9 @@ def main() -> None:
     parser.add_argument("--lag-only", action="store_true", help="with --reuse: only the poller lag phase")
     args = parser.parse_args()
     duration = 3 if args.quick else args.duration
-    db = database(args.postgres)
+    db = database(args.postgres, args.db_name)
+    if args.redis:
+        db.extra_env["REDIS_URL"] = args.redis
     run_dir, started = new_run("events")
     if not args.reuse:
         if db.kind == "sqlite":
@@ -305,15 +405,34 @@ def main() -> None:
             from bench.harness import PG_ADMIN_URL
 
             with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{PG_NAME}"')
-                conn.execute(f'CREATE DATABASE "{PG_NAME}"')
+                conn.execute(f'DROP DATABASE IF EXISTS "{args.db_name}"')
+                conn.execute(f'CREATE DATABASE "{args.db_name}"')
         manage(db, "migrate", "--no-input", "-v", "0")
-    workspaces = [workspace_and_key(db, f"bench-ev-{i}") for i in range(WORKSPACES)]
+    # A/B reads only the first workspace: the others' keys (three manage commands each) would be unused.
+    count = 1 if args.baseline else WORKSPACES
+    workspaces = [workspace_and_key(db, f"bench-ev-{i}") for i in range(count)]
     first_id, first_key = workspaces[0]
     if not args.reuse:
         manage(db, "seed_demo", "--workspace", "bench-ev-0", "--sessions", "150", "--segments", "2")
         seed_events(db, first_id, args.events)
-    results: dict = {"machine": machine(), "events_per_workspace": args.events, "database": db.kind}
+    if args.seed_only:
+        if not args.reuse:
+            for workspace_id, _ in workspaces[1:]:
+                seed_events(db, workspace_id, args.events)
+        return
+    results: dict = {"machine": machine(), "events_per_workspace": args.events,
+                     "database": db.kind + (" + Redis" if args.redis else "")}
+    if args.baseline:
+        cursors = sample_cursors(db, first_id)
+        results["workspaces"] = WORKSPACES
+        with baseline_worktree(args.baseline, DATA / "events-baseline") as root, \
+                connect_server(db, 2) as server, connect_server(db, 2, root=root) as baseline:
+            results["ab"] = measure_ab({"connect": server, args.baseline: baseline}, first_key, cursors, duration,
+                                       args.rounds)
+        table = ab_summary(results, args.rounds)
+        save_results(run_dir, {"started": started.isoformat(), "args": vars(args), "loadavg_after": os.getloadavg()},
+                     results, table)
+        return
     if args.lag_only:
         with connect_server(db, 2) as server:
             results["lag"] = lag_run(db, server, first_key, first_id, args.lag_seconds)

@@ -17,7 +17,7 @@ from apps.core.errors import InsufficientScope, NotFound, ResyncRequired, invali
 from apps.core.openapi import error_responses
 from apps.core.params import DEFAULT_PAGE_SIZE, LimitField, NoQuery, validate_query
 from apps.events import filters, positions, retention, selectors, shapes
-from apps.events.representations import event_item
+from apps.events.representations import StoredJsonRenderer, event_item, event_row_item
 
 TYPES = tuple(filters.TYPE_SCOPES)
 MAX_SESSION_ID_LENGTH = 200
@@ -71,6 +71,9 @@ def place_after(*, workspace_id: int, after: str | None, types: frozenset[str]) 
 
 
 class EventListApi(APIView):
+    # A page carries up to 100 stored `data` documents: written into the body as stored.
+    renderer_classes = [StoredJsonRenderer]
+
     class QueryIn(serializers.Serializer):
         sessionId = serializers.CharField(required=False, min_length=1, max_length=MAX_SESSION_ID_LENGTH,
                                           help_text="Only this session's events")
@@ -111,7 +114,7 @@ class EventListApi(APIView):
         types = requested_types(request, allowed_types(request.auth))
         workspace_id = request.auth.workspace.id
         limit, session_id = query.get("limit", DEFAULT_PAGE_SIZE), query.get("sessionId")
-        events, place = selectors.read_log(
+        events, place = selectors.read_log_rows(
             after=place_after(workspace_id=workspace_id, after=query.get("after"), types=types),
             limit=limit,
             workspace_id=workspace_id,
@@ -121,7 +124,7 @@ class EventListApi(APIView):
         unsettled = len(events) < limit and selectors.unsettled_after(
             place=place, workspace_id=workspace_id, types=types, session_id=session_id
         )
-        response = Response({"items": [event_item(e) for e in events], "nextCursor": positions.encode_position(place)})
+        response = Response({"items": [event_row_item(e) for e in events], "nextCursor": positions.encode_position(place)})
         response[UNSETTLED_HEADER] = "true" if unsettled else "false"
         return response
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from rest_framework.renderers import JSONRenderer
 
 from apps.events.models import Event
-from apps.events.shapes import EVENT, EVENT_ENVELOPE
+from apps.events.shapes import EVENT, EVENT_ENVELOPE, EVENT_ROW
 
 event_envelope = EVENT_ENVELOPE.encode
 
@@ -27,3 +28,14 @@ def frame_for(event: Event) -> bytes:
 
 # `GET /api/v1/events`: the envelope above plus the event's id.
 event_item = EVENT.encode
+# The same item from a page's `LogRow` (apps/events/selectors.read_log_rows).
+event_row_item = EVENT_ROW.encode
+
+
+class StoredJsonRenderer(JSONRenderer):
+    """DRF's JSON renderer, through orjson, which writes an `orjson.Fragment` (a stored JSON
+    document, apps/events/selectors.LogRow) into the body as is. The same JSON as
+    `JSONRenderer` (compact, UTF-8), except that U+2028/U+2029 stay unescaped, as JSON allows."""
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        return b"" if data is None else orjson.dumps(data)

@@ -48,6 +48,14 @@ EVENT = Shape(
     component=True,
     description="A recorded event: the stream's envelope `{type, sessionId, occurredAt, data}` plus its `id`.",
 )
+# The same object from a row the log reader formatted for the wire (apps/events/selectors.LogRow):
+# `occurredAt` already in wire form and `data` the stored document, both written as they are.
+EVENT_ROW = EVENT.specialise(
+    "EventRow",
+    component=False,
+    occurredAt=Field("occurredAt", TIMESTAMP, source="occurred_at", stored=True),
+    data=Field("data", JSON, stored=True),
+)
 EVENT_PAGE = Shape(
     "EventPage",
     (
