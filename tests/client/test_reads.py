@@ -54,6 +54,21 @@ def test_sessions_list_follows_cursors_lazily_and_get_is_typed(live, acme, key):
         assert one.ended_at is None and one.extra == {}
 
 
+def test_sessions_list_filters_by_status_and_creation_time(client, acme):
+    made = factories.sessions_at_distinct_times(acme, 5)
+    recordings.change_session_status(session=made[1], status="completed")
+    recordings.change_session_status(session=made[3], status="completed")
+    assert [s.id for s in client.sessions.list(status="completed")] == [made[3].id, made[1].id]
+    assert {s.id for s in client.sessions.list(status=["completed", "recording"])} == {s.id for s in made}
+    window = client.sessions.list(created_after=made[0].created_at, created_before="2026-01-01T00:04:00Z", limit=1)
+    assert [s.id for s in window] == [made[3].id, made[2].id, made[1].id]  # exclusive bounds, across pages
+    with pytest.raises(ValueError):
+        client.sessions.list(created_after=datetime(2026, 1, 1))  # a naive time is refused before sending
+    with pytest.raises(connect_client.InvalidRequest) as refused:
+        client.sessions.list(status="paused").page()
+    assert "status" in refused.value.extra["detail"]
+
+
 def test_transcripts_revisions_search_and_boards(client, acme):
     session = factories.session(acme, committed=["we discussed the budget", "next steps"],
                                 final=["We discussed the budget.", "Next steps."])

@@ -61,7 +61,7 @@ def _timestamp(value: datetime | str) -> str:
     return value
 
 
-def _types(value: str | Iterable[str] | None) -> str | None:
+def _csv(value: str | Iterable[str] | None) -> str | None:
     if value is None or isinstance(value, str):
         return value
     return ",".join(value)
@@ -98,9 +98,13 @@ class _Resource:
 
 
 class Sessions(_Resource):
-    def list(self, *, limit: int | None = None) -> Paginator[models.Session]:
-        """Newest first."""
-        return self._list(ListCall("/api/v1/sessions", {"limit": limit}, models.Session.from_wire))
+    def list(self, *, status: str | Iterable[str] | None = None, created_after: datetime | str | None = None,
+             created_before: datetime | str | None = None, limit: int | None = None) -> Paginator[models.Session]:
+        """Newest first; `status` one or more, `created_after` / `created_before` exclusive bounds."""
+        params = {"status": _csv(status), "limit": limit,
+                  "createdAfter": None if created_after is None else _timestamp(created_after),
+                  "createdBefore": None if created_before is None else _timestamp(created_before)}
+        return self._list(ListCall("/api/v1/sessions", params, models.Session.from_wire))
 
     def get(self, session_id: str) -> models.Session:
         return self._call("GET", f"/api/v1/sessions/{_seg(session_id)}", _one(models.Session, "session"))
@@ -144,7 +148,7 @@ class Events(_Resource):
              session_id: str | None = None, limit: int | None = None) -> Paginator[models.Event]:
         """The event log, oldest first, after `after` (an `evt_` id or a previous cursor).
         Iteration ends with everything committed so far; `.next_cursor` is where to poll next."""
-        call = ListCall("/api/v1/events", {"type": _types(type), "sessionId": session_id, "limit": limit},
+        call = ListCall("/api/v1/events", {"type": _csv(type), "sessionId": session_id, "limit": limit},
                         models.Event.from_wire, cursor_param="after", log=True)
         return self._list(call, after)
 
