@@ -52,8 +52,18 @@ MCP_CALLS = Counter(
     ["method", "tool", "error"],
 )  # fmt: skip
 
+# The labelled children of the request metrics, looked up once per label set (the set is small:
+# route templates × methods × statuses), not on every request.
+_request_children: dict[tuple[str, str, int], tuple] = {}  # keyed by labels only: bounded
+
+
 def record_request(route: str, method: str, status: int, seconds: float) -> None:
-    REQUESTS.labels(route, method if method in METHODS else "other", str(status)).inc()
-    REQUEST_SECONDS.labels(route).observe(seconds)
+    method = method if method in METHODS else "other"  # a client cannot add label values
+    children = _request_children.get((route, method, status))
+    if children is None:
+        children = (REQUESTS.labels(route, method, str(status)), REQUEST_SECONDS.labels(route))
+        _request_children[(route, method, status)] = children
+    children[0].inc()
+    children[1].observe(seconds)
 
 
