@@ -8,7 +8,8 @@
   noted by apps/mcp/protocol.py).
 - One access line per request on logger `connect.access` when its response ends (a stream's
   when it closes): method, route template (never the raw path with its ids), status, duration,
-  bytes sent through ASGI, workspace and credential ids (noted by admission), request id.
+  bytes sent through ASGI, workspace and credential ids (noted by admission), request id; on
+  `/mcp`, the call's `mcp_method`, `tool` and `is_error` (apps/mcp/protocol.py notes them).
 - `connect_http_requests` and `connect_http_request_duration_seconds` by route (apps/core/metrics.py).
 
 The route template is noted where routing happens: Django's `resolver_match.route`
@@ -80,14 +81,16 @@ class Door:
 def finish(method: str, request: context.RequestContext, status: int, sent: int, seconds: float) -> None:
     route = request.route or UNMATCHED
     metrics.record_request(route, method, status, seconds)
-    access_log.info(
-        "%s %s %s", method, route, status,
-        extra={
-            "method": method, "route": route, "status": status, "duration_ms": round(seconds * 1000, 2),
-            "bytes": sent, "request_id": request.request_id, "traceparent": request.traceparent,
-            "workspace_id": request.workspace_id, "credential_id": request.credential_id,
-        },
-    )  # fmt: skip
+    if not access_log.isEnabledFor(logging.INFO):
+        return
+    fields = {
+        "method": method, "route": route, "status": status, "duration_ms": round(seconds * 1000, 2),
+        "bytes": sent, "request_id": request.request_id, "traceparent": request.traceparent,
+        "workspace_id": request.workspace_id, "credential_id": request.credential_id,
+    }  # fmt: skip
+    if request.mcp_call is not None:
+        fields["mcp_method"], fields["tool"], fields["is_error"] = request.mcp_call
+    access_log.info("%s %s %s", method, route, status, extra=fields)
 
 
 def named_route(app, template: str):

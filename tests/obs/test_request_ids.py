@@ -150,11 +150,10 @@ def test_json_log_lines_carry_ids_and_no_secret(obs_server, alice, session):
     assert by_key["credential_id"] == ApiKey.objects.get(key_hash=hash_api_key(key)).id
     assert by_token["credential_id"] == str(AccessToken.objects.get(application=application).pk)
     assert by_key["traceparent"] == traceparent
-    mcp_lines = [line for line in json_lines(obs_server) if line.get("request_id") == ids["mcp"]]
-    tool_line = next(line for line in mcp_lines if line["logger"] == "connect.mcp")
+    tool_line = access[ids["mcp"]]  # the call's fields ride on its request's access line
     assert (tool_line["mcp_method"], tool_line["tool"], tool_line["is_error"]) == ("tools/call", "get_session", False)
     assert tool_line["workspace_id"] == str(alice.workspace.id)
-    assert access[ids["mcp"]]["route"] == "^mcp/?$"
+    assert tool_line["route"] == "^mcp/?$"
 
     log = obs_server.log.read_text()
     assert key not in log and token not in log

@@ -133,3 +133,23 @@ def test_admission_notes_the_credential_by_id_never_its_value(db, alice_key):
         context.current.reset(token)
     assert request.credential_id == admission.principal.credential_id != alice_key
     assert request.workspace_id == str(admission.principal.workspace.id)
+
+
+class OneTool:
+    def knows(self, name: str) -> bool:
+        return name == "get_session"
+
+
+def test_an_mcp_call_rides_on_its_access_line_and_a_batch_s_next_call_gets_its_own(caplog):
+    from apps.mcp.protocol import observe_call
+
+    request, token = in_request("req_batch")
+    try:
+        with caplog.at_level(logging.INFO, logger="connect.mcp"):
+            observe_call("tools/call", {"name": "get_session"}, OneTool(), {"isError": True})
+            observe_call("tools/list", {}, OneTool(), {"tools": []})
+    finally:
+        context.current.reset(token)
+    assert request.mcp_call == ("tools/call", "get_session", True)
+    [line] = [r for r in caplog.records if r.name == "connect.mcp"]
+    assert (line.mcp_method, line.tool, line.is_error) == ("tools/list", None, False)
