@@ -347,6 +347,6 @@ from apps.core.logs import logging_config  # noqa: E402
 LOGGING = logging_config(CONNECT_LOG_FORMAT, env("LOG_LEVEL", "INFO"))
 
 # --- Metrics --------------------------------------------------------------------------------
-# `/metrics` (Prometheus, apps/core/scrape.py) answers only a scrape carrying this token as
+# `/metrics` (Prometheus, connect/scrape.py) answers only a scrape carrying this token as
 # Bearer; unset, the path is 404. `serve` sums all its processes (PROMETHEUS_MULTIPROC_DIR).
 CONNECT_METRICS_TOKEN = env("CONNECT_METRICS_TOKEN")

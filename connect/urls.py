@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
-from apps.core import errors, health, scrape
+from apps.core import errors, health
+from connect import scrape
 
 urlpatterns = [
     path("", health.index, name="index"),

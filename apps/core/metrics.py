@@ -1,5 +1,5 @@
 """Prometheus metrics (the official prometheus-client), declared once here; pure (no Django), so
-the MCP protocol core records its calls too. The scrape is apps/core/scrape.py.
+the MCP protocol core records its calls too. The scrape is connect/scrape.py.
 
 Multiprocess mode: `serve` points PROMETHEUS_MULTIPROC_DIR at a directory of its own before it
 starts its daphne processes and the task cluster (connect/engine/serve.py), so every process —

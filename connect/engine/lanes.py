@@ -145,7 +145,7 @@ def process_lanes() -> Lanes:
     return _process_lanes
 
 
-# Load balancers' probes (apps/core/health.py) and Prometheus' scrape (apps/core/scrape.py):
+# Load balancers' probes (apps/core/health.py) and Prometheus' scrape (connect/scrape.py):
 # answered on the probe lane, never shed.
 PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 SHED_RETRY_AFTER_SECONDS = 1

@@ -10,13 +10,13 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.servers import LiveServer, start
+from tests.servers import LiveServer, collected_static, start  # noqa: F401 - a fixture
 
 METRICS_TOKEN = "scrape-token-for-tests-0123456789"
 
 
 @pytest.fixture(scope="module")
-def obs_server(django_db_setup, django_db_blocker, tmp_path_factory):
+def obs_server(django_db_setup, django_db_blocker, tmp_path_factory, collected_static):
     """Two daphne processes (no task side), JSON logs, `/metrics` behind METRICS_TOKEN, and the
     multiprocess directory where the test can look at it."""
     metrics_dir = tmp_path_factory.mktemp("metrics")
@@ -27,6 +27,7 @@ def obs_server(django_db_setup, django_db_blocker, tmp_path_factory):
             "CONNECT_LOG_FORMAT": "json",
             "CONNECT_METRICS_TOKEN": METRICS_TOKEN,
             "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
+            "STATIC_ROOT": str(collected_static),
         },
     )
     server.metrics_dir = metrics_dir

@@ -66,6 +66,12 @@ def test_pages_health_and_well_known_carry_a_request_id(obs_server, path):
     assert FRESH.fullmatch(response.headers["X-Request-Id"])
 
 
+def test_static_files_carry_a_request_id(obs_server):
+    response = httpx.get(f"{obs_server.url}/static/admin/css/base.css", timeout=30)
+    assert response.status_code == 200 and "text/css" in response.headers["Content-Type"]
+    assert FRESH.fullmatch(response.headers["X-Request-Id"])
+
+
 def test_a_well_formed_inbound_id_is_kept(obs_server):
     inbound = "Trace-4._x" + "a" * 118  # 128 characters
     response = httpx.get(f"{obs_server.url}/api/v1/sessions", headers={"X-Request-Id": inbound}, timeout=10)

@@ -13,7 +13,7 @@ from apps.access.admission import admit
 from apps.core import context
 from apps.core.errors import NotFound, Unauthorized
 from apps.core.logs import ContextFilter, TextFormatter, logging_config
-from apps.core.scrape import scrape_allowed
+from connect.scrape import scrape_allowed
 from tests.servers import UNTURNING_WINDOW_SECONDS, forget_rate_limit_counts
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -153,3 +153,20 @@ def test_an_mcp_call_rides_on_its_access_line_and_a_batch_s_next_call_gets_its_o
     assert request.mcp_call == ("tools/call", "get_session", True)
     [line] = [r for r in caplog.records if r.name == "connect.mcp"]
     assert (line.mcp_method, line.tool, line.is_error) == ("tools/list", None, False)
+
+
+def test_an_mcp_2026_request_s_meta_traceparent_joins_the_log_context():
+    from apps.mcp import protocol
+
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+        protocol.META_VERSION: protocol.MODERN_VERSION, "traceparent": TRACEPARENT}}}).encode()  # fmt: skip
+    request, token = in_request()
+    try:
+        protocol.respond({"mcp-protocol-version": protocol.MODERN_VERSION}, body, OneTool())
+        assert request.traceparent == TRACEPARENT
+        malformed = body.replace(TRACEPARENT.encode(), b"00-nope")
+        request.traceparent = None
+        protocol.respond({"mcp-protocol-version": protocol.MODERN_VERSION}, malformed, OneTool())
+        assert request.traceparent is None
+    finally:
+        context.current.reset(token)

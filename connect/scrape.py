@@ -1,4 +1,6 @@
 """`/metrics`: the Prometheus exposition of every process of this `serve` (apps/core/metrics.py).
+Project level, beside connect/wellknown.py: it reads the webhooks app (the due-deliveries gauge),
+which the ground floor may not import.
 
 It answers only when CONNECT_METRICS_TOKEN is set (404 otherwise) and the scrape carries it as
 a Bearer token (401 otherwise; compared in constant time). It is no API path: no rate limit, and
@@ -18,6 +20,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from apps.core.errors import NotFound, Unauthorized, error_response
+from apps.webhooks.delivery import due_count
 
 # The due-deliveries gauge counts at most this many rows: "is the queue behind, and roughly by
 # how much", read from the index at each scrape without counting a million-row backlog.
@@ -28,7 +31,6 @@ class DueDeliveries:
     """Collected at scrape time: webhook deliveries due now (capped at DUE_CAP)."""
 
     def collect(self):
-        from apps.webhooks.delivery import due_count
 
         yield GaugeMetricFamily(
             "connect_webhook_deliveries_due",
