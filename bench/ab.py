@@ -2,6 +2,7 @@
 
     python bench/ab.py --baseline 9b501a8                    # SQLite, 3 rounds of 8 s per endpoint
     python bench/ab.py --baseline 9b501a8 --db postgres --rounds 5
+    python bench/ab.py --baseline 81b8b7d --head-env CONNECT_LOG_FORMAT=json --head-env LOG_LEVEL=INFO
 
 Both servers (`manage.py serve --workers 2`, this checkout and a detached worktree of REF) run on
 one database (`bench/data/ab.sqlite3` or PostgreSQL `connect_ab`, seeded once with
@@ -90,7 +91,12 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--sessions", type=int, default=300)
     parser.add_argument("--segments", type=int, default=500)
+    parser.add_argument(
+        "--head-env", action="append", default=[], metavar="NAME=VALUE",
+        help="a variable for this checkout's server only (repeatable), e.g. CONNECT_LOG_FORMAT=json LOG_LEVEL=INFO",
+    )  # fmt: skip
     args = parser.parse_args()
+    head_env = dict(pair.split("=", 1) for pair in args.head_env)
 
     DATA.mkdir(parents=True, exist_ok=True)
     run_dir = RESULTS / f"ab-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}"
@@ -109,7 +115,7 @@ def main() -> int:
     with contextlib.ExitStack() as stack:
         root = stack.enter_context(baseline_worktree(args.baseline, run_dir / "baseline"))
         servers = {
-            head: stack.enter_context(connect_server(db, 2)),
+            head: stack.enter_context(connect_server(db, 2, env=head_env)),
             args.baseline: stack.enter_context(connect_server(db, 2, root=root)),
         }
         eps = endpoints(info, info["api_key"])
@@ -136,7 +142,8 @@ def main() -> int:
         return statistics.median(r[key] for r in runs)
 
     lines = [
-        f"### {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC — {head} vs {args.baseline}, {args.db}, "
+        f"### {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC — {head}"
+        f"{''.join(f' {pair}' for pair in args.head_env)} vs {args.baseline}, {args.db}, "
         f"{args.rounds} rounds × {args.duration:g} s, {args.connections} connections ({machine()})",
         "",
         f"| endpoint | {head} req/s | {args.baseline} req/s | ratio | {head} p50 / p99 ms | "

@@ -224,14 +224,19 @@ class Server:
         return [int(p) for p in out.split()]
 
 
-def connect_server(db: Database, workers: int, *, stock_handler: bool = False, root: Path | None = None) -> Server:
+def connect_server(
+    db: Database, workers: int, *, stock_handler: bool = False, root: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Server:  # fmt: skip
     """Production: `serve --workers N`. With `stock_handler`, the same with Django's own
     ASGIHandler (a thread and a connection per request) instead of LaneASGIHandler. With
-    `root`, the Connect checked out there (another commit, for side-by-side runs)."""
+    `root`, the Connect checked out there (another commit, for side-by-side runs). `env`: more
+    variables for this server only."""
+    overrides = env or {}
     command = [PYTHON, "manage.py", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", str(workers)]
     port = free_port()
     command = [c.replace("{port}", str(port)) for c in command]
-    env = {**db.env(), **({"BENCH_STOCK_HANDLER": "1"} if stock_handler else {})}
+    env = {**db.env(), **({"BENCH_STOCK_HANDLER": "1"} if stock_handler else {}), **overrides}
     name = f"connect-{'stock-' if stock_handler else ''}{'baseline-' if root else ''}{db.label}"
     if root:
         env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")

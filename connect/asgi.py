@@ -30,6 +30,7 @@ def _build():
     from django.urls import URLPattern
     from servestatic import ServeStaticASGI
 
+    from apps.access.door import Door, named_route
     from apps.core.cors import CorsASGI
     from apps.core.static import is_hashed
     from connect.routing import http_routes
@@ -37,16 +38,21 @@ def _build():
     # The Channels consumers are not Django views, so django-cors-headers never sees them: the
     # same policy and headers come from apps.core.cors's wrapper around each of them.
     channels_routes = [
-        URLPattern(route.pattern, CorsASGI(route.callback), route.default_args, route.name) for route in http_routes
+        URLPattern(route.pattern, CorsASGI(named_route(route.callback, str(route.pattern))), route.default_args, route.name)
+        for route in http_routes
     ]
 
     # Static files (collected by `collectstatic`) are answered before routing; hashed names are
     # cached for a year, the rest for a minute; gzip copies are served to clients that accept them.
-    return ServeStaticASGI(
-        ProtocolTypeRouter({"http": URLRouter([*channels_routes, re_path(r"", django_asgi)])}),
-        root=settings.STATIC_ROOT,
-        prefix=settings.STATIC_URL,
-        immutable_file_test=is_hashed,
+    # The door (request id, access line, request metrics) is in front of everything.
+    return Door(
+        ServeStaticASGI(
+            ProtocolTypeRouter({"http": URLRouter([*channels_routes, re_path(r"", django_asgi)])}),
+            root=settings.STATIC_ROOT,
+            prefix=settings.STATIC_URL,
+            immutable_file_test=is_hashed,
+        ),
+        static_prefix=settings.STATIC_URL,
     )
 
 

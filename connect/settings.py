@@ -78,6 +78,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # The route template for the door's access line and metrics (apps/access/door.py).
+    "apps.access.door.RouteMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # CORS first: it answers preflights on the Bearer-only paths (apps/core/cors.py).
     "corsheaders.middleware.CorsMiddleware",
@@ -345,11 +347,14 @@ if envbool("CONNECT_BEHIND_PROXY"):
 
 # --- Logging --------------------------------------------------------------------------------
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
-    "loggers": {"django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False}},
-}
+# CONNECT_LOG_FORMAT: `json` in production (one object per line), `text` by default
+# (apps/core/logs.py). Every line written while serving carries the request's ids.
+CONNECT_LOG_FORMAT = env("CONNECT_LOG_FORMAT", "text")
+from apps.core.logs import logging_config  # noqa: E402
+
+LOGGING = logging_config(CONNECT_LOG_FORMAT, env("LOG_LEVEL", "INFO"))
+
+# --- Metrics --------------------------------------------------------------------------------
+# `/metrics` (Prometheus, connect/scrape.py) answers only a scrape carrying this token as
+# Bearer; unset, the path is 404. `serve` sums all its processes (PROMETHEUS_MULTIPROC_DIR).
+CONNECT_METRICS_TOKEN = env("CONNECT_METRICS_TOKEN")

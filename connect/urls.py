@@ -3,11 +3,13 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
 from apps.core import errors, health
+from connect import scrape
 
 urlpatterns = [
     path("", health.index, name="index"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", scrape.metrics_view, name="metrics"),
     path("api/v1/", include("apps.recordings.urls")),
     path("api/v1/", include("apps.webhooks.urls")),
     path("api/v1/", include("apps.events.urls")),

@@ -5,6 +5,7 @@ port, this worker's test database, ready when `/healthz` answers), to stop it, a
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -230,3 +231,12 @@ def forget_rate_limit_counts() -> None:
     keys = list(client.scan_iter(f"connect:ratelimit:{settings.DATABASES['default']['NAME']}:*"))
     if keys:
         client.delete(*keys)
+
+
+def without_request_id(body: dict) -> dict:
+    """A JSON error body without the `requestId` the door adds (apps/access/door.py), so a test
+    can compare the contract's fields exactly; the id, when present, must be well-formed."""
+    body = dict(body)
+    request_id = body.pop("requestId", None)
+    assert request_id is None or re.fullmatch(r"[A-Za-z0-9._-]{1,128}", request_id), request_id
+    return body

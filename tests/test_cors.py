@@ -10,6 +10,7 @@ import pytest
 from django.test import Client, override_settings
 
 from apps.core.cors import ALLOW_HEADERS, CorsASGI
+from tests.servers import without_request_id
 
 ALLOWED = "http://localhost:5173"  # loopback, any port: allowed by the default policy
 UNLISTED = "https://evil.example"
@@ -70,7 +71,8 @@ def test_simple_request_exposes_the_authentication_and_rate_limit_headers(db, al
     assert response.status_code == 200
     assert response["Access-Control-Allow-Origin"] == ALLOWED
     exposed = {h.strip() for h in response["Access-Control-Expose-Headers"].split(",")}
-    assert {"WWW-Authenticate", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Retry-After"} <= exposed
+    assert {"WWW-Authenticate", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Retry-After",
+            "X-Request-Id"} <= exposed
     assert "Access-Control-Allow-Credentials" not in response
 
 
@@ -94,7 +96,7 @@ def test_a_cookie_alone_never_authenticates_a_bearer_only_path(db, alice):
     client.force_login(alice.user)
     response = client.get("/api/v1/sessions", headers={"Origin": ALLOWED})
     assert response.status_code == 401
-    assert response.json() == {"error": "unauthorized"}
+    assert without_request_id(response.json()) == {"error": "unauthorized"}
 
 
 @override_settings(CONNECT_ALLOWED_ORIGINS="*")
@@ -188,7 +190,7 @@ def test_wrapper_leaves_requests_without_origin_alone(settings):
 def test_every_channels_route_is_wrapped():
     from connect import asgi, routing
 
-    served = asgi.application.application.application_mapping["http"].routes  # ServeStatic → router
+    served = asgi.application.app.application.application_mapping["http"].routes  # Door → ServeStatic → router
     channels_routes = served[: len(routing.http_routes)]
     assert [route.pattern.describe() for route in channels_routes] == [r.pattern.describe() for r in routing.http_routes]
     assert all(isinstance(route.callback, CorsASGI) for route in channels_routes)
@@ -228,7 +230,7 @@ def test_the_event_stream_401_is_readable_and_a_cookie_does_not_authenticate(liv
         assert http.cookies.get("sessionid")
         response = http.get("/api/v1/events/stream", headers={"Origin": ALLOWED})
         assert response.status_code == 401
-        assert response.json() == {"error": "unauthorized"}
+        assert without_request_id(response.json()) == {"error": "unauthorized"}
         assert response.headers["access-control-allow-origin"] == ALLOWED
         assert "WWW-Authenticate" in response.headers["access-control-expose-headers"]
         assert "www-authenticate" in response.headers

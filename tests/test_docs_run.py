@@ -97,6 +97,8 @@ BLOCKS: dict[str, tuple[str, str]] = {
         ("not run", "needs Node and the network (npx); bench/mcp_conformance.sh runs the Inspector CLI"),
     "docs/mcp.md ```python sdk import asyncio, httpx2":
         ("substitute", f"{HERE}::test_make_run_serves_and_its_curl_lines_answer"),
+    "docs/operations.md ```yaml scrape_configs:": (
+        "substitute", "tests/obs/test_prometheus.py::test_prometheus_sees_every_request_across_both_processes_and_one_webhook_failure"),
     "docs/webhooks.md ``` POST /api/v1/webhooks            (scopes: svc:webhooks:write and svc:sessions:read)":
         ("not run", "a request and answer with … elisions; tests/webhooks/test_api.py sends this body"),
     "docs/webhooks.md ``` POST <your url>":

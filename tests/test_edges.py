@@ -24,7 +24,7 @@ from apps.webhooks import filters as webhook_filters
 from apps.webhooks.destinations import DEVELOPMENT_HINT
 from connect.engine import http_limits
 from tests import factories
-from tests.servers import ROOT, free_port, serve, server_env
+from tests.servers import ROOT, free_port, serve, server_env, without_request_id
 
 LIMIT = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
@@ -65,7 +65,7 @@ def test_a_body_over_the_upload_limit_is_413_everywhere(server, transactional_db
     with httpx.Client(base_url=server.url, timeout=60) as http:
         response = http.request(method, path, content=oversized(content_type), headers=headers)
         assert response.status_code == 413, response.text
-        assert response.json() == {"error": "payload_too_large"}
+        assert without_request_id(response.json()) == {"error": "payload_too_large"}
         # The connection still serves: the body was read, nothing was left to confuse the next request.
         assert http.get("/healthz").status_code == 200
 
@@ -86,7 +86,7 @@ def test_a_chunked_body_without_content_length_is_measured_too(server, transacti
         timeout=60,
     )
     assert "content-length" not in {k.lower() for k in response.request.headers}
-    assert response.status_code == 413 and response.json() == {"error": "payload_too_large"}
+    assert response.status_code == 413 and without_request_id(response.json()) == {"error": "payload_too_large"}
 
 
 @pytest.mark.e2e
@@ -102,7 +102,7 @@ def test_a_body_at_the_limit_reaches_the_view(server, transactional_db):
         timeout=60,
     )
     # Read and judged by the view: the body misses url and filters.
-    assert response.status_code == 400 and response.json() == {"error": "invalid_request", "detail": "filters: required"}
+    assert response.status_code == 400 and without_request_id(response.json()) == {"error": "invalid_request", "detail": "filters: required"}
 
 
 @pytest.mark.e2e
@@ -124,7 +124,7 @@ def test_the_event_stream_says_what_is_wrong_too(server, transactional_db, param
         f"{server.url}/api/v1/events/stream", params=params, headers={"Authorization": f"Bearer {key}", **headers},
         timeout=60,
     )
-    assert response.status_code == 400 and response.json() == body
+    assert response.status_code == 400 and without_request_id(response.json()) == body
 
 
 @pytest.mark.e2e
@@ -140,7 +140,7 @@ def test_request_data_too_big_is_413_wherever_it_surfaces():
     """Behind the middleware: DRF's handler (which answered 500) and Django's handler400 (400)."""
     assert as_api_error(RequestDataTooBig()).body() == {"error": "payload_too_large"}
     response = bad_request_view(None, RequestDataTooBig())
-    assert response.status_code == 413 and json.loads(response.content) == {"error": "payload_too_large"}
+    assert response.status_code == 413 and without_request_id(json.loads(response.content)) == {"error": "payload_too_large"}
 
 
 # --- 400s say which and why ------------------------------------------------------------------
@@ -172,7 +172,7 @@ def test_every_query_400_says_which_parameter_and_why(api, alice, path, params, 
     key = factories.api_key(alice, factories.ALL_SCOPES)
     response = api.get(path, key, **params)
     assert response.status_code == 400
-    assert response.json() == {"error": "invalid_request", "detail": detail}
+    assert without_request_id(response.json()) == {"error": "invalid_request", "detail": detail}
     assert SECRET.encode() not in response.content
 
 
@@ -185,7 +185,7 @@ def test_a_signed_cursor_of_another_listing_or_shape_is_named_too(api, acme, ali
     ):
         for target, extra in (("/api/v1/sessions", {}), ("/api/v1/transcripts/search", {"query": "a"})):
             response = api.get(target, alice_key, cursor=cursor, **extra)
-            assert response.json() == {"error": "invalid_request", "detail": CURSOR_DETAIL}, (cursor, target)
+            assert without_request_id(response.json()) == {"error": "invalid_request", "detail": CURSOR_DETAIL}, (cursor, target)
 
 
 @pytest.mark.parametrize(
@@ -227,7 +227,7 @@ def test_a_refused_webhook_says_why_without_echoing_it(db, alice, monkeypatch, b
         "/api/v1/webhooks", json.dumps(body), content_type="application/json", headers={"Authorization": f"Bearer {key}"}
     )
     assert response.status_code == 400
-    assert response.json() == {"error": "invalid_request", "detail": detail}
+    assert without_request_id(response.json()) == {"error": "invalid_request", "detail": detail}
     assert SECRET.encode() not in response.content
 
 
@@ -244,7 +244,7 @@ def test_patch_names_the_field_too(db, alice, monkeypatch):
     response = Client().patch(
         f"/api/v1/webhooks/{created['id']}", json.dumps({"active": "yes"}), content_type="application/json", headers=headers
     )
-    assert response.json() == {"error": "invalid_request", "detail": "active: must be true or false"}
+    assert without_request_id(response.json()) == {"error": "invalid_request", "detail": "active: must be true or false"}
 
 
 @pytest.mark.parametrize(
@@ -324,7 +324,7 @@ def raw_exchange(url: str, request: bytes) -> bytes:
 def test_a_request_line_over_the_limit_is_414_json(limits_server):
     with httpx.Client(base_url=limits_server, timeout=60) as http:
         response = http.get("/api/v1/sessions", params={"cursor": "a" * 20_000})
-        assert response.status_code == 414 and response.json() == {"error": "uri_too_long"}
+        assert response.status_code == 414 and without_request_id(response.json()) == {"error": "uri_too_long"}
         assert response.headers["connection"] == "close"
         assert http.get("/healthz").status_code == 200  # a new connection is served as usual
 
@@ -335,7 +335,7 @@ def test_a_request_line_the_client_is_still_sending_gets_its_answer(limits_serve
     answer is not lost to a reset."""
     received = raw_exchange(limits_server, b"GET /healthz?x=" + b"a" * 2_000_000 + b" HTTP/1.1\r\nHost: h\r\n\r\n")
     head, _, body = received.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 414 ") and json.loads(body) == {"error": "uri_too_long"}
+    assert head.startswith(b"HTTP/1.1 414 ") and without_request_id(json.loads(body)) == {"error": "uri_too_long"}
 
 
 @pytest.mark.e2e
@@ -345,7 +345,7 @@ def test_a_request_line_the_client_is_still_sending_gets_its_answer(limits_serve
 ], ids=["bytes", "count"])
 def test_a_header_block_over_the_limit_is_431_json(limits_server, headers):
     response = httpx.get(f"{limits_server}/healthz", headers=headers, timeout=60)
-    assert response.status_code == 431 and response.json() == {"error": "request_header_fields_too_large"}
+    assert response.status_code == 431 and without_request_id(response.json()) == {"error": "request_header_fields_too_large"}
 
 
 @pytest.mark.e2e
@@ -354,7 +354,7 @@ def test_heads_within_the_limits_are_served(limits_server):
         assert http.get("/healthz", params={"x": "a" * 15_000}).status_code == 200
         assert http.get("/healthz", headers={f"X-{i}": "v" for i in range(400)}).status_code == 200
         response = http.post("/api/v1/webhooks", content=b"{}", headers={"Content-Type": "application/json"})
-        assert response.status_code == 401 and response.json() == {"error": "unauthorized"}  # same connection
+        assert response.status_code == 401 and without_request_id(response.json()) == {"error": "unauthorized"}  # same connection
 
 
 def test_the_private_names_the_adaptation_relies_on_exist():

@@ -6,6 +6,7 @@ import pytest
 
 from apps.recordings import services
 from tests import factories
+from tests.servers import without_request_id
 
 pytestmark = [pytest.mark.e2e]
 
@@ -42,12 +43,12 @@ def test_live_server_answers_the_contract(live_server_daphne, workspace_with_dat
         assert board["payload"] == {"points": ["budget"]}
 
         missing = http.get("/api/v1/sessions/nope")
-        assert missing.status_code == 404 and missing.json() == {"error": "not_found"}
-        assert http.delete("/api/v1/sessions").json() == {"error": "method_not_allowed"}
+        assert missing.status_code == 404 and without_request_id(missing.json()) == {"error": "not_found"}
+        assert without_request_id(http.delete("/api/v1/sessions").json()) == {"error": "method_not_allowed"}
 
     anonymous = live_server_daphne.client().get("/api/v1/sessions")
     assert anonymous.status_code == 401
-    assert anonymous.json() == {"error": "unauthorized"}
+    assert without_request_id(anonymous.json()) == {"error": "unauthorized"}
     assert anonymous.headers["www-authenticate"] == (
         f'Bearer resource_metadata="{live_server_daphne.url}/.well-known/oauth-protected-resource"'
     )

@@ -19,6 +19,7 @@ from apps.access.credentials import authenticate_bearer
 from apps.access.principal import Principal
 from apps.access.ratelimit import RateDecision, check_rate_limit_sync
 from apps.access.render import error_headers
+from apps.core import context, metrics
 from apps.core.errors import ApiError, RateLimited
 
 
@@ -45,7 +46,11 @@ def admit(authorization: str | None, *, audiences: Collection[str]) -> Admission
         principal = authenticate_bearer(authorization, audience=audiences)
     except ApiError as error:
         return Admission(principal=None, rate=None, error=error)
+    # The request's log context names the credential by id (on a thread that did not copy the
+    # request's context, e.g. the event stream's, the caller notes it).
+    context.note_principal(principal.workspace.id, principal.credential_id)
     rate = check_rate_limit_sync(principal)
     if rate is not None and not rate.allowed:
+        metrics.RATE_LIMITED.inc()
         return Admission(principal=principal, rate=rate, error=RateLimited())
     return Admission(principal=principal, rate=rate, error=None)

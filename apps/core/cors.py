@@ -28,6 +28,8 @@ ALLOW_HEADERS: tuple[str, ...] = (
     "mcp-method",
     "mcp-name",
     "last-event-id",
+    "x-request-id",  # a client's own id, kept when well-formed (apps/access/door.py)
+    "traceparent",
 )
 # Response headers a browser client may read (beyond the CORS-safelisted ones).
 EXPOSE_HEADERS: tuple[str, ...] = (
@@ -36,6 +38,7 @@ EXPOSE_HEADERS: tuple[str, ...] = (
     "RateLimit-Remaining",
     "RateLimit-Reset",
     "Retry-After",
+    "X-Request-Id",
 )
 ALLOW_METHODS: tuple[str, ...] = ("GET", "POST", "PATCH", "DELETE", "OPTIONS")  # PATCH: webhook endpoints
 PREFLIGHT_MAX_AGE = 600

@@ -24,6 +24,7 @@ from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf
 
+from apps.core import context
 from connect.engine.faults import is_dependency_unavailable, is_timeout
 
 logger = logging.getLogger("connect.errors")
@@ -39,8 +40,14 @@ class ApiError(Exception):
         self.extra = extra
         super().__init__(self.code)
 
-    def body(self) -> dict[str, Any]:
-        return {"error": self.code, **self.extra}
+    def body(self, *, request_id: bool = True) -> dict[str, Any]:
+        """`{"error": code, …}`, and the request's id as `requestId` when one is in hand (the
+        contract allows extra fields; a customer quotes it in a support ticket). An MCP tool's
+        error result is a payload, not a response: it asks for none."""
+        request = context.get() if request_id else None
+        if request is None:
+            return {"error": self.code, **self.extra}
+        return {"error": self.code, **self.extra, "requestId": request.request_id}
 
     def headers(self) -> dict[str, str]:
         return {}

@@ -39,11 +39,13 @@ from channels.generic.http import AsyncHttpConsumer
 from channels.utils import await_many_dispatch
 from django.conf import settings
 
+from apps.access import door
 from apps.access.admission import admit
 from apps.access.audience import rest_audiences
 from apps.access.principal import Principal
 from apps.access.ratelimit import RateDecision
 from apps.access.render import render
+from apps.core import context
 from apps.core.errors import (
     ApiError,
     ConnectionLimit,
@@ -78,6 +80,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
     producer: daphne_stream.Producer | None = None
     replay: list[tuple[str, bytes]] | None = None
     rate: RateDecision | None = None
+    opened_at: float | None = None
 
     async def __call__(self, scope, receive, send) -> None:
         """Channels' `AsyncConsumer.__call__` without a channel layer, ending in `disconnect()`
@@ -155,6 +158,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
         if admission.error is not None:
             raise admission.error
         principal: Principal = admission.principal
+        context.note_principal(principal.workspace.id, principal.credential_id)  # admitted on a hub thread
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         refused = unknown_parameters(["filters"], query)
         if refused is not None:
@@ -227,6 +231,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
         await self.send_body(first, more_body=True)
         self._register_producer()
         self.delivery = asyncio.ensure_future(self.deliver())
+        self.opened_at = door.stream_opened()
         return True
 
     async def _acquire_slot(self, hub, workspace_id: int) -> None:
@@ -310,6 +315,8 @@ class EventStreamConsumer(AsyncHttpConsumer):
         so it happens even if this task is cancelled again while waiting for it."""
         if self.stream is not None:
             self.stream.close("client_gone")
+            if self.opened_at is not None:
+                door.stream_closed(self.opened_at, self.stream.closed_reason)
             self.stream = None
         if self.delivery is not None and not self.delivery.done():
             self.delivery.cancel()

@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
+
+from apps.core import context, metrics
 
 MODERN_VERSION = "2026-07-28"
 LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")  # newest first
@@ -47,6 +50,8 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+logger = logging.getLogger("connect.mcp")
 
 # Modern HTTP statuses for protocol errors (streamable-http.mdx: unknown method → 404, the
 # per-request-field, header and version failures → 400).
@@ -223,8 +228,29 @@ def legacy_message(message: Any, version: str, tools: Tools) -> dict[str, Any] |
         else:
             raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
     except ProtocolError as error:
+        observe_call(method, params, tools, None)
         return error_object(error.code, error.message, error.data, request_id)
+    observe_call(method, params, tools, result)
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+# Methods and tools outside these are counted as "other": a client cannot add label values.
+OBSERVED_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "server/discover"})
+
+
+def observe_call(method: str, params: Any, tools: Tools, result: dict[str, Any] | None) -> None:
+    """`connect_mcp_calls` and the call's log fields (on the request's access line) per request
+    answered; `result` None is a protocol error, a result with `isError` a tool's error."""
+    tool = ""
+    if method == "tools/call" and isinstance(params, dict):
+        name = params.get("name")
+        tool = name if isinstance(name, str) and tools.knows(name) else "other"
+    is_error = result is None or bool(result.get("isError"))
+    label = method if method in OBSERVED_METHODS else "other"
+    metrics.MCP_CALLS.labels(label, tool, "true" if is_error else "false").inc()
+    # The request's access line carries its call; a second call of a batch gets a line of its own.
+    if not context.note_mcp_call(label, tool or None, is_error):
+        logger.info("mcp %s %s", label, tool, extra={"mcp_method": label, "tool": tool or None, "is_error": is_error})
 
 
 def _id_or_none(message: Any) -> Any:
@@ -282,14 +308,20 @@ def respond_modern(headers: Mapping[str, str], message: Any, tools: Tools, dupli
     request_id = message["id"]
     if not _valid_id(request_id):
         return Reply(400, error_object(INVALID_REQUEST, "id must be a string or an integer"))
+    meta = _meta_of(message)
+    if meta is not None and "traceparent" in meta:
+        context.note_traceparent(meta["traceparent"])  # W3C Trace Context, kept in the log context
+    params = message.get("params", {})
     try:
         check_envelope(headers, message, duplicated)
-        result = modern_result(message["method"], message.get("params", {}), tools)
+        result = modern_result(message["method"], params, tools)
     except ProtocolError as error:
+        observe_call(message["method"], params, tools, None)
         if error.code == UNSUPPORTED_PROTOCOL_VERSION:
             return unsupported_version(error.data, request_id)
         status = MODERN_ERROR_STATUS.get(error.code, 200)
         return Reply(status, error_object(error.code, error.message, error.data, request_id))
+    observe_call(message["method"], params, tools, result)
     meta = result.setdefault("_meta", {})
     meta[META_SERVER_INFO] = SERVER_INFO
     return Reply(200, {"jsonrpc": "2.0", "id": request_id, "result": {"resultType": "complete", **result}})

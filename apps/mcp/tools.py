@@ -365,7 +365,7 @@ class WorkspaceTools:
         try:
             body = tool.run(self.principal, arguments)
         except (NotFound, InvalidRequest) as error:
-            return text_result(error.body(), is_error=True)
+            return text_result(error.body(request_id=False), is_error=True)
         result = text_result(body, is_error=False)
         if version in STRUCTURED_OUTPUT_VERSIONS:
             result["structuredContent"] = body

@@ -26,6 +26,7 @@ Leases make a delivery's attempts exclusive, and claims share the workers fairly
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import timedelta
 from typing import Callable
@@ -36,6 +37,7 @@ from django.db.models import Case, Count, F, FloatField, Max, OuterRef, Q, Subqu
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
+from apps.core import metrics
 from apps.webhooks import keys, outbound, schedule, ssrf
 from apps.webhooks.installation import unauthorized_installations
 from apps.webhooks.models import (
@@ -82,6 +84,7 @@ MIN_CHARGE_SECONDS = 0.001  # a batch always costs something, so equal endpoints
 # flight, so one below its cap is always among them.
 CANDIDATES = 200
 # What an attempt reads of a delivery (request_headers, _record): a batch loads no more.
+logger = logging.getLogger("connect.webhooks")
 ATTEMPT_FIELDS = ("id", "endpoint_id", "event_id", "body", "attempt_count", "kind")
 _STOP_BATCH_ERRORS = {"network_error", "timeout", "blocked_destination"}
 
@@ -94,6 +97,11 @@ def _due(now):
 
 def any_due() -> bool:
     return _due(timezone.now()).exists()
+
+
+def due_count(*, limit: int) -> int:
+    """Deliveries due now, counted up to `limit` (the metrics' cheap gauge)."""
+    return _due(timezone.now())[:limit].count()
 
 
 def _leased(now):
@@ -306,11 +314,28 @@ def attempt_batch(token: str, ids: list[str], *, deadline: float) -> list[tuple[
             outcome = sender().post(endpoint.url, request_headers(delivery, body, material), body)
         attempted.append((delivery, started_at, outcome))
     statuses = _record(token, attempted)
+    _observe(endpoint.id, attempted, statuses)
     unattempted = [d.id for d in deliveries[len(attempted):]]
     if unattempted:
         Delivery.objects.filter(id__in=unattempted, lease_token=token).update(lease_until=None, lease_token="")
     _charge(endpoint.id, time.monotonic() - batch_started)
     return [(d.id, statuses.get(d.id, "lease_lost")) for d, _, _ in attempted]
+
+
+def _observe(endpoint_id: str, attempted: list[tuple[Delivery, object, outbound.Outcome]],
+             statuses: dict[str, str]) -> None:
+    """One log line and the metrics per attempt (apps/core/metrics.py)."""
+    for delivery, _, outcome in attempted:
+        result = outcome.error or "succeeded"
+        metrics.WEBHOOK_ATTEMPTS.labels(result).inc()
+        metrics.WEBHOOK_ATTEMPT_SECONDS.observe(outcome.duration_ms / 1000)
+        status = statuses.get(delivery.id, "lease_lost")
+        if status == DeliveryStatus.DEAD_LETTER:
+            metrics.DEAD_LETTERS.inc()
+        logger.log(logging.WARNING if outcome.error else logging.INFO, "webhook attempt %s", result, extra={
+            "delivery_id": delivery.id, "endpoint_id": endpoint_id, "outcome": status,
+            "http_status": outcome.http_status, "duration_ms": outcome.duration_ms, "error_kind": outcome.error or None,
+        })  # fmt: skip
 
 
 def _outcome_changes(delivery: Delivery, outcome: outbound.Outcome, now) -> tuple[str, dict]:

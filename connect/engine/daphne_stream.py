@@ -73,7 +73,10 @@ class Producer:
 
 
 def daphne_request(send: Callable) -> Any | None:
-    """The twisted.web Request behind an ASGI `send` under daphne, else None."""
+    """The twisted.web Request behind an ASGI `send` under daphne, else None. A wrapper that
+    keeps the `send` it wraps as `inner` (apps/access/door.py) is seen through."""
+    while hasattr(send, "inner"):
+        send = send.inner
     args = getattr(send, "args", ())
     request = args[0] if args else None
     return request if hasattr(request, "registerProducer") and hasattr(request, "channel") else None

@@ -145,8 +145,9 @@ def process_lanes() -> Lanes:
     return _process_lanes
 
 
-# Load balancers' probes (apps/core/health.py): answered on the probe lane, never shed.
-PROBE_PATHS = frozenset({"/healthz", "/readyz"})
+# Load balancers' probes (apps/core/health.py) and Prometheus' scrape (connect/scrape.py):
+# answered on the probe lane, never shed.
+PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 SHED_RETRY_AFTER_SECONDS = 1
 
 

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 STOP_SECONDS = 10
@@ -33,9 +34,16 @@ def daphne_command(app: str, fd: int, *, access_log: bool) -> list[str]:
     return command + ["--fd", str(fd), app]
 
 
-def supervise(commands: list[list[str]], sockets: list[socket.socket], *, stderr: TextIO) -> None:
+def supervise(
+    commands: list[list[str]],
+    sockets: list[socket.socket],
+    *,
+    stderr: TextIO,
+    on_exit: Callable[[int], object] = lambda pid: None,
+) -> None:
     """Runs `commands` (the i-th of the first len(sockets) gets sockets[i]) until SIGINT or
-    SIGTERM, restarting any that exits; then stops them all and closes the sockets."""
+    SIGTERM, restarting any that exits (after `on_exit(its pid)`); then stops them all and
+    closes the sockets."""
 
     def spawn(i: int) -> subprocess.Popen:
         # Each child leads its own process group, so that what it forked goes with it.
@@ -57,6 +65,7 @@ def supervise(commands: list[list[str]], sockets: list[socket.socket], *, stderr
                 if child.poll() is not None and not stopping:
                     stderr.write(f"child process {child.pid} exited ({child.returncode}); restarting\n")
                     kill_group(child)
+                    on_exit(child.pid)
                     time.sleep(0.5)
                     children[i] = spawn(i)
             time.sleep(0.2)

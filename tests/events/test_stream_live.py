@@ -25,6 +25,7 @@ from apps.tenancy import services as tenancy
 from apps.tenancy.models import ApiKey
 from tests import factories
 from tests.events.live import STREAM, Reader, abort, raw_stream, simulate, start_server, wait_until
+from tests.servers import without_request_id
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -136,7 +137,7 @@ def test_unauthenticated_gets_401_with_the_rest_header(servers, acme):
     a, _ = servers
     for key in (None, "svc_not-a-key", "garbage-token"):
         response = _get(a, key)
-        assert response.status_code == 401 and response.json() == {"error": "unauthorized"}
+        assert response.status_code == 401 and without_request_id(response.json()) == {"error": "unauthorized"}
         assert response.headers["www-authenticate"] == (
             f'Bearer resource_metadata="{settings.CONNECT_BASE_URL}/.well-known/oauth-protected-resource"'
         )
@@ -188,10 +189,10 @@ def test_scope_is_checked_per_subscribed_type(servers, readers, acme, alice):
     response = _get(a, sessions_only, filters=json.dumps([
         {"type": "session.created"}, {"type": "transcript.segment.created", "sessionId": "x"},
     ]))
-    assert response.status_code == 403 and response.json() == {"error": "insufficient_scope"}
+    assert response.status_code == 403 and without_request_id(response.json()) == {"error": "insufficient_scope"}
     transcripts_only = factories.api_key(alice, ["svc:transcripts:read"])
     response = _get(a, transcripts_only, filters=json.dumps([{"type": "session.status_changed"}]))
-    assert response.status_code == 403 and response.json() == {"error": "insufficient_scope"}
+    assert response.status_code == 403 and without_request_id(response.json()) == {"error": "insufficient_scope"}
     # Without filters there is never a 403: the stream carries what the scopes allow (nothing).
     reader = readers(a, transcripts_only)
     assert reader.status == 200
@@ -205,16 +206,16 @@ def test_inactive_member_is_403_forbidden_and_suspended_workspace_404(servers, a
     a, _ = servers
     tenancy.deactivate_member(membership=alice)
     response = _get(a, alice_key, filters="not json")  # credential checks come before filters
-    assert response.status_code == 403 and response.json() == {"error": "forbidden"}
+    assert response.status_code == 403 and without_request_id(response.json()) == {"error": "forbidden"}
     tenancy.suspend_workspace(workspace=acme)
     response = _get(a, alice_key)
-    assert response.status_code == 404 and response.json() == {"error": "workspace_not_found"}
+    assert response.status_code == 404 and without_request_id(response.json()) == {"error": "workspace_not_found"}
 
 
 def test_only_get(servers, acme, alice_key):
     a, _ = servers
     response = httpx.post(a.url + STREAM, headers={"Authorization": f"Bearer {alice_key}"})
-    assert response.status_code == 405 and response.json() == {"error": "method_not_allowed"}
+    assert response.status_code == 405 and without_request_id(response.json()) == {"error": "method_not_allowed"}
 
 
 # --- credentials --------------------------------------------------------------------------
@@ -289,7 +290,7 @@ def test_connection_limit_across_instances_under_concurrent_connects(servers, re
     statuses = sorted(r.status for r in results)
     assert statuses == [200] * 3 + [429] * 5, statuses
     rejected = next(r for r in results if r.status == 429)
-    assert json.loads(rejected.body) == {"error": "connection_limit"}
+    assert without_request_id(json.loads(rejected.body)) == {"error": "connection_limit"}
     assert StreamSlot.objects.filter(workspace=acme).count() == 3
     # Another workspace is unaffected.
     assert readers(a, bob_key).status == 200

@@ -29,6 +29,7 @@ from tests.oauth.flow import (
     refresh,
     register,
 )
+from tests.servers import without_request_id
 
 pytestmark = pytest.mark.e2e
 
@@ -95,7 +96,7 @@ def test_member_authorizes_an_agent_end_to_end(live_server_daphne, transactional
         assert [s["id"] for s in listed.json()["items"]] == [ours.id]
         assert get(f"/api/v1/sessions/{ours.id}", token["access_token"]).status_code == 200
         other = get(f"/api/v1/sessions/{theirs.id}", token["access_token"])
-        assert (other.status_code, other.json()) == (404, {"error": "not_found"})
+        assert (other.status_code, without_request_id(other.json())) == (404, {"error": "not_found"})
 
         stored = AccessToken.objects.get(token_checksum__isnull=False, workspace=acme)
         assert stored.resource == [live.url] and stored.token == ""  # audience recorded, only the hash stored
@@ -113,7 +114,7 @@ def test_member_authorizes_an_agent_end_to_end(live_server_daphne, transactional
         revoked = http.post(REVOKE, data={"token": refreshed["access_token"], "client_id": client_id})
         assert revoked.status_code == 200
         after = get("/api/v1/sessions", refreshed["access_token"])
-        assert (after.status_code, after.json()) == (401, {"error": "unauthorized"})
+        assert (after.status_code, without_request_id(after.json())) == (401, {"error": "unauthorized"})
         assert after.headers["WWW-Authenticate"].startswith('Bearer resource_metadata="')
         assert refresh(http, client_id, refreshed["refresh_token"]).json()["error"] == "invalid_grant"
 
@@ -195,7 +196,7 @@ def test_tokens_carry_exactly_the_granted_scopes(flow, acme):
     session = factories.session(acme)
     assert flow.api("/api/v1/sessions", narrow["access_token"]).status_code == 200
     boards = flow.api(f"/api/v1/sessions/{session.id}/boards", narrow["access_token"])
-    assert (boards.status_code, boards.json()) == (403, {"error": "insufficient_scope"})
+    assert (boards.status_code, without_request_id(boards.json())) == (403, {"error": "insufficient_scope"})
 
     webhooks = flow.tokens(workspace_id=acme.id, scope="svc:sessions:read svc:webhooks:read svc:webhooks:write")
     assert scope_set(webhooks) == {"svc:sessions:read", "svc:webhooks:read", "svc:webhooks:write"}
@@ -204,7 +205,7 @@ def test_tokens_carry_exactly_the_granted_scopes(flow, acme):
 def test_mcp_audience_token_is_refused_by_rest(flow, acme):
     token = flow.tokens(workspace_id=acme.id, resource=f"{flow.base_url}/mcp")
     rest = flow.api("/api/v1/sessions", token["access_token"])
-    assert (rest.status_code, rest.json()) == (401, {"error": "unauthorized"})
+    assert (rest.status_code, without_request_id(rest.json())) == (401, {"error": "unauthorized"})
     # The MCP endpoint (a later issue) passes its own audience and accepts it.
     principal = principal_for_access_token(token["access_token"], audience=f"{flow.base_url}/mcp")
     assert principal.audience == f"{flow.base_url}/mcp" and principal.workspace == acme
@@ -216,7 +217,7 @@ def test_expired_revoked_and_workspaceless_tokens_are_unauthorized(flow, acme, a
     token = flow.tokens(workspace_id=acme.id)
     AccessToken.objects.update(expires=timezone.now() - timedelta(seconds=1))
     expired = flow.api("/api/v1/sessions", token["access_token"])
-    assert (expired.status_code, expired.json()) == (401, {"error": "unauthorized"})
+    assert (expired.status_code, without_request_id(expired.json())) == (401, {"error": "unauthorized"})
 
     orphan = AccessToken(
         user=alice.user,
@@ -228,7 +229,7 @@ def test_expired_revoked_and_workspaceless_tokens_are_unauthorized(flow, acme, a
     set_token_value(orphan, "token-without-a-workspace-0123456789")
     orphan.save()
     response = flow.api("/api/v1/sessions", "token-without-a-workspace-0123456789")
-    assert (response.status_code, response.json()) == (401, {"error": "unauthorized"})
+    assert (response.status_code, without_request_id(response.json())) == (401, {"error": "unauthorized"})
     assert flow.api("/api/v1/sessions", "never-issued-token").status_code == 401
 
 
@@ -236,13 +237,13 @@ def test_deactivated_member_is_forbidden_and_suspended_workspace_not_found(flow,
     token = flow.tokens(workspace_id=acme.id)
     tenancy.deactivate_member(membership=alice)
     forbidden = flow.api("/api/v1/sessions", token["access_token"])
-    assert (forbidden.status_code, forbidden.json()) == (403, {"error": "forbidden"})
+    assert (forbidden.status_code, without_request_id(forbidden.json())) == (403, {"error": "forbidden"})
 
     acme.suspended_at = timezone.now()
     acme.save(update_fields=["suspended_at"])
     # Workspace availability is checked before membership.
     gone = flow.api("/api/v1/sessions", token["access_token"])
-    assert (gone.status_code, gone.json()) == (404, {"error": "workspace_not_found"})
+    assert (gone.status_code, without_request_id(gone.json())) == (404, {"error": "workspace_not_found"})
 
 
 def test_member_without_an_active_workspace_cannot_consent(live_server_daphne, transactional_db, acme, alice):

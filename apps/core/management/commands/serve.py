@@ -5,12 +5,22 @@ Beside daphne it runs the task side (unless `--no-tasks`): the django-q2 cluster
 ORM broker by default, Redis when REDIS_URL is set) and the webhook sweeper, which re-queues
 due retries and expired leases every CONNECT_WEBHOOK_SWEEP_SECONDS. On other machines,
 `manage.py qcluster` runs workers alone.
+
+Metrics (apps/core/metrics.py): every process of this `serve` writes its Prometheus values to
+one multiprocess directory, PROMETHEUS_MULTIPROC_DIR when set (it then belongs to this `serve`),
+else a temporary one removed at exit. Its files are removed at start, so a restart of `serve`
+starts from zero and never adds a previous run's counts; a child that dies keeps its counter
+files (what it counted stays counted, once: the new child writes files of its own pid) and loses
+its live gauges (`mark_process_dead`).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
@@ -46,4 +56,30 @@ class Command(BaseCommand):
             ending="\n",
         )
         self.stdout.flush()
-        supervise(commands, sockets, stderr=self.stderr)
+        metrics_dir, owned = metrics_directory()
+        try:
+            supervise(commands, sockets, stderr=self.stderr, on_exit=lambda pid: process_dead(pid, metrics_dir))
+        finally:
+            if owned:
+                shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def metrics_directory() -> tuple[Path, bool]:
+    """The multiprocess directory the children inherit, emptied; True when made here (removed
+    at exit). Set before any child starts: prometheus-client reads it when first imported."""
+    given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if given:
+        path = Path(given)
+        path.mkdir(parents=True, exist_ok=True)
+        for stale in path.glob("*.db"):
+            stale.unlink()
+    else:
+        path = Path(tempfile.mkdtemp(prefix="connect-metrics-"))
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
+    return path, not given
+
+
+def process_dead(pid: int, metrics_dir: Path) -> None:
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(pid, str(metrics_dir))
