@@ -121,14 +121,16 @@ def test_postgresql_batches_give_the_same_pages(api, acme, alice_key, monkeypatc
         texts = ["budget review"] * (i % 3 + 1) + ["other words", f"budget {i} " * (i % 2 + 1)]
         factories.session(acme, committed=texts, final=["budget"] if i % 4 == 0 else None, at=at(i))
     results = {}
-    for name, first_batch, max_scanned in (("one", 128, 400), ("many", 1, 400), ("bounded", 1, 2)):
+    for name, first_batch, max_scanned, sql_words in (("one", 128, 400, 8), ("many", 1, 400, 8), ("bounded", 1, 2, 8),
+                                                      ("in python", 128, 400, 1)):  # fmt: skip
         monkeypatch.setattr(postgresql, "FIRST_BATCH", first_batch)
         monkeypatch.setattr(postgresql, "MAX_SCANNED", max_scanned)
+        monkeypatch.setattr(postgresql_queries, "SQL_WORDS", sql_words)  # 1: the other words checked in Python
         results[name] = (
             walk(api, alice_key, query="budget", limit=limit),
             walk(api, alice_key, query="review budget", revisionKind="committed", limit=limit),
         )
-    assert results["one"] == results["many"]
+    assert results["one"] == results["many"] == results["in python"]
     assert [sorted(ids) for ids in results["bounded"]] == [sorted(ids) for ids in results["one"]]
     assert len(results["one"][0]) == 15 and len(results["one"][1]) == 12
 
@@ -355,6 +357,7 @@ def test_query_plan_is_keyed_by_workspace(acme, globex):
             for name, (query, values) in {
                 "driver": (sql, params),
                 "words": (postgresql_queries.WORDS_SQL, [acme.id, 500, "budget review"]),
+                "batch": postgresql_queries.batch_sql(acme.id, ["review", "budget"], None, None, None, None, 128, 4),
                 "other word": (postgresql_queries.OTHER_WORD_SQL, [["t1", "t2"], "budget"]),
                 "texts": (postgresql_queries.TEXTS_SQL, [["t1", "t2"], [0, 1]]),
             }.items():
@@ -370,6 +373,9 @@ def test_query_plan_is_keyed_by_workspace(acme, globex):
             assert "Index Only Scan using revision_word_newest" in explained["words"], explained["words"]
             # The other words of a batch's revisions: by primary key; the texts: by segment key.
             assert "recordings_revisionword_pkey" in explained["other word"], explained["other word"]
+            # A batch: the driver's range, and each other word's row of a revision by primary key.
+            batch = explained["batch"]
+            assert "revision_word_newest" in batch and "recordings_revisionword_pkey" in batch, batch
             assert "segment_unique_sequence" in explained["texts"], explained["texts"]
             for name, plan in explained.items():
                 assert "Seq Scan" not in plan and "recordings_segment_search_vector" not in plan, (name, plan)

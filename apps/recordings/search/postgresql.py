@@ -5,8 +5,9 @@ revision's segments that contain the word, and a btree (workspace, word, created
 transcript id DESC): "the newest revisions containing this word" is one index range read in
 order. A window is found by reading the query's rarest word's range from where the window
 starts, in batches, and keeping the revisions whose other words' rows (looked up by primary
-key, rarest next, stopping once no revision of the batch is left) share a sequence with it:
-those segments hold every word. So a query costs the revisions it reads, never a whole
+key) share a sequence with it: those segments hold every word. The sequence lists are
+intersected in the database for the SQL_WORDS rarest words (no long list leaves it), in
+Python for any further ones, stopping once no revision of the batch is left. So a query costs the revisions it reads, never a whole
 posting list, whatever its words' frequencies; a window reads at most MAX_SCANNED revisions
 of the rarest word, and when those hold fewer than a window's matches it ends there (a page
 can then be short or empty, with a cursor, as on SQLite).
@@ -26,7 +27,8 @@ from typing import Any
 from django.db import connection
 
 import apps.recordings.search.windows as windows
-from apps.recordings.search.postgresql_queries import OTHER_WORD_SQL, TEXTS_SQL, WORDS_SQL, driver_sql
+import apps.recordings.search.postgresql_queries as queries
+from apps.recordings.search.postgresql_queries import OTHER_WORD_SQL, TEXTS_SQL, WORDS_SQL, batch_sql
 from apps.recordings.search.windows import CandidateWindow, WindowBounds
 
 FIRST_BATCH = 128  # revisions of the rarest word read first; each next batch is twice as many
@@ -60,11 +62,11 @@ def find_window(
         matched: list[tuple[str, datetime, list[int]]] = []
         resume, scanned, batch, oldest, exhausted = start, 0, min(FIRST_BATCH, MAX_SCANNED), None, False
         while True:
-            db.execute(*driver_sql(workspace_id, words[0], revision_kind, resume, through, down_to, batch))
+            db.execute(*batch_sql(workspace_id, words, revision_kind, resume, through, down_to, batch, per_revision))
             rows = db.fetchall()
             scanned += len(rows)
-            alive = {transcript_id: sequences for transcript_id, _, sequences in rows}
-            for word in words[1:]:
+            alive = {transcript_id: sequences for transcript_id, _, sequences in rows if sequences}
+            for word in words[queries.SQL_WORDS:]:  # beyond those the batch intersected
                 if not alive:
                     break
                 db.execute(OTHER_WORD_SQL, [list(alive), word])

@@ -47,3 +47,30 @@ def driver_sql(workspace_id: Any, word: str, revision_kind: str | None, resume: 
         f" WHERE {' AND '.join(where)} ORDER BY created_at DESC, transcript_id DESC LIMIT %s"
     )
     return sql, params + [limit]
+
+
+SQL_WORDS = 8  # words a batch intersects in SQL (the rarest); the others, if any, are checked after
+
+
+def batch_sql(workspace_id: Any, words: list[str], revision_kind: str | None, resume: Any, through: Any,
+              down_to: Any, limit: int, per_revision: int) -> tuple[str, list[Any]]:  # fmt: skip
+    """One batch: the `limit` newest revisions containing `words[0]` (as `driver_sql`), each
+    with the sequences its rows for `words[:SQL_WORDS]` share (its segments that hold each of
+    them), intersected in the database so that no long list leaves it: the first
+    `per_revision` of them when that is every word, else all (the rest are checked after);
+    an empty array when they share none."""
+    driver, params = driver_sql(workspace_id, words[0], revision_kind, resume, through, down_to, limit)
+    others = words[1:SQL_WORDS]  # read when called: tests lower it
+    cut = len(words) <= SQL_WORDS  # every word is in this batch's SQL
+    if not others:
+        shared = "d.sequences[1:%s]" if cut else "d.sequences"
+    else:
+        common = " INTERSECT ".join(["SELECT unnest(d.sequences)"] + [f"SELECT unnest(o{n}.sequences)"
+                                                                       for n in range(1, len(others) + 1)])  # fmt: skip
+        shared = f"ARRAY(SELECT s FROM ({common}) AS i(s) ORDER BY s{' LIMIT %s' if cut else ''})"
+    joins = "".join(f" LEFT JOIN recordings_revisionword AS o{n} ON o{n}.transcript_id = d.transcript_id"
+                    f" AND o{n}.word = %s" for n in range(1, len(others) + 1))  # fmt: skip
+    sql = (f"SELECT d.transcript_id, d.created_at, {shared} FROM ({driver}) AS d{joins}"
+           " ORDER BY d.created_at DESC, d.transcript_id DESC")  # fmt: skip
+    # Parameters in the order of their placeholders: the cut, the driver's, the other words.
+    return sql, [*([per_revision] if cut else []), *params, *others]
