@@ -21,6 +21,7 @@ from apps.recordings import representations as recordings_repr
 from apps.recordings import services as recordings
 from apps.recordings import shapes as recordings_shapes
 from apps.recordings.models import BoardContent, Segment, Session, Transcript
+from apps.recordings.search import SearchHit
 from apps.webhooks import representations as webhooks_repr
 from apps.webhooks import shapes as webhooks_shapes
 from apps.webhooks.models import Delivery, DeliveryAttempt, WebhookEndpoint
@@ -60,7 +61,7 @@ GOLDEN = {
         ',"status":"processing","startedAt":"2026-01-05T09:30:00.123Z","endedAt":null,"createdAt":"2026-0'
         '1-05T09:30:00.123Z"},"id":"01sess","label":"Kickoff ☃ \\"q\\"","status":"processing","startedAt":"'
         '2026-01-05T09:30:00.123Z","endedAt":null,"createdAt":"2026-01-05T09:30:00.123Z","snippet":"…héll'
-        'o…"}'
+        'o…","sequence":3,"timestampStart":1000}'
     ),
     'board_summary': (
         '{"id":"01b","boardId":"summary","version":2,"status":"ready","isCurrent":true,"sourceRevisionKin'
@@ -140,7 +141,7 @@ def test_generated_representations_write_the_bytes_the_hand_written_ones_wrote()
         "summary": r.session_summary_repr(session),
         "flat_segment": r.flat_segment_repr(segment),
         "revision": r.transcript_revision_repr(transcript, [segment, segment]),
-        "search_hit": r.search_hit_repr(transcript, session, "…héllo…"),
+        "search_hit": r.search_hit_repr(SearchHit(transcript, session, "…héllo…", 3, 1000)),
         "board_summary": r.board_summary_repr(board),
         "board": r.board_repr(board),
         "endpoint": w.endpoint_repr(endpoint),

@@ -136,7 +136,7 @@ def search_transcripts(principal: Principal, arguments: dict[str, Any]) -> dict[
         )
     except InvalidRequest:
         raise _cursor_error() from None
-    return {"items": [search_hit_repr(h.transcript, h.session, h.snippet) for h in hits], "nextCursor": next_cursor}
+    return {"items": [search_hit_repr(h) for h in hits], "nextCursor": next_cursor}
 
 
 def get_transcript(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:

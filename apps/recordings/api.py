@@ -160,7 +160,7 @@ class TranscriptSearchApi(APIView):
             revision_kind=query.get("revisionKind"),
             cursor=query.get("cursor"),
         )
-        items = [search_hit_repr(h.transcript, h.session, h.snippet) for h in hits]
+        items = [search_hit_repr(h) for h in hits]
         return Response({"items": items, "nextCursor": next_cursor})
 
 

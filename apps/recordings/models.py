@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 from apps.core.ids import new_id
@@ -108,3 +109,29 @@ class BoardContent(models.Model):
             ),
         ]
         indexes = [models.Index(fields=["session", "board_id", "-version"], name="board_session_versions")]
+
+
+class RevisionWord(models.Model):
+    """PostgreSQL's search index by revision: for each word of a revision, the sequences of its
+    segments that contain it (migration 0005; not created on SQLite, whose FTS5 rowids already
+    put a revision's entries together). Written only by triggers on recordings_segment, so every
+    write path (appends, the final transcript's rewrite, COPY, deletes) keeps it in step; read
+    only by apps/recordings/search/postgresql.py. A model so that `flush` empties it.
+
+    `word` is a lexeme as the segment's search_vector holds it, without the workspace prefix;
+    `created_at` and `revision_kind` are the transcript's, copied so that "the newest revisions
+    containing this word" is one index range (workspace_id, word, created_at DESC, transcript_id DESC)."""
+
+    pk = models.CompositePrimaryKey("transcript_id", "word")
+    transcript_id = models.CharField(max_length=40)
+    word = models.TextField()
+    workspace_id = models.CharField(max_length=40)
+    created_at = models.DateTimeField()
+    revision_kind = models.CharField(max_length=10, choices=RevisionKind.choices)
+    sequences = ArrayField(models.IntegerField())
+
+    class Meta:
+        managed = True
+        indexes = [
+            models.Index(fields=["workspace_id", "word", "-created_at", "-transcript_id"], name="revision_word_newest")
+        ]

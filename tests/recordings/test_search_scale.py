@@ -12,9 +12,8 @@ from django.db import connection, connections
 
 from apps.recordings import services
 from apps.recordings.models import Transcript
-from apps.recordings.search import postgresql, postgresql_planner, postgresql_queries, sqlite, windows
+from apps.recordings.search import postgresql, postgresql_queries, sqlite, windows
 from apps.recordings.search import query_terms, search_transcripts
-from apps.recordings.search.postgresql_queries import MATCHES_SQL
 from apps.recordings.search.scoring import segment_score
 from tests import factories
 from tests.servers import without_request_id
@@ -116,56 +115,107 @@ def test_a_revision_with_many_matches_gives_one_hit(api, acme, alice_key, small_
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
 @pytest.mark.parametrize("limit", [1, 4, 100])
-def test_postgresql_walk_and_direct_plans_agree(api, acme, alice_key, monkeypatch, limit):
+def test_postgresql_batches_give_the_same_pages(api, acme, alice_key, monkeypatch, limit):
+    """A window's revisions read in one batch or in many give the same pages; a window that
+    may read only two revisions gives shorter windows, and paging still reaches every match."""
     for i in range(12):
         texts = ["budget review"] * (i % 3 + 1) + ["other words", f"budget {i} " * (i % 2 + 1)]
         factories.session(acme, committed=texts, final=["budget"] if i % 4 == 0 else None, at=at(i))
     results = {}
-    for walk_first in (False, True):
-        monkeypatch.setattr(postgresql_planner, "walk_is_cheaper", lambda terms, ws, w=walk_first: w)
-        results[walk_first] = (
+    for name, first_batch, max_scanned, sql_words in (("one", 128, 400, 8), ("many", 1, 400, 8), ("bounded", 1, 2, 8),
+                                                      ("in python", 128, 400, 1)):  # fmt: skip
+        monkeypatch.setattr(postgresql, "FIRST_BATCH", first_batch)
+        monkeypatch.setattr(postgresql, "MAX_SCANNED", max_scanned)
+        monkeypatch.setattr(postgresql_queries, "SQL_WORDS", sql_words)  # 1: the other words checked in Python
+        results[name] = (
             walk(api, alice_key, query="budget", limit=limit),
-            walk(api, alice_key, query="budget", revisionKind="committed", limit=limit),
+            walk(api, alice_key, query="review budget", revisionKind="committed", limit=limit),
         )
-    assert results[False] == results[True]
-    assert len(results[False][0]) == 15
+    assert results["one"] == results["many"] == results["in python"]
+    assert [sorted(ids) for ids in results["bounded"]] == [sorted(ids) for ids in results["one"]]
+    assert len(results["one"][0]) == 15 and len(results["one"][1]) == 12
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
-def test_postgresql_walk_is_chosen_for_common_words_only(acme, monkeypatch):
-    monkeypatch.setattr(postgresql_planner, "MIN_MATCHES_TO_WALK", 10)
-    session = factories.session(acme)
-    texts = [f"budget routine words {i}" for i in range(3000)] + ["rare words"]
-    services.append_committed_segments(session=session, segments=factories.segments(texts))
+def test_postgresql_the_rarest_word_leads(acme, globex):
+    """Words are counted through the index by revision, in the workspace only, each count
+    stopping at COUNT_CAP; a word in none of the workspace's revisions means no match at all."""
+    for i in range(3):
+        factories.session(acme, committed=["budget routine", "budget rare" if i == 0 else "routine"], at=at(i))
+    factories.session(globex, committed=["rare rare words"] * 3)
     with connection.cursor() as db:
-        db.execute("ANALYZE recordings_segment")
-    assert postgresql_planner.walk_is_cheaper(["budget"], acme.id)
-    assert not postgresql_planner.walk_is_cheaper(["rare"], acme.id)
+        assert postgresql.rarest_first(db, ["Routine", "BUDGET", "rare"], acme.id) == ["rare", "budget", "routine"]
+        assert postgresql.rarest_first(db, ["budget", "words"], acme.id) is None  # globex's word only
+        assert postgresql.rarest_first(db, ["...", "—"], acme.id) is None  # nothing the index keeps
+        db.execute(postgresql_queries.WORDS_SQL, [acme.id, 2, "budget routine"])
+        assert dict(db.fetchall()) == {"budget": 2, "routine": 2}  # capped at 2
+
+
+# The index by revision as it should be: every (revision, word) of the segments there are, with
+# the sequences of the segments holding the word, from the segments' own search_vector.
+REVISION_WORDS_FROM_SEGMENTS = """
+    SELECT seg.transcript_id, substr(l.lexeme, length(seg.workspace_id) + 2), seg.workspace_id, t.created_at,
+           t.revision_kind, array_agg(seg.sequence ORDER BY seg.sequence)
+    FROM recordings_segment AS seg CROSS JOIN LATERAL unnest(tsvector_to_array(seg.search_vector)) AS l(lexeme)
+    JOIN recordings_transcript AS t ON t.id = seg.transcript_id
+    GROUP BY 1, 2, 3, 4, 5
+"""
+
+
+def assert_revision_words_in_step() -> int:
+    with connection.cursor() as db:
+        db.execute(REVISION_WORDS_FROM_SEGMENTS)
+        expected = sorted(db.fetchall())
+        db.execute("SELECT transcript_id, word, workspace_id, created_at, revision_kind, sequences"
+                   " FROM recordings_revisionword")  # fmt: skip
+        assert sorted(db.fetchall()) == expected
+    return len(expected)
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
-def test_postgresql_counts_the_words_its_statistics_do_not_know(acme, globex, monkeypatch):
-    """The planner's statistics are the whole table's: they keep its most common lexemes (here
-    at most 10, statistics target 1), which another workspace's words fill, and guess every
-    other word alike. acme's 'budget' (in 500 of its 501 segments) and 'rare' (in 1) both get
-    that guess; counted through the index, the first walks and the second does not."""
-    monkeypatch.setattr(postgresql_planner, "MIN_MATCHES_TO_WALK", 10)
-    with connection.cursor() as db:  # before any row: not with the test transaction's pending FK checks
-        db.execute("ALTER TABLE recordings_segment ALTER COLUMN search_vector SET STATISTICS 1")
-    busy = " ".join(f"word{i}" for i in range(10))  # as many as the statistics keep
-    services.append_committed_segments(session=factories.session(globex), segments=factories.segments([busy] * 2000))
-    texts = [f"budget routine {i}" for i in range(500)] + ["rare words"]
-    services.append_committed_segments(session=factories.session(acme), segments=factories.segments(texts))
+def test_postgresql_index_by_revision_follows_every_write_path(acme, globex):
+    """Migration 0005's triggers keep `recordings_revisionword` equal to what the segments say,
+    through every way segments are written: the numbered appends, the final transcript's
+    rewrite (a delete and bulk inserts of 500 rows a statement), inserts out of order, text
+    updates, deletes, cascades and the bulk import's COPY."""
+    from django.core.management import call_command
+
+    from apps.recordings.models import Segment
+
+    session = factories.session(acme, committed=["budget review", "the plan"], at=at(0))
+    for texts in (["budget again"], ["review the budget", "Übermorgen plan"]):
+        services.append_committed_segments(session=session, segments=factories.segments(texts))
+    assert assert_revision_words_in_step() > 0
+    services.write_final_transcript(session=session, segments=factories.segments(
+        [f"final budget {i % 7}" for i in range(1200)]))  # fmt: skip
+    assert_revision_words_in_step()
+    services.write_final_transcript(session=session, segments=factories.segments(["only review now"]))
+    assert_revision_words_in_step()
+    final = Transcript.objects.get(session=session, revision_kind="final")
     with connection.cursor() as db:
-        db.execute("ANALYZE recordings_segment")
-    unknown = postgresql_planner.unknown_estimate()
-    for word in ("budget", "rare"):
-        assert postgresql_planner.estimated_rows(MATCHES_SQL, [acme.id, word]) <= unknown  # only the guess
-    assert postgresql_planner.estimated_rows(MATCHES_SQL, [globex.id, "word3"]) > unknown  # known
-    assert postgresql_planner.walk_is_cheaper(["budget"], acme.id)
-    assert not postgresql_planner.walk_is_cheaper(["rare"], acme.id)
-    assert postgresql_planner.all_words_common(["budget", "routine"], acme.id)
-    assert not postgresql_planner.all_words_common(["budget", "rare"], acme.id)
+        db.execute("SELECT word FROM recordings_revisionword WHERE transcript_id = %s ORDER BY word", [final.id])
+        assert [w for (w,) in db.fetchall()] == ["now", "only", "review"]
+    # Out of order: sequences inserted below ones already indexed stay sorted, without duplicates.
+    other = factories.session(acme, committed=[], at=at(1))
+    transcript = Transcript.objects.create(workspace=acme, session=other, revision_kind="final", created_at=at(1))
+    row = dict(workspace=acme, transcript=transcript, session_committed_index=0, timestamp_start=0,
+               timestamp_end=1, created_at=at(1))  # fmt: skip
+    Segment.objects.bulk_create([Segment(sequence=n, text="budget budget", **row) for n in (5, 9)])
+    Segment.objects.bulk_create([Segment(sequence=n, text="budget", **row) for n in (7, 1)])
+    assert_revision_words_in_step()
+    Segment.objects.filter(transcript=transcript, sequence=7).update(text="plan")
+    Segment.objects.filter(transcript=transcript, sequence__in=[1, 9]).update(text="budget memo")
+    assert_revision_words_in_step()
+    Segment.objects.filter(transcript=transcript, sequence=5).delete()
+    assert_revision_words_in_step()
+    call_command("seed_demo", workspace=globex.slug, sessions=3, segments=20, no_progress=True, verbosity=0)
+    assert assert_revision_words_in_step() > 20
+    session.delete()
+    other.delete()
+    assert_revision_words_in_step()
+    with connection.cursor() as db:
+        db.execute("SELECT count(*) FROM recordings_revisionword WHERE workspace_id = %s", [acme.id])
+        assert db.fetchone() == (0,)
 
 
 # --- Query shapes that must stay bounded -------------------------------------------------
@@ -280,7 +330,7 @@ def test_sqlite_newer_revisions_get_lower_keys_and_keys_are_not_reused(acme):
 
 def test_query_plan_is_keyed_by_workspace(acme, globex):
     """The candidate query reads the workspace's part of the index only: SQLite seeks the
-    workspace's rowid range; PostgreSQL looks up lexemes prefixed with the workspace id."""
+    workspace's rowid range; PostgreSQL reads the index by revision from the workspace's key."""
     session = factories.session(acme)
     texts = [f"routine words number {i}" for i in range(3000)] + ["budget review"] * 3
     services.append_committed_segments(session=session, segments=factories.segments(texts))
@@ -288,7 +338,7 @@ def test_query_plan_is_keyed_by_workspace(acme, globex):
     if connection.vendor == "sqlite":
         sql, params = sqlite.step_query(["budget", "review"], acme.id, None, 4)
     else:
-        sql, params = postgresql_queries.direct_plan(["budget", "review"], acme.id, None, None, 4)
+        sql, params = postgresql_queries.driver_sql(acme.id, "review", None, None, None, None, 4)
     with connection.cursor() as db:
         if connection.vendor == "sqlite":
             db.execute("EXPLAIN QUERY PLAN " + sql, params)
@@ -304,19 +354,34 @@ def test_query_plan_is_keyed_by_workspace(acme, globex):
         else:
             db.execute("ANALYZE")
             db.execute("SET LOCAL enable_seqscan = off")  # a few thousand rows: see the test above
-            db.execute("EXPLAIN " + sql, params)
-            plan = "\n".join(row[0] for row in db.fetchall())
-            assert "Bitmap Index Scan on recordings_segment_search_vector" in plan, plan
-            assert f"'{acme.id}:budget'" in plan and f"'{acme.id}:review'" in plan, plan
-            assert "Seq Scan on recordings_segment " not in plan, plan
-            # The walk for common words, as search runs it (enable_sort off): revisions newest
-            # first by their index, each probed in (transcript_id, sequence) order.
-            db.execute("SET LOCAL enable_sort = off")
-            walk_sql, walk_params = postgresql_queries.walk(["budget"], acme.id, None, None, 100)
-            db.execute("EXPLAIN " + walk_sql, walk_params)
-            walk_plan = "\n".join(row[0] for row in db.fetchall())
-            assert "recordings_transcript_ws_newest" in walk_plan, walk_plan
-            assert "segment_unique_sequence" in walk_plan, walk_plan
+            explained = {}
+            for name, (query, values) in {
+                "driver": (sql, params),
+                "words": (postgresql_queries.WORDS_SQL, [acme.id, 500, "budget review"]),
+                "batch": postgresql_queries.batch_sql(acme.id, ["review", "budget"], None, None, None, None, 128, 4),
+                "other word": (postgresql_queries.OTHER_WORD_SQL, [["t1", "t2"], "budget"]),
+                "texts": (postgresql_queries.TEXTS_SQL, [["t1", "t2"], [0, 1]]),
+            }.items():
+                db.execute("EXPLAIN " + query, values)
+                explained[name] = "\n".join(row[0] for row in db.fetchall())
+            # The rarest word's revisions, newest first: one range of the (workspace, word,
+            # created_at, id) btree, in its order (no sort), acme's only.
+            plan = explained["driver"]
+            assert "Index Scan using revision_word_newest on recordings_revisionword" in plan, plan
+            assert f"(workspace_id)::text = '{acme.id}'::text" in plan and "word = 'review'" in plan, plan
+            assert "Sort" not in plan and "recordings_segment" not in plan, plan
+            # Counting a word's revisions reads the same index only (it needs no table column).
+            assert "Index Only Scan using revision_word_newest" in explained["words"], explained["words"]
+            # The other words of a batch's revisions: by primary key; the texts: by segment key.
+            assert "recordings_revisionword_pkey" in explained["other word"], explained["other word"]
+            # A batch: the driver's range, and each other word's row of a revision by primary key.
+            batch = explained["batch"]
+            assert "revision_word_newest" in batch and "recordings_revisionword_pkey" in batch, batch
+            assert "segment_unique_sequence" in explained["texts"], explained["texts"]
+            for name, plan in explained.items():
+                assert "Seq Scan" not in plan and "recordings_segment_search_vector" not in plan, (name, plan)
+            db.execute(sql, params)
+            assert [row[0] for row in db.fetchall()] == [Transcript.objects.get(session=session).id]
 
 
 # --- Freshness ---------------------------------------------------------------------------
@@ -351,8 +416,6 @@ def common_words_window(monkeypatch):
     monkeypatch.setattr(windows, "COMMON_SHARE", 0.0)
     monkeypatch.setattr(windows, "COMMON_QUERY_REVISIONS", 3)
     monkeypatch.setattr(windows, "SAMPLE_REVISIONS", 2)
-    if connection.vendor == "postgresql":  # the planner's statistics decide there; tested above
-        monkeypatch.setattr(postgresql_planner, "all_words_common", lambda terms, ws: len(terms) > 1)
 
 
 def test_several_common_words_search_the_newest_revisions_only(api, acme, alice_key, common_words_window):
@@ -360,34 +423,12 @@ def test_several_common_words_search_the_newest_revisions_only(api, acme, alice_
     for i in range(1, 6):
         factories.session(acme, committed=["alpha alone", "beta alone"], at=at(i))
     newest = factories.session(acme, committed=["alpha beta again"], at=at(9))
-    assert hit_sessions(search_api(api, alice_key, query="alpha beta")) == [newest.id]
+    if connection.vendor == "sqlite":
+        assert hit_sessions(search_api(api, alice_key, query="alpha beta")) == [newest.id]
+    else:  # no ranges there: the index by revision reads matching revisions only
+        assert hit_sessions(search_api(api, alice_key, query="alpha beta")) == [newest.id, old.id]
     # One word is never windowed: the walk seeks it through the whole workspace.
     assert old.id in hit_sessions(search_api(api, alice_key, query="alpha", limit=100))
-
-
-@pytest.mark.skipif("connection.vendor != 'postgresql'")
-@pytest.mark.parametrize("limit", [1, 3, 100])
-def test_postgresql_range_lookup_and_walk_agree_for_several_common_words(api, acme, alice_key, common_words_window,
-                                                                          monkeypatch, limit):  # fmt: skip
-    """A range of revisions searched through the GIN index (`postgresql.range_lookup`) gives what the
-    walk gives: the same revisions, their first matching segments, window after window; and a
-    range with too many matches falls back to the walk."""
-    for i in range(10):
-        texts = ["alpha beta"] * (i % 6) + ["alpha", "beta", f"beta alpha {i}"] * (i % 2) + ["other"]
-        factories.session(acme, committed=texts, final=["alpha beta final"] if i % 3 == 0 else None, at=at(i))
-    # Only a revision's first matches are scored: its fifth, the best, must not give the snippet.
-    long = "alpha and beta in a long segment with many more words than the last one {}"
-    factories.session(acme, committed=[long.format(n) for n in range(4)] + ["alpha beta"], at=at(4))
-    results = {}
-    for plan, words, matches in (("walk", 0, 400), ("range", 3, 400), ("fallback", 3, 2)):
-        monkeypatch.setattr(postgresql, "RANGE_LOOKUP_MAX_WORDS", words)
-        monkeypatch.setattr(postgresql, "RANGE_MATCHES_MAX", matches)
-        results[plan] = [
-            [(item["transcriptId"], item["snippet"]) for item in page]
-            for page in pages(api, alice_key, query="alpha beta", limit=limit)
-        ] + pages(api, alice_key, query="beta alpha", revisionKind="committed", limit=limit)
-    assert results["range"] == results["walk"] == results["fallback"]
-    assert sum(len(page) for page in results["walk"]) > 10
 
 
 def pages(api, key, **params) -> list[list[dict]]:

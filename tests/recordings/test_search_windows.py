@@ -13,7 +13,7 @@ from django.db import connection
 
 from apps.core.cursors import CURSOR_DETAIL, encode_cursor
 from apps.recordings.models import Transcript
-from apps.recordings.search import postgresql, postgresql_planner, sqlite, windows
+from apps.recordings.search import postgresql, sqlite, windows
 from apps.recordings.search.cursors import scope_digest
 from apps.recordings.search.scoring import segment_score
 from tests import factories
@@ -75,14 +75,16 @@ def windowed(monkeypatch):
     monkeypatch.setattr(windows, "CANDIDATE_SEGMENTS", 2)
 
 
-@pytest.fixture(params=["direct", "walk"])
+@pytest.fixture(params=["one batch", "batches of one"])
 def plan(request, monkeypatch):
-    """PostgreSQL has two ways to find a window's candidates; both are paged the same."""
+    """PostgreSQL reads a window's revisions in batches (the first FIRST_BATCH, then twice as
+    many each time): one batch or many, the window and its pages are the same."""
     if connection.vendor != "postgresql":
-        if request.param == "walk":
-            pytest.skip("one plan on SQLite")
+        if request.param != "one batch":
+            pytest.skip("no batches on SQLite")
         return request.param
-    monkeypatch.setattr(postgresql_planner, "walk_is_cheaper", lambda terms, ws, w=request.param == "walk": w)
+    if request.param == "batches of one":
+        monkeypatch.setattr(postgresql, "FIRST_BATCH", 1)
     return request.param
 
 
@@ -131,12 +133,12 @@ def test_revision_kind_filter_across_windows(api, acme, alice_key, windowed, pla
 
 
 def test_several_common_words_reach_older_revisions_window_by_window(api, acme, alice_key, windowed, monkeypatch):
-    # Every word counts as common: each window is a range of the 3 next revisions, matching or not.
+    # SQLite: every word counts as common, so each window is a range of the 3 next revisions,
+    # matching or not. PostgreSQL's index by revision has no such ranges: its windows are
+    # matching revisions.
     monkeypatch.setattr(windows, "COMMON_SHARE", 0.0)
     monkeypatch.setattr(windows, "COMMON_QUERY_REVISIONS", 3)
     monkeypatch.setattr(windows, "SAMPLE_REVISIONS", 2)
-    if connection.vendor == "postgresql":
-        monkeypatch.setattr(postgresql_planner, "all_words_common", lambda terms, ws: len(terms) > 1)
     matching = []
     for i in range(10):
         both = i in (0, 4, 9)
@@ -146,16 +148,18 @@ def test_several_common_words_reach_older_revisions_window_by_window(api, acme, 
             matching.append(Transcript.objects.get(session=s).id)
     result = pages(api, alice_key, query="alpha beta", limit=2)
     assert flat(result) == matching[::-1]
-    # The first window (the 3 newest revisions) holds the newest match only; ranges without a
-    # match give empty pages that still carry a cursor.
-    assert result[0] == [matching[-1]] and [] in result
+    if connection.vendor == "sqlite":
+        # The first window (the 3 newest revisions) holds the newest match only; ranges without
+        # a match give empty pages that still carry a cursor.
+        assert result[0] == [matching[-1]] and [] in result
+    else:
+        assert result == [matching[:0:-1], [matching[0]]]  # windows of 3 matches: 2 hits, then 1
 
 
 def test_a_walk_stopped_by_its_bound_continues_where_it_stopped(api, acme, alice_key, windowed, monkeypatch):
-    # SQLite: one step (two rows) per request; PostgreSQL: the walk, one batch per request.
+    # SQLite: one step (two rows) per request; PostgreSQL: two revisions read per window.
     monkeypatch.setattr(sqlite, "MAX_STEPS", 1)
-    monkeypatch.setattr(postgresql, "MAX_BATCHES", 1)
-    monkeypatch.setattr(postgresql_planner, "walk_is_cheaper", lambda terms, ws: True)
+    monkeypatch.setattr(postgresql, "MAX_SCANNED", 2)
     ids = []
     for i in range(9):
         texts = ["budget one", "budget two", "budget three"] if i % 3 else ["no match"]

@@ -22,8 +22,8 @@ Modules, by what changes together:
   the window's bounds; pure, no Django.
 - `cursors`: what a page's cursor carries.
 - `sqlite`: the SQLite engine, a walk through the workspace's rowid range.
-- `postgresql`, `postgresql_planner`, `postgresql_queries`: the PostgreSQL engine, its choice
-  between the direct plan, the range lookup and the walk, and their SQL.
+- `postgresql`, `postgresql_queries`: the PostgreSQL engine, the rarest word's revisions read
+  in batches and checked against the other words, and its SQL.
 - `pages`: one page: the window, ranked, cut, and its cursor.
 
 `services.compact_search_index` keeps both indexes merged (hourly).

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
+from django.db.models import Q
 
 import apps.recordings.search.postgresql as postgresql
 import apps.recordings.search.sqlite as sqlite
-from apps.recordings.models import Session, Transcript
+from apps.recordings.models import Segment, Session, Transcript
 from apps.recordings.search.cursors import (
     PageStart,
     next_window_cursor,
@@ -27,11 +28,16 @@ from apps.tenancy.models import Workspace
 
 @dataclass(frozen=True)
 class SearchHit:
-    """One hit: a transcript revision, its session, and the snippet of its best candidate segment."""
+    """One hit: a transcript revision, its session, and where it matches: its best candidate
+    segment (the best-scoring of its first CANDIDATE_SEGMENTS matching segments, the earliest
+    of equal ones, `scoring.rank`), the snippet cut from that segment's text, its sequence and
+    its start (milliseconds from the session start)."""
 
     transcript: Transcript
     session: Session
     snippet: str
+    sequence: int
+    timestamp_start: int
 
 
 def find_window(
@@ -44,6 +50,17 @@ def find_window(
     if connection.vendor == "postgresql":
         return postgresql.find_window(terms, workspace_id, revision_kind, start, shown)
     raise NotImplementedError(f"transcript search has no full-text index for {connection.vendor}")
+
+
+def segment_starts(segments: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """The start of each (transcript id, sequence) segment that still exists."""
+    if not segments:
+        return {}
+    matching = Q()
+    for transcript_id, sequence in segments:
+        matching |= Q(transcript_id=transcript_id, sequence=sequence)
+    rows = Segment.objects.filter(matching).values_list("transcript_id", "sequence", "timestamp_start")
+    return {(transcript_id, sequence): start for transcript_id, sequence, start in rows}
 
 
 def search_transcripts(
@@ -74,11 +91,13 @@ def search_transcripts(
     page = page[:limit]
 
     transcripts = Transcript.objects.select_related("session").in_bulk([hit.transcript_id for hit in page])
+    starts = segment_starts([(hit.transcript_id, hit.sequence) for hit in page])
     hits = [
         SearchHit(transcripts[hit.transcript_id], transcripts[hit.transcript_id].session,
-                  make_snippet(window.texts[hit.transcript_id, hit.sequence], terms))
+                  make_snippet(window.texts[hit.transcript_id, hit.sequence], terms),
+                  hit.sequence, starts[hit.transcript_id, hit.sequence])
         for hit in page
-        if hit.transcript_id in transcripts
+        if hit.transcript_id in transcripts and (hit.transcript_id, hit.sequence) in starts
     ]  # fmt: skip
     if not has_more:
         return hits, next_window

@@ -1,15 +1,22 @@
-"""The PostgreSQL engine: a window's candidates by the direct plan, the range lookup or the walk.
+"""The PostgreSQL engine: a window's candidates from the index by revision (migration 0005).
 
-`postgresql_planner` chooses: the direct plan (`postgresql_queries.direct_plan`) for words that
-are not common, the walk over the newest revisions in batches of CANDIDATE_REVISIONS
-(`postgresql_queries.walk`, at most MAX_BATCHES a window) for one common word, and for several
-words that are all common one range of revisions per window. A range of up to
-RANGE_LOOKUP_MAX_WORDS such words is first looked up through the GIN index (`range_lookup`),
-and walked only when it holds more than RANGE_MATCHES_MAX matches. A word of middling
-frequency is the expensive case for every plan.
+`recordings_revisionword` holds one row per (revision, word) with the sequences of the
+revision's segments that contain the word, and a btree (workspace, word, created_at DESC,
+transcript id DESC): "the newest revisions containing this word" is one index range read in
+order. A window is found by reading the query's rarest word's range from where the window
+starts, in batches, and keeping the revisions whose other words' rows (looked up by primary
+key) share a sequence with it: those segments hold every word. The sequence lists are
+intersected in the database for the SQL_WORDS rarest words (no long list leaves it), in
+Python for any further ones, stopping once no revision of the batch is left. So a query costs the revisions it reads, never a whole
+posting list, whatever its words' frequencies; a window reads at most MAX_SCANNED revisions
+of the rarest word, and when those hold fewer than a window's matches it ends there (a page
+can then be short or empty, with a cursor, as on SQLite).
 
-The candidates' texts and session times come with them, in the same query. "Newest" is
-transcript created_at (then id); a window's bounds are such pairs, both inclusive.
+Which word is rarest is counted through the same index, each count stopping at COUNT_CAP
+rows; among words of COUNT_CAP revisions or more (common ones) the order is alphabetical.
+
+The candidates' texts and session times are read in one more query. "Newest" is transcript
+created_at (then id); a window's bounds are such pairs, both inclusive.
 """
 
 from __future__ import annotations
@@ -17,20 +24,25 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 
-import apps.recordings.search.postgresql_planner as planner
-import apps.recordings.search.postgresql_queries as queries
 import apps.recordings.search.windows as windows
+import apps.recordings.search.postgresql_queries as queries
+from apps.recordings.search.postgresql_queries import OTHER_WORD_SQL, TEXTS_SQL, WORDS_SQL, batch_sql
 from apps.recordings.search.windows import CandidateWindow, WindowBounds
 
-MAX_BATCHES = 4  # batches of CANDIDATE_REVISIONS revisions the walk looks at per window
-# More words make GIN intersect more long lists, where the walk stops at each revision's first
-# matches: a range of more words is walked.
-RANGE_LOOKUP_MAX_WORDS = 3
-RANGE_MATCHES_MAX = windows.COMMON_QUERY_REVISIONS * windows.CANDIDATE_SEGMENTS
+FIRST_BATCH = 128  # revisions of the rarest word read first; each next batch is twice as many
+MAX_SCANNED = 400  # revisions of the rarest word one window reads at most
+COUNT_CAP = 500  # a word's revisions are counted up to this many (which word is rarest)
 
-Row = tuple[str, datetime, datetime, list[int] | None, list[str] | None]  # the plans' row shape
+def rarest_first(db, terms: list[str], workspace_id: Any) -> list[str] | None:
+    """The query's words, rarest first; None when one of them is in none of the workspace's
+    revisions (or the query has no word the index keeps): then nothing matches."""
+    db.execute(WORDS_SQL, [workspace_id, COUNT_CAP, " ".join(terms)])
+    counted = db.fetchall()
+    if not counted or any(count == 0 for _, count in counted):
+        return None
+    return [word for word, _ in sorted(counted, key=lambda wc: (wc[1], wc[0]))]
 
 
 def find_window(
@@ -38,116 +50,67 @@ def find_window(
 ) -> CandidateWindow:
     """The window from after `start` ((created_at, transcript id); None = the newest revision),
     or the window `shown` again."""
-    max_revisions = windows.CANDIDATE_REVISIONS
+    max_revisions, per_revision = windows.CANDIDATE_REVISIONS, windows.CANDIDATE_SEGMENTS
     through, down_to = (shown.first, shown.last) if shown else (None, None)
     window = CandidateWindow({})
-    positions: dict[str, tuple[datetime, str]] = {}
+    unchanged = (shown.last, shown.more) if shown else (None, False)
     with connection.cursor() as db:
-        common = planner.all_words_common(terms, workspace_id)
-        if not common and (len(terms) > 1 or not planner.walk_is_cheaper(terms, workspace_id)):
-            # One more revision than a window holds tells whether anything older matches.
-            db.execute(*queries.direct_plan(terms, workspace_id, revision_kind, start, max_revisions + 1,
-                                            through=through, down_to=down_to))  # fmt: skip
+        words = rarest_first(db, terms, workspace_id)
+        if words is None:
+            window.last, window.more = unchanged
+            return window.settle(shown)
+        matched: list[tuple[str, datetime, list[int]]] = []
+        resume, scanned, batch, oldest, exhausted = start, 0, min(FIRST_BATCH, MAX_SCANNED), None, False
+        while True:
+            db.execute(*batch_sql(workspace_id, words, revision_kind, resume, through, down_to, batch, per_revision))
             rows = db.fetchall()
-            _add_revisions(rows[:max_revisions], window, positions)
-            if len(rows) > max_revisions:
-                window.last, window.more = positions[list(window.candidates)[-1]], True
-            else:
-                window.last, window.more = (shown.last, shown.more) if shown else (None, False)
-        else:
-            _walk(db, terms, workspace_id, revision_kind, start, shown, common, window, positions)
-    if window.candidates:
-        window.first = positions[next(iter(window.candidates))]
+            scanned += len(rows)
+            alive = {transcript_id: sequences for transcript_id, _, sequences in rows if sequences}
+            for word in words[queries.SQL_WORDS:]:  # beyond those the batch intersected
+                if not alive:
+                    break
+                db.execute(OTHER_WORD_SQL, [list(alive), word])
+                found = dict(db.fetchall())
+                alive = {tid: kept for tid, sequences in alive.items() if tid in found
+                         for also in [set(found[tid])] if (kept := [s for s in sequences if s in also])}  # fmt: skip
+            matched += [(tid, created_at, alive[tid][:per_revision]) for tid, created_at, _ in rows if tid in alive]
+            if rows:
+                oldest = (rows[-1][1], rows[-1][0])
+            if len(matched) > max_revisions:
+                break
+            if len(rows) < batch:
+                exhausted = True  # no older revisions contain the word (in a window shown: none left in it)
+                break
+            if scanned >= MAX_SCANNED:
+                break
+            resume, batch = oldest, min(2 * batch, MAX_SCANNED - scanned)
+        _add_texts(db, matched[:max_revisions], window)
+    if len(matched) > max_revisions:
+        window.last, window.more = window_position(matched[max_revisions - 1]), True
+    elif exhausted:
+        window.last, window.more = unchanged
+    else:
+        # The bound on revisions read: the next window starts past the oldest one read.
+        window.last, window.more = oldest, True
+    if matched:
+        window.first = window_position(matched[0])
     return window.settle(shown)
 
 
-def _add_revisions(rows: list[Row], window: CandidateWindow, positions: dict[str, tuple[datetime, str]]) -> None:
-    """Adds the revisions of `rows` (newest first) that have matching segments to the window's
-    candidates, up to CANDIDATE_REVISIONS, with their texts, session times and positions."""
-    max_revisions = windows.CANDIDATE_REVISIONS
-    for transcript_id, created_at, session_created, sequences, segment_texts in rows:
-        if sequences and len(window.candidates) < max_revisions:
-            window.candidates[transcript_id] = list(sequences)
-            positions[transcript_id] = (created_at, transcript_id)
-            window.created[transcript_id] = session_created
-            window.texts.update(((transcript_id, seq), text) for seq, text in zip(sequences, segment_texts))
+def window_position(match: tuple[str, datetime, list[int]]) -> tuple[datetime, str]:
+    transcript_id, created_at, _ = match
+    return (created_at, transcript_id)
 
 
-def _walk(db, terms: list[str], workspace_id: Any, revision_kind: str | None, start: Any,
-          shown: WindowBounds | None, common: bool, window: CandidateWindow,
-          positions: dict[str, tuple[datetime, str]]) -> None:  # fmt: skip
-    """Fills `window` (empty) by walking the workspace's revisions, and sets where it ends."""
-    candidates, max_revisions = window.candidates, windows.CANDIDATE_REVISIONS
-    resume, oldest = start, None
-    through, down_to = (shown.first, shown.last) if shown else (None, None)
-    batch = windows.common_words_range(terms) if common else max_revisions
-    exhausted = False
-    for _ in range(1 if common else MAX_BATCHES):
-        rows = None
-        if common and len(terms) <= RANGE_LOOKUP_MAX_WORDS:
-            rows = range_lookup(db, terms, workspace_id, revision_kind, resume, batch, through, down_to)
-        if rows is None:
-            with transaction.atomic():
-                # The planner would read each revision whole through the transcript_id index and
-                # sort; reading the (transcript_id, sequence) index in order stops at the first
-                # matches, which for a common word are a few rows away.
-                db.execute("SET LOCAL enable_sort = off")
-                db.execute(*queries.walk(terms, workspace_id, revision_kind, resume, batch, through, down_to))
-                rows = db.fetchall()
-        rows.sort(key=lambda r: (r[1], r[0]), reverse=True)
-        _add_revisions(rows, window, positions)
-        if rows:
-            oldest = (rows[-1][1], rows[-1][0])
-        if len(rows) < batch:
-            exhausted = True  # no older revisions (in a window shown before: none left in it)
-            break
-        if len(candidates) >= max_revisions:
-            break
-        resume = oldest
-    if len(candidates) >= max_revisions:
-        window.last, window.more = positions[list(candidates)[-1]], True
-    elif exhausted:
-        window.last, window.more = (shown.last, shown.more) if shown else (oldest, False)
-    else:
-        # The walk's bound (or the common words' range): the next window starts past the
-        # oldest revision it looked at.
-        window.last, window.more = oldest, True
-
-
-def range_lookup(
-    db, terms: list[str], workspace_id: Any, revision_kind: str | None, resume: Any, revisions: int,
-    through: Any = None, down_to: Any = None,
-) -> list[Row] | None:  # fmt: skip
-    """A few common words: the walk's rows for the same range of revisions, found through the
-    GIN index instead of probing every segment of every revision; None when the range holds more
-    than RANGE_MATCHES_MAX matches (then the walk, which stops at each revision's first matches,
-    is the cheaper plan). GIN intersects the words' posting lists from the rarest, and a bitmap
-    of the range's segments keeps only theirs, so a rare combination costs its matches, not the
-    range's segments."""
-    where, params = queries.revision_filters("t.", workspace_id, revision_kind, resume, through, down_to)
-    db.execute(
-        "SELECT t.id, t.created_at, s.created_at FROM recordings_transcript AS t"
-        f" JOIN recordings_session AS s ON s.id = t.session_id WHERE {' AND '.join(where)}"
-        " ORDER BY t.created_at DESC, t.id DESC LIMIT %s",
-        params + [revisions],
-    )
-    revision_rows = db.fetchall()
-    if not revision_rows:
-        return []
-    db.execute(
-        "SELECT seg.transcript_id, seg.sequence, seg.text FROM recordings_segment AS seg"
-        f" WHERE seg.transcript_id = ANY(%s) AND seg.search_vector @@ {queries.TSQUERY} LIMIT %s",
-        [[r[0] for r in revision_rows], workspace_id, " ".join(terms), RANGE_MATCHES_MAX + 1],
-    )
-    matches = db.fetchall()
-    if len(matches) > RANGE_MATCHES_MAX:
-        return None
-    found: dict[str, list[tuple[int, str]]] = {}
-    for transcript_id, sequence, text in sorted(matches, key=lambda m: m[1]):
-        found.setdefault(transcript_id, []).append((sequence, text))
-    per_revision, rows = windows.CANDIDATE_SEGMENTS, []
-    for transcript_id, created_at, session_created in revision_rows:
-        first = found.get(transcript_id, [])[:per_revision]
-        sequences, texts = ([s for s, _ in first], [t for _, t in first]) if first else (None, None)
-        rows.append((transcript_id, created_at, session_created, sequences, texts))
-    return rows
+def _add_texts(db, matched: list[tuple[str, datetime, list[int]]], window: CandidateWindow) -> None:
+    """The matched revisions (newest first) as the window's candidates, with their candidate
+    segments' texts and their sessions' times."""
+    if not matched:
+        return
+    pairs = [(tid, seq) for tid, _, sequences in matched for seq in sequences]
+    db.execute(TEXTS_SQL, [[tid for tid, _ in pairs], [seq for _, seq in pairs]])
+    for transcript_id, session_created, sequences, texts in db.fetchall():
+        window.created[transcript_id] = session_created
+        window.texts.update(((transcript_id, seq), text) for seq, text in zip(sequences, texts))
+    for transcript_id, _, sequences in matched:
+        window.candidates[transcript_id] = sequences

@@ -1,118 +1,76 @@
-"""The SQL of PostgreSQL's candidate plans (built here, run by `postgresql`). No Django.
+"""The SQL of PostgreSQL's search (built here, run by `postgresql`). No Django.
 
-The index (migration 0003) is a GIN index over a generated tsvector of lexemes prefixed with the
-workspace id ('<workspace>:word'), so a posting list is one workspace's; `connect_search_query`
-folds the query's words as the text was folded and prefixes them alike. Revisions are ordered
-by transcript (created_at, id), newest first; a window's bounds are such pairs, both inclusive.
-
-Both plans return one row per revision, newest first, with its first CANDIDATE_SEGMENTS
-matching segments: (transcript id, created_at, session created_at, sequences, texts), the two
-arrays NULL when none matches. A row per revision, not per segment: psycopg parses every
-timestamp it returns.
+All of it reads `recordings_revisionword` (migration 0005): one row per (revision, word) with
+the sorted sequences of the revision's segments that contain the word; words are the lexemes of
+the segments' search_vector without the workspace prefix (migration 0003), and a query's words
+are folded by the same text search configuration, `connect_search`. Revisions are ordered by
+transcript (created_at, id), newest first; a window's bounds are such pairs, both inclusive.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import apps.recordings.search.windows as windows
+# The query's words as the segments' search_vector holds them (its lexemes without the
+# workspace prefix: migration 0003's connect_search_vector), each with its count of revisions.
+WORDS_SQL = """
+    SELECT q.word, (SELECT count(*) FROM (
+        SELECT 1 FROM recordings_revisionword AS w WHERE w.workspace_id = %s AND w.word = q.word LIMIT %s
+    ) AS c)
+    FROM unnest(tsvector_to_array(to_tsvector('connect_search'::regconfig, %s))) AS q(word)
+"""
+TEXTS_SQL = """
+    SELECT t.id, s.created_at, array_agg(seg.sequence ORDER BY seg.sequence), array_agg(seg.text ORDER BY seg.sequence)
+    FROM unnest(%s::varchar[], %s::integer[]) AS c(transcript_id, sequence)
+    JOIN recordings_segment AS seg ON seg.transcript_id = c.transcript_id AND seg.sequence = c.sequence
+    JOIN recordings_transcript AS t ON t.id = c.transcript_id
+    JOIN recordings_session AS s ON s.id = t.session_id
+    GROUP BY t.id, s.created_at
+"""
+OTHER_WORD_SQL = "SELECT transcript_id, sequences FROM recordings_revisionword WHERE transcript_id = ANY(%s) AND word = %s"
 
-# Every word, folded as the text was, keyed by the workspace (migration 0003): (workspace id, words).
-TSQUERY = "connect_search_query(%s, %s)"
-# The workspace's segments that contain every word: (workspace id, words).
-MATCHES_SQL = f"SELECT 1 FROM recordings_segment AS seg WHERE seg.search_vector @@ {TSQUERY}"
 
-
-def revision_filters(
-    prefix: str, workspace_id: Any, revision_kind: str | None, resume: Any, through: Any, down_to: Any
-) -> tuple[list[str], list[Any]]:
-    """WHERE terms on transcripts (columns prefixed with `prefix`) and their values: the
-    workspace's, of `revision_kind` if given, older than `resume`, no newer than `through` and
-    no older than `down_to` (each a (created_at, id) pair or None)."""
-    where, params = [f"{prefix}workspace_id = %s"], [workspace_id]
+def driver_sql(workspace_id: Any, word: str, revision_kind: str | None, resume: Any, through: Any,
+               down_to: Any, limit: int) -> tuple[str, list[Any]]:  # fmt: skip
+    """The newest revisions containing `word` (older than `resume`, within `through` … `down_to`,
+    each a (created_at, id) pair or None), with the word's sequences: one range of the index."""
+    where, params = ["workspace_id = %s", "word = %s"], [workspace_id, word]
     if revision_kind:
-        where.append(f"{prefix}revision_kind = %s")
+        where.append("revision_kind = %s")
         params.append(revision_kind)
     for bound, op in ((resume, "<"), (through, "<="), (down_to, ">=")):
         if bound is not None:
-            where.append(f"({prefix}created_at, {prefix}id) {op} (%s, %s)")
+            where.append(f"(created_at, transcript_id) {op} (%s, %s)")
             params += list(bound)
-    return where, params
+    sql = (
+        "SELECT transcript_id, created_at, sequences FROM recordings_revisionword"
+        f" WHERE {' AND '.join(where)} ORDER BY created_at DESC, transcript_id DESC LIMIT %s"
+    )
+    return sql, params + [limit]
 
 
-def direct_plan(
-    terms: list[str],
-    workspace_id: Any,
-    revision_kind: str | None,
-    resume: Any,
-    limit: int,
-    through: Any = None,
-    down_to: Any = None,
-) -> tuple[str, list[Any]]:
-    """The direct plan, for words that are not common: every match read through the GIN index,
-    never scanning segments, and the `limit` newest matching revisions kept: those older than
-    `resume` ((created_at, transcript id); None = from the newest), no newer than `through` and
-    no older than `down_to` (a window shown before)."""
-    where, params = revision_filters("t.", workspace_id, revision_kind, resume, through, down_to)
-    params = [workspace_id, " ".join(terms), *params]
-    # The matches first (MATERIALIZED: the planner must not trade the index for an index
-    # scan in transcript order to feed the window), then the newest revisions among them.
-    sql = f"""
-        WITH hit AS MATERIALIZED (
-            SELECT seg.transcript_id, seg.sequence FROM recordings_segment AS seg
-            WHERE seg.search_vector @@ {TSQUERY}
-        ), m AS (
-            SELECT hit.transcript_id, hit.sequence, t.created_at,
-                   row_number() OVER (PARTITION BY hit.transcript_id ORDER BY hit.sequence) AS nth
-            FROM hit JOIN recordings_transcript AS t ON t.id = hit.transcript_id
-            WHERE {" AND ".join(where)}
-        ), r AS (
-            SELECT DISTINCT transcript_id, created_at FROM m
-            ORDER BY created_at DESC, transcript_id DESC LIMIT %s
-        )
-        SELECT m.transcript_id, m.created_at, s.created_at,
-               array_agg(m.sequence ORDER BY m.sequence), array_agg(seg.text ORDER BY m.sequence)
-        FROM m JOIN r USING (transcript_id)
-        JOIN recordings_segment AS seg ON seg.transcript_id = m.transcript_id AND seg.sequence = m.sequence
-        JOIN recordings_transcript AS t ON t.id = m.transcript_id
-        JOIN recordings_session AS s ON s.id = t.session_id
-        WHERE m.nth <= %s
-        GROUP BY m.transcript_id, m.created_at, s.created_at
-        ORDER BY m.created_at DESC, m.transcript_id DESC
-    """
-    return sql, params + [limit, windows.CANDIDATE_SEGMENTS]
+SQL_WORDS = 8  # words a batch intersects in SQL (the rarest); the others, if any, are checked after
 
 
-def walk(
-    terms: list[str],
-    workspace_id: Any,
-    revision_kind: str | None,
-    resume: Any,
-    revisions: int,
-    through: Any = None,
-    down_to: Any = None,
-) -> tuple[str, list[Any]]:
-    """The walk, for common words: `revisions` of the workspace's revisions older than `resume`
-    (and within `through` … `down_to`, as in `direct_plan`), newest first, each probed for its
-    first matching segments through the (transcript_id, sequence) index, which for a common
-    word finds them within a few rows. Run with enable_sort off (see `postgresql`)."""
-    where, params = revision_filters("", workspace_id, revision_kind, resume, through, down_to)
-    sql = f"""
-        SELECT t.id, t.created_at, s.created_at, m.sequences, m.texts
-        FROM (
-            SELECT id, created_at, session_id FROM recordings_transcript WHERE {" AND ".join(where)}
-            ORDER BY created_at DESC, id DESC LIMIT %s
-        ) AS t
-        JOIN recordings_session AS s ON s.id = t.session_id
-        LEFT JOIN LATERAL (
-            SELECT array_agg(x.sequence ORDER BY x.sequence) AS sequences,
-                   array_agg(x.text ORDER BY x.sequence) AS texts
-            FROM (
-                SELECT seg.sequence, seg.text FROM recordings_segment AS seg
-                WHERE seg.transcript_id = t.id AND seg.search_vector @@ {TSQUERY}
-                -- the unique (transcript_id, sequence) index in order: stops at the first matches
-                ORDER BY seg.transcript_id, seg.sequence LIMIT %s
-            ) AS x
-        ) AS m ON true
-    """
-    return sql, params + [revisions, workspace_id, " ".join(terms), windows.CANDIDATE_SEGMENTS]
+def batch_sql(workspace_id: Any, words: list[str], revision_kind: str | None, resume: Any, through: Any,
+              down_to: Any, limit: int, per_revision: int) -> tuple[str, list[Any]]:  # fmt: skip
+    """One batch: the `limit` newest revisions containing `words[0]` (as `driver_sql`), each
+    with the sequences its rows for `words[:SQL_WORDS]` share (its segments that hold each of
+    them), intersected in the database so that no long list leaves it: the first
+    `per_revision` of them when that is every word, else all (the rest are checked after);
+    an empty array when they share none."""
+    driver, params = driver_sql(workspace_id, words[0], revision_kind, resume, through, down_to, limit)
+    others = words[1:SQL_WORDS]  # read when called: tests lower it
+    cut = len(words) <= SQL_WORDS  # every word is in this batch's SQL
+    if not others:
+        shared = "d.sequences[1:%s]" if cut else "d.sequences"
+    else:
+        common = " INTERSECT ".join(["SELECT unnest(d.sequences)"] + [f"SELECT unnest(o{n}.sequences)"
+                                                                       for n in range(1, len(others) + 1)])  # fmt: skip
+        shared = f"ARRAY(SELECT s FROM ({common}) AS i(s) ORDER BY s{' LIMIT %s' if cut else ''})"
+    joins = "".join(f" LEFT JOIN recordings_revisionword AS o{n} ON o{n}.transcript_id = d.transcript_id"
+                    f" AND o{n}.word = %s" for n in range(1, len(others) + 1))  # fmt: skip
+    sql = (f"SELECT d.transcript_id, d.created_at, {shared} FROM ({driver}) AS d{joins}"
+           " ORDER BY d.created_at DESC, d.transcript_id DESC")  # fmt: skip
+    # Parameters in the order of their placeholders: the cut, the driver's, the other words.
+    return sql, [*([per_revision] if cut else []), *params, *others]

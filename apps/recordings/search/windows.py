@@ -7,10 +7,11 @@ the first window holds the newest matching revisions, each next one those older 
 previous window's end. Both engines find windows the same size, so a request's work is bounded
 on both, and paging through windows reaches every matching revision.
 
-A query of several words that are all common (each in COMMON_SHARE or more of the workspace's
-segments) takes its windows as ranges of revisions, matching or not: the full-text indexes
-intersect such words entry by entry, so over a whole workspace a rare combination of them would
-cost in proportion to its size.
+On SQLite, a query of several words that are all common (each in COMMON_SHARE or more of the
+workspace's segments) takes its windows as ranges of revisions, matching or not: FTS5
+intersects such words entry by entry, so over a whole workspace a rare combination of them
+would cost in proportion to its size. PostgreSQL's index by revision reads matching revisions
+only (its own bound: `postgresql.MAX_SCANNED`).
 
 Positions are each engine's walk order (SQLite: an FTS5 rowid; PostgreSQL: a transcript's
 (created_at, id)); this module only carries them.
