@@ -75,10 +75,10 @@ REPLAY_CHUNK = 200
 
 class EventStreamConsumer(AsyncHttpConsumer):
     stream: Stream | None = None
-    slot_id: int | None = None
+    slot_id: slots.SlotId | None = None
     delivery: asyncio.Task | None = None
     producer: daphne_stream.Producer | None = None
-    replay: list[tuple[str, bytes]] | None = None
+    replay: list[tuple[tuple[int, str], bytes]] | None = None
     rate: RateDecision | None = None
     opened_at: float | None = None
 
@@ -205,15 +205,15 @@ class EventStreamConsumer(AsyncHttpConsumer):
         )
         # Registered with no await since the slot was taken: the hub renews the leases of the
         # slots of the streams it holds, so from here the slot lives as long as the stream.
-        # Subscribe before reading what was missed: an event committed in between is then in
-        # the live queue too, and the delivery task drops the copy it already replayed.
+        # Subscribe before reading what was missed: an event settled in between is then in the
+        # live queue too, and the stream drops live copies up to where the replay reached.
         hub.register(self.stream)
         first = b": connected\n\n"
         if last_event_id:
             types = (
                 frozenset(e.type for e in subscription.entries) if subscription.entries else subscription.default_types
             )
-            self.replay = await hub.run_db(
+            resumed = await hub.run_db(
                 resume_frames,
                 retry=True,  # a read
                 workspace_id=workspace_id,
@@ -221,12 +221,12 @@ class EventStreamConsumer(AsyncHttpConsumer):
                 subscription=subscription,
                 types=types,
             )
-            if self.replay is None:
+            if resumed is None:
                 first = b": resume-unavailable\n\n"
             else:
-                # The client has it: a live copy (a follower that had not reached it yet when
-                # this stream registered) is dropped like a replayed one.
-                self.stream.replayed.add(last_event_id.strip())
+                # The client has everything up to its id, the replay everything after it up to
+                # `floor`: a live copy at or below it (a follower behind this read) is dropped.
+                self.replay, self.stream.floor = resumed
         await self.send_headers(status=200, headers=STREAM_HEADERS + self._rate_headers())
         await self.send_body(first, more_body=True)
         self._register_producer()
@@ -271,7 +271,6 @@ class EventStreamConsumer(AsyncHttpConsumer):
                     await stream.wakeup.wait()
                 if stream.closed_reason is not None:
                     break
-                stream.replayed.update(event_id for event_id, _ in chunk)
                 await self.send_body(b"".join(frame for _, frame in chunk), more_body=True)
             self.replay = None
             # Live: the hub now writes straight to the transport whenever nothing is queued.
@@ -287,10 +286,10 @@ class EventStreamConsumer(AsyncHttpConsumer):
                 if stream.ping_due:
                     stream.ping_due = False
                     parts.append(PING)
-                replayed = stream.replayed
+                floor = stream.floor
                 while stream.queue:
-                    event_id, frame = stream.queue.popleft()
-                    if event_id not in replayed:
+                    key, frame = stream.queue.popleft()
+                    if floor is None or key > floor:
                         parts.append(frame)
                 if parts:
                     if direct is not None:

@@ -28,6 +28,7 @@ logger = logging.getLogger("connect.events")
 
 _publisher_lock = threading.Lock()
 _publisher: Any = None
+_publisher_url: str | None = None
 # Set by the running hub of this process (if any), called from any thread after a commit.
 local_wakeups: list = []
 
@@ -44,20 +45,22 @@ def wire_message(event: Event) -> bytes:
     return header + b"\n" + frame_for(event)
 
 
-def _redis_publisher():
-    global _publisher
+def redis_client():
+    """This process's synchronous Redis client (publishing, stream slots), made on first use."""
+    global _publisher, _publisher_url
     with _publisher_lock:
-        if _publisher is None:
+        if _publisher is None or _publisher_url != settings.REDIS_URL:
             import redis
 
             _publisher = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+            _publisher_url = settings.REDIS_URL
         return _publisher
 
 
 def announce_committed(event: Event) -> None:
     if settings.REDIS_URL:
         try:
-            _redis_publisher().publish(redis_channel(), wire_message(event))
+            redis_client().publish(redis_channel(), wire_message(event))
         except Exception:  # noqa: BLE001 - the event is committed; live delivery is best effort
             logger.exception("could not publish %s to Redis; open streams miss it (resume still has it)", event.id)
     for wake in list(local_wakeups):

@@ -2,10 +2,16 @@
 in-process queues, one per open stream (not a channel-layer group per connection: measured
 in the issue, that does not scale past a few hundred streams).
 
-- Carrier. Production (`REDIS_URL`): one Redis pub/sub subscription; each message is a
-  routing header plus the ready SSE frame, published after commit by whichever process
-  committed (fanout.announce_committed). Embedded (no Redis): a follower that reads the event log
-  in log order as REST does (see `_poll`), woken at once by commits made in this process.
+- Follower. Every process follows the event log itself, in log order and below its horizon,
+  exactly as REST pages it (`_poll`, selectors.read_log): a stream carries events in log order
+  only, so a client's last id is a place in the log and a resume from it (`resume_frames`)
+  misses nothing and repeats nothing, even when transactions commit out of order (an event whose
+  transaction began first and committed last waits for it instead of being overtaken).
+- Carrier = the follower's wake-up. Production (`REDIS_URL`): one Redis pub/sub subscription per
+  process; each commit anywhere is published (fanout.announce_committed) and wakes every
+  process's follower at once. Embedded (no Redis): a commit made in this process wakes it; other
+  processes see it on the next poll. Waking on Redis instead of carrying the frame costs one log
+  read per process and burst, never per stream.
 - All database work of the hub (follower, slot leases, batched credential checks,
   and each connect's authentication, slot and resume) runs on the hub's own two threads, not
   on `database_sync_to_async`'s shared thread and never once per event per stream. A job that
@@ -52,11 +58,16 @@ from connect.engine.faults import discard_lost_connections, is_database_unavaila
 
 logger = logging.getLogger("connect.events")
 
-# Embedded follower: how often it polls when nothing in this process woke it, and how many
-# events one poll reads at most. It follows the log (selectors.read_log) from where it stands:
-# below the log's horizon, so an event whose transaction commits late is delivered late, never
-# skipped.
+# The follower: how often it polls when nothing woke it (embedded; with Redis every commit wakes
+# it, and the slow poll only covers a lost publish), and how many events one poll reads at most.
+# It follows the log (selectors.read_log) from where it stands: below the log's horizon, so an
+# event whose transaction commits late is delivered late, never skipped. An event announced on
+# Redis but not read yet (an older transaction still holds the horizon) is polled for again
+# soon: AWAIT_POLL_SECONDS, doubling up to FOLLOW_POLL_SECONDS.
 FOLLOW_POLL_SECONDS = 0.1
+REDIS_FOLLOW_POLL_SECONDS = 1.0
+AWAIT_POLL_SECONDS = 0.005
+AWAIT_FORGET_SECONDS = 60.0
 FOLLOW_BATCH = 1000
 RESUME_MAX_EVENTS = 5000
 # Redis messages already received are dispatched together, up to this many at once.
@@ -95,14 +106,14 @@ class Stream:
         subscription: Subscription,
         credential: CredentialRef,
         queue_size: int,
-        slot_id: int | None = None,
+        slot_id: slots.SlotId | None = None,
     ):
         self.workspace_id = workspace_id
         # The StreamSlot row this stream holds; the hub renews its lease while it holds the stream.
         self.slot_id = slot_id
         self.subscription = subscription
         self.credential = credential
-        self.queue: deque[tuple[str, bytes]] = deque()
+        self.queue: deque[tuple[tuple[int, str], bytes]] = deque()
         self.queue_size = queue_size
         self.wakeup = asyncio.Event()
         self.ping_due = False
@@ -112,20 +123,22 @@ class Stream:
         self.write: Callable[[bytes], None] | None = None
         # Twisted's flow control (daphne_stream.Producer): the client's socket is backed up.
         self.paused = False
-        # Ids the resume replay already sent; a live copy of one of them is dropped.
-        self.replayed: set[str] = set()
+        # After a resume: the log place (`Position.key()`) up to which the replay covers; a live
+        # copy of an event at or below it is dropped.
+        self.floor: tuple[int, str] | None = None
 
     def _direct(self) -> bool:
         return self.write is not None and not self.paused and not self.queue
 
-    def offer(self, items: list[tuple[str, bytes]]) -> bool:
-        """This stream's share of one dispatched batch, in order. True if written directly."""
+    def offer(self, items: list[tuple[tuple[int, str], bytes]]) -> bool:
+        """This stream's share of one dispatched batch of `(log key, frame)`, in log order. True if
+        written directly."""
         if self.closed_reason is not None:
             return False
         if self._direct():
-            replayed = self.replayed
-            if replayed:
-                data = b"".join(frame for event_id, frame in items if event_id not in replayed)
+            floor = self.floor
+            if floor is not None:
+                data = b"".join(frame for key, frame in items if key > floor)
             else:
                 data = items[0][1] if len(items) == 1 else b"".join(frame for _, frame in items)
             if data:
@@ -184,7 +197,12 @@ class Hub:
         # this one a subscription waiting on a quiet Redis is garbage-collected mid-await.
         self._carrier_task: asyncio.Task | None = None
         self._poke = asyncio.Event()
-        self._place: Position | None = None  # where the embedded follower stands in the log
+        self._place: Position | None = None  # where the follower stands in the log
+        self._follower: asyncio.Task | None = None
+        # Event ids announced on Redis that the follower has not read yet (id → monotonic time),
+        # and the ids it read lately (an announcement may arrive after its event was read).
+        self._awaited: dict[str, float] = {}
+        self._lately_read: dict[str, float] = {}
         self.direct_writes = 0  # batches written straight to a stream (stats, tests)
 
     # --- database on the hub's threads ---------------------------------------------------
@@ -198,7 +216,7 @@ class Hub:
         if not acquiring.cancelled() and acquiring.exception() is None and acquiring.result() is not None:
             self.run_db(slots.release_slot, acquiring.result(), retry=True)
 
-    def live_slot_ids(self) -> list[int]:
+    def live_slot_ids(self) -> list[slots.SlotId]:
         return [s.slot_id for s in self.all_streams() if s.slot_id is not None]
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -212,10 +230,20 @@ class Hub:
         await asyncio.shield(self._carrier)
 
     async def _start_carrier(self) -> None:
+        if self._follower is None:
+            # Live from here: what settled before the follower started is for resume, not live.
+            self._place = await self.run_db(self._start_place, retry=True)
+            if self._follower is None:
+                fanout.local_wakeups.append(self._wake_from_any_thread)
+                self._follower = asyncio.ensure_future(self._follow())
         if settings.REDIS_URL:
             import redis.asyncio as aioredis
 
-            client = aioredis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=5)
+            # Named: while this connection is open the process is alive, and its stream slots
+            # are its own (slots.py frees a killed process's slots when its name is gone).
+            client = aioredis.Redis.from_url(
+                settings.REDIS_URL, socket_connect_timeout=5, client_name=slots.hub_client_name(self.process)
+            )
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(fanout.redis_channel())
@@ -224,27 +252,26 @@ class Hub:
                 await client.aclose()
                 raise
             self._carrier_task = asyncio.ensure_future(self._carry_redis(client, pubsub))
-        else:
-            # Live from here: what settled before the carrier started is for resume, not live.
-            self._place = await self.run_db(self._start_place, retry=True)
-            fanout.local_wakeups.append(self._wake_from_any_thread)
-            self._carrier_task = asyncio.ensure_future(self._follow())
 
     async def _carry_redis(self, client, pubsub) -> None:
         try:
             while True:
                 # Wait for one message, then take every one already received without waiting
                 # (redis-py: timeout=0 returns None when nothing is buffered; its parser keeps a
-                # partly read reply for the next call) and dispatch them as one batch.
+                # partly read reply for the next call): one wake-up of the follower per burst.
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
-                batch = []
+                now = time.monotonic()
+                taken = 0
                 while message is not None:
                     if message.get("type") == "message":
-                        batch.append(self._wire_row(message["data"]))
-                    if len(batch) >= REDIS_BATCH_MAX:
+                        event_id = self._announced_id(message["data"])
+                        if event_id is not None and event_id not in self._lately_read:
+                            self._awaited[event_id] = now
+                    taken += 1
+                    if taken >= REDIS_BATCH_MAX:
                         break
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0)
-                self.dispatch(batch)
+                self._poke.set()
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001
@@ -260,10 +287,14 @@ class Hub:
                 pass
 
     @staticmethod
-    def _wire_row(data: bytes) -> tuple:
-        header, _, frame = data.partition(b"\n")
-        routing = orjson.loads(header)
-        return routing["w"], routing["t"], routing["s"], routing["i"], frame
+    def _announced_id(data: bytes) -> str | None:
+        """The event id of a message on the channel (fanout.wire_message: a routing header, then
+        the frame, which the follower builds again from the log)."""
+        try:
+            return orjson.loads(data.partition(b"\n")[0])["i"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            logger.warning("ignored a message on the event channel that is not an event announcement")
+            return None
 
     def _wake_from_any_thread(self) -> None:
         self.loop.call_soon_threadsafe(self._poke.set)
@@ -273,13 +304,22 @@ class Hub:
         return Position(selectors.horizon() - 1, "", int(time.time() * 1000))
 
     async def _follow(self) -> None:
-        # Polls start every FOLLOW_POLL_SECONDS, not that long after the previous dispatch
-        # ended: at 1,000 streams a poll and its dispatch take ~30 ms, which stretched the period
-        # (and so every event's wait for the next poll) to ~130 ms. One poll at a time; a poll
-        # that falls behind starts the next one at once rather than catching up.
+        # Polls start every period, not that long after the previous dispatch ended: at 1,000
+        # streams a poll and its dispatch take ~30 ms, which stretched the period (and so every
+        # event's wait for the next poll) to ~130 ms. One poll at a time; a poll that falls
+        # behind starts the next one at once rather than catching up. A wake-up (a commit here,
+        # an announcement on Redis) starts one at once.
+        period = REDIS_FOLLOW_POLL_SECONDS if settings.REDIS_URL else FOLLOW_POLL_SECONDS
+        await_delay = AWAIT_POLL_SECONDS
         next_poll = self.loop.time()
         while True:
-            next_poll = max(next_poll + FOLLOW_POLL_SECONDS, self.loop.time())
+            if self._awaited:
+                # Announced but not read: an older transaction holds the horizon. Soon again.
+                next_poll = self.loop.time() + await_delay
+                await_delay = min(await_delay * 2, FOLLOW_POLL_SECONDS)
+            else:
+                await_delay = AWAIT_POLL_SECONDS
+                next_poll = max(next_poll + period, self.loop.time())
             delay = next_poll - self.loop.time()
             if delay > 0 and not self._poke.is_set():
                 try:
@@ -293,7 +333,23 @@ class Hub:
                 logger.exception("event follower poll failed")
                 await asyncio.sleep(1)
                 continue
+            self._note_read(rows)
             self.dispatch(rows)
+
+    def _note_read(self, rows: list[tuple]) -> None:
+        now = time.monotonic()
+        lately, awaited = self._lately_read, self._awaited
+        for row in rows:
+            event_id = row[3][1]
+            lately[event_id] = now
+            awaited.pop(event_id, None)
+        forget = now - AWAIT_FORGET_SECONDS
+        if awaited and next(iter(awaited.values())) < forget:
+            for event_id in [i for i, t in awaited.items() if t < forget]:
+                # Never read within a minute: deleted by a purge, or a message not from this log.
+                del awaited[event_id]
+        while lately and next(iter(lately.values())) < forget:
+            del lately[next(iter(lately))]
 
     def _poll(self) -> list[tuple]:
         # Runs on a hub thread, one poll at a time; the place moves only once the read is back,
@@ -302,7 +358,7 @@ class Hub:
         self._place = place
         if len(events) == FOLLOW_BATCH:
             self._wake_from_any_thread()  # more is waiting: poll again at once
-        return [(e.workspace_id, e.type, e.session_id, e.id, frame_for(e)) for e in events]
+        return [(e.workspace_id, e.type, e.session_id, (e.position, e.id), frame_for(e)) for e in events]
 
     async def _maintain(self) -> None:
         heartbeat = settings.CONNECT_SSE_HEARTBEAT_SECONDS
@@ -360,7 +416,7 @@ class Hub:
 
     def shutdown(self) -> None:
         """Stop this hub's tasks and threads (tests that run a hub on a loop of their own)."""
-        for task in (self._maintenance, self._carrier_task, self._carrier):
+        for task in (self._maintenance, self._carrier_task, self._carrier, self._follower):
             if task is not None and not task.done():
                 task.cancel()
         if self._wake_from_any_thread in fanout.local_wakeups:
@@ -393,14 +449,15 @@ class Hub:
         return [s for group in self.streams.values() for s in group]
 
     def dispatch(self, rows: list[tuple]) -> None:
-        """Route a batch of (workspace_id, type, session_id, event_id, frame) rows, in order,
-        and hand each matching stream its share at once (one write per stream and batch)."""
-        shares: dict[Stream, list[tuple[str, bytes]]] = {}
-        for workspace_id, type_, session_id, event_id, frame in rows:
+        """Route a batch of (workspace_id, type, session_id, log key, frame) rows, in log order
+        (the key is `(position, event id)`), and hand each matching stream its share at once
+        (one write per stream and batch)."""
+        shares: dict[Stream, list[tuple[tuple[int, str], bytes]]] = {}
+        for workspace_id, type_, session_id, key, frame in rows:
             routes = self.routes.get(workspace_id)
             if not routes:
                 continue
-            item = (event_id, frame)
+            item = (key, frame)
             # A set union: a stream on both routes gets the event once.
             for stream in routes.get((type_, None), _NO_STREAMS) | routes.get((type_, session_id), _NO_STREAMS):
                 share = shares.get(stream)
@@ -443,10 +500,16 @@ def current_hub() -> Hub | None:
 
 def resume_frames(
     *, workspace_id: int, last_event_id: str, subscription: Subscription, types: frozenset[str]
-) -> list[tuple[str, bytes]] | None:
-    """The frames a client reconnecting after `last_event_id` missed, in log order, or None when
+) -> tuple[list[tuple[tuple[int, str], bytes]], tuple[int, str]] | None:
+    """What a client reconnecting after `last_event_id` missed, in log order, and the log place
+    (`Position.key()`) the replay reaches: the stream drops live copies at or below it. None when
     that id is not in this workspace's log (unknown, purged), older than the resume window, or
-    too far behind. Read from the log as REST reads it, with the stream's own types and filters."""
+    too far behind.
+
+    Read from the log exactly as REST reads it (settled rows only) with the stream's own types
+    and filters: streams carry events in log order (the follower), so the client holds every
+    event of its subscription up to its last id and none after it; rows not settled yet come
+    live, in order, once they are."""
     ms = event_id_ms(last_event_id)
     window_ms = settings.CONNECT_SSE_RESUME_SECONDS * 1000
     if ms is None or ms < int(time.time() * 1000) - window_ms or not types:
@@ -456,9 +519,8 @@ def resume_frames(
     place = selectors.position_of(workspace_id=workspace_id, event_id=last_event_id)
     if place is None:
         return None
-    rows, _ = selectors.read_log(
-        after=place, limit=RESUME_MAX_EVENTS + 1, workspace_id=workspace_id, types=types, settled=False
-    )
+    rows, reached = selectors.read_log(after=place, limit=RESUME_MAX_EVENTS + 1, workspace_id=workspace_id, types=types)
     if len(rows) > RESUME_MAX_EVENTS:
         return None
-    return [(e.id, frame_for(e)) for e in rows if subscription.matches(e.type, e.session_id)]
+    frames = [((e.position, e.id), frame_for(e)) for e in rows if subscription.matches(e.type, e.session_id)]
+    return frames, reached.key()

@@ -1,18 +1,34 @@
-"""Stream slots: the per-workspace connection limit, counted across processes and instances
-in the database (see models.StreamSlot). Synchronous; the hub runs these on its own threads.
+"""Stream slots: the per-workspace connection limit, counted across processes and instances.
+Synchronous; the hub runs these on its own threads.
 
-A slot row lives exactly as long as a stream the hub of its process holds: the consumer takes
-it before the stream is registered and releases it however the consumer ends, and the hub
-renews the leases of its live streams' slots only, by id (`renew_leases`). A row nobody renews
+Two stores behind one set of functions, chosen like the other shared state (DESIGN.md §2):
+
+- Production (`REDIS_URL`): one Redis sorted set per workspace, a member per open stream
+  (`process|holder`) scored by its lease's end. Taking a slot is one atomic script (drop lapsed
+  members, refuse at the limit, add), so concurrent opens on any process or instance never hold
+  more than the limit; releasing is one ZREM; no database row is written per open.
+- Embedded default (no Redis): a `StreamSlot` row per open stream; the database's unique
+  `(workspace, number)` arbitrates.
+
+Either way a slot lives exactly as long as a stream the hub of its process holds: the consumer
+takes it before the stream is registered and releases it however the consumer ends, and the hub
+renews the leases of its live streams' slots only, by id (`renew_leases`). A slot nobody renews
 (a killed process, an acquire whose answer was lost) lapses after one lease
-(`CONNECT_SSE_SLOT_LEASE_SECONDS`, 45 s by default: "within a minute"), and every renewal also
-deletes the lapsed rows of any workspace, so the row count follows the open streams. The other
-way round, an open stream whose row is gone (its renewals stalled for a lease) is ended by the
-hub, and its client resumes."""
+(`CONNECT_SSE_SLOT_LEASE_SECONDS`, 45 s by default: "within a minute"). The other way round, an
+open stream whose slot is gone (its renewals stalled for a lease) is ended by the hub, and its
+client resumes.
+
+A killed process, sooner (Redis): a full workspace's open asks Redis which processes still hold
+their connection (`CLIENT LIST`: every hub names its subscription `connect-hub:<process>`). The
+kernel closes a killed process's sockets at once, so its slots are freed on the spot and its
+clients, reconnecting elsewhere, are not refused for the lease's remainder; a process that is
+alive keeps its connection however loaded it is, so load never makes it look dead (a process
+that loses Redis closes its streams anyway: no carrier)."""
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Iterable
 from datetime import timedelta
 
@@ -20,7 +36,11 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from apps.events import fanout
 from apps.events.models import StreamSlot
+
+SlotId = int | str  # a StreamSlot pk, or "<workspace>|<process>|<holder>" in Redis
+HUB_CLIENT_PREFIX = "connect-hub:"
 
 
 def lease_seconds() -> float:
@@ -33,12 +53,108 @@ def renew_every_seconds() -> float:
     return lease_seconds() / 3
 
 
-def acquire_slot(*, workspace_id: int, process: str, limit: int, holder: str) -> int | None:
+def _overdue_window() -> float:
+    """A slot whose lease ends sooner than this missed two renewals."""
+    return lease_seconds() - 2 * renew_every_seconds()
+
+
+def hub_client_name(process: str) -> str:
+    """The name of a hub's Redis subscription: alive while the process is."""
+    return HUB_CLIENT_PREFIX + process
+
+
+def _redis() -> bool:
+    return bool(settings.REDIS_URL)
+
+
+# --- the public functions ---------------------------------------------------------------------
+def acquire_slot(*, workspace_id: int, process: str, limit: int, holder: str) -> SlotId | None:
     """A slot id, or None when the workspace already has `limit` live streams.
 
     Safe to run again after a failure with the same `holder` (one per stream open): if the
-    first run's row was committed but its answer lost (the connection died at COMMIT), the
-    retry finds and returns that row instead of taking a second slot."""
+    first run's slot was taken but its answer lost, the retry finds and returns it instead of
+    taking a second one."""
+    if _redis():
+        return _RedisSlots.acquire(workspace_id, process, limit, holder)
+    return _db_acquire(workspace_id, process, limit, holder)
+
+
+def overdue_retry_after(*, workspace_id: int) -> int | None:
+    """When the workspace is at its limit: seconds until the first of its slots that missed two
+    renewals lapses, or None when every slot is renewed on time. Such a slot belongs to a process
+    that stopped renewing (a host cut off): its client is reconnecting elsewhere, so the refusal
+    is a dependency's transient state (503 with Retry-After), not the workspace's own streams
+    (429 connection_limit)."""
+    now = timezone.now()
+    if _redis():
+        first = _RedisSlots.first_overdue_ms(workspace_id, _ms(now))
+        seconds = None if first is None else (first - _ms(now)) / 1000
+    else:
+        overdue = (
+            StreamSlot.objects.filter(
+                workspace_id=workspace_id,
+                lease_expires_at__gte=now,
+                lease_expires_at__lt=now + timedelta(seconds=_overdue_window()),
+            )
+            .order_by("lease_expires_at")
+            .values_list("lease_expires_at", flat=True)
+            .first()
+        )
+        seconds = None if overdue is None else (overdue - now).total_seconds()
+    if seconds is None:
+        return None
+    return math.floor(seconds) + 1  # the first whole second past its lapse
+
+
+def release_slot(slot_id: SlotId) -> None:
+    if isinstance(slot_id, str):
+        _RedisSlots.release(slot_id)
+    else:
+        StreamSlot.objects.filter(pk=slot_id).delete()
+
+
+def renew_leases(*, slot_ids: Iterable[SlotId]) -> int:
+    """Extend the leases of these slots (the live streams of one process), and drop lapsed ones.
+    Returns how many were renewed."""
+    ids = list(slot_ids)
+    if _redis():
+        return _RedisSlots.renew([i for i in ids if isinstance(i, str)])
+    now = timezone.now()
+    renewed = (
+        StreamSlot.objects.filter(pk__in=ids).update(lease_expires_at=now + timedelta(seconds=lease_seconds()))
+        if ids
+        else 0
+    )
+    StreamSlot.objects.filter(lease_expires_at__lt=now).delete()
+    return renewed
+
+
+def existing_slots(slot_ids: Iterable[SlotId]) -> set[SlotId]:
+    ids = list(slot_ids)
+    if _redis():
+        return _RedisSlots.existing([i for i in ids if isinstance(i, str)])
+    return set(StreamSlot.objects.filter(pk__in=ids).values_list("pk", flat=True))
+
+
+def release_process(*, process: str) -> None:
+    if _redis():
+        _RedisSlots.release_process(process)
+    else:
+        StreamSlot.objects.filter(process=process).delete()
+
+
+def open_slots(*, workspace_id: int | None = None) -> int:
+    """Live (not lapsed) slots of a workspace, or of every workspace."""
+    if _redis():
+        return _RedisSlots.count(workspace_id)
+    slots = StreamSlot.objects.filter(lease_expires_at__gte=timezone.now())
+    if workspace_id is not None:
+        slots = slots.filter(workspace_id=workspace_id)
+    return slots.count()
+
+
+# --- the database store (embedded) --------------------------------------------------------------
+def _db_acquire(workspace_id: int, process: str, limit: int, holder: str) -> int | None:
     now = timezone.now()
     StreamSlot.objects.filter(workspace_id=workspace_id, lease_expires_at__lt=now).delete()
     taken = set()
@@ -66,53 +182,131 @@ def acquire_slot(*, workspace_id: int, process: str, limit: int, holder: str) ->
     return None
 
 
-def overdue_retry_after(*, workspace_id: int) -> int | None:
-    """When the workspace is at its limit: seconds until the first of its rows that missed two
-    renewals lapses, or None when every row is renewed on time. Such a row belongs to a process
-    that died (a host stopped mid-stream): its client is reconnecting elsewhere, so the refusal
-    is a dependency's transient state (503 with Retry-After), not the workspace's own streams
-    (429 connection_limit)."""
-    now = timezone.now()
-    overdue = (
-        StreamSlot.objects.filter(
-            workspace_id=workspace_id,
-            lease_expires_at__gte=now,
-            lease_expires_at__lt=now + timedelta(seconds=lease_seconds() - 2 * renew_every_seconds()),
+# --- the Redis store (production) ---------------------------------------------------------------
+def _ms(when) -> int:
+    return int(when.timestamp() * 1000)
+
+
+# KEYS[1]: the workspace's set. ARGV: member, limit, now (ms), lease (ms). 1 taken (or already
+# held by this member: a retried acquire), 0 at the limit.
+_ACQUIRE = """
+local now, lease = tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 1 end
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], now + lease, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], lease + 1000)
+return 1
+"""
+# KEYS[1]: the workspace's set. ARGV: now (ms), lease (ms), members… Extends the members still
+# present, drops lapsed ones; returns the members that were gone.
+_RENEW = """
+local now, lease = tonumber(ARGV[1]), tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
+local gone = {}
+for i = 3, #ARGV do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+    redis.call('ZADD', KEYS[1], now + lease, ARGV[i])
+  else
+    gone[#gone + 1] = ARGV[i]
+  end
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('PEXPIRE', KEYS[1], lease + 1000) end
+return gone
+"""
+
+
+class _RedisSlots:
+    @staticmethod
+    def prefix() -> str:
+        # One namespace per database, like the event channel: deployments sharing a Redis never mix.
+        return f"connect:slots:{settings.DATABASES['default']['NAME']}:"
+
+    @classmethod
+    def key(cls, workspace_id: int | str) -> str:
+        return f"{cls.prefix()}{workspace_id}"
+
+    @staticmethod
+    def parse(slot_id: str) -> tuple[str, str]:
+        workspace_id, _, member = slot_id.partition("|")
+        return workspace_id, member
+
+    @classmethod
+    def acquire(cls, workspace_id: int, process: str, limit: int, holder: str) -> str | None:
+        client = fanout.redis_client()
+        member = f"{process}|{holder}"
+        key = cls.key(workspace_id)
+        lease_ms = int(lease_seconds() * 1000)
+        now = _ms(timezone.now())
+        if not client.eval(_ACQUIRE, 1, key, member, limit, now, lease_ms):
+            if not cls.evict_dead(client, key) or not client.eval(_ACQUIRE, 1, key, member, limit, now, lease_ms):
+                return None
+        return f"{workspace_id}|{member}"
+
+    @staticmethod
+    def evict_dead(client, key: str) -> int:
+        """Drop the members of processes whose hub no longer holds its Redis connection."""
+        members = [m.decode() for m in client.zrange(key, 0, -1)]
+        if not members:
+            return 0
+        live = {c.get("name", "") for c in client.client_list()}
+        dead = [m for m in members if hub_client_name(m.partition("|")[0]) not in live]
+        return client.zrem(key, *dead) if dead else 0
+
+    @classmethod
+    def first_overdue_ms(cls, workspace_id: int, now_ms: int) -> int | None:
+        window_ms = int(_overdue_window() * 1000)
+        first = fanout.redis_client().zrangebyscore(
+            cls.key(workspace_id), now_ms, f"({now_ms + window_ms}", start=0, num=1, withscores=True
         )
-        .order_by("lease_expires_at")
-        .values_list("lease_expires_at", flat=True)
-        .first()
-    )
-    if overdue is None:
-        return None
-    return math.floor((overdue - now).total_seconds()) + 1  # the first whole second past its lapse
+        return int(first[0][1]) if first else None
 
+    @classmethod
+    def release(cls, slot_id: str) -> None:
+        workspace_id, member = cls.parse(slot_id)
+        fanout.redis_client().zrem(cls.key(workspace_id), member)
 
-def release_slot(slot_id: int) -> None:
-    StreamSlot.objects.filter(pk=slot_id).delete()
+    @classmethod
+    def renew(cls, slot_ids: list[str]) -> int:
+        if not slot_ids:
+            return 0
+        by_key: dict[str, list[str]] = defaultdict(list)
+        for slot_id in slot_ids:
+            workspace_id, member = cls.parse(slot_id)
+            by_key[cls.key(workspace_id)].append(member)
+        now, lease_ms = _ms(timezone.now()), int(lease_seconds() * 1000)
+        pipe = fanout.redis_client().pipeline(transaction=False)
+        for key, members in by_key.items():
+            pipe.eval(_RENEW, 1, key, now, lease_ms, *members)
+        gone = sum(len(result) for result in pipe.execute())
+        return len(slot_ids) - gone
 
+    @classmethod
+    def existing(cls, slot_ids: list[str]) -> set[str]:
+        if not slot_ids:
+            return set()
+        now = _ms(timezone.now())
+        pipe = fanout.redis_client().pipeline(transaction=False)
+        for slot_id in slot_ids:
+            workspace_id, member = cls.parse(slot_id)
+            pipe.zscore(cls.key(workspace_id), member)
+        return {slot_id for slot_id, score in zip(slot_ids, pipe.execute()) if score is not None and score >= now}
 
-def renew_leases(*, slot_ids: Iterable[int]) -> int:
-    """Extend the leases of these slots (the live streams of one process), then delete every
-    lapsed row. Returns how many were renewed."""
-    now = timezone.now()
-    ids = list(slot_ids)
-    renewed = (
-        StreamSlot.objects.filter(pk__in=ids).update(lease_expires_at=now + timedelta(seconds=lease_seconds()))
-        if ids
-        else 0
-    )
-    StreamSlot.objects.filter(lease_expires_at__lt=now).delete()
-    return renewed
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [k.decode() for k in fanout.redis_client().scan_iter(match=cls.prefix() + "*", count=1000)]
 
+    @classmethod
+    def release_process(cls, process: str) -> None:
+        client = fanout.redis_client()
+        for key in cls.keys():
+            mine = [m for m in client.zrange(key, 0, -1) if m.decode().partition("|")[0] == process]
+            if mine:
+                client.zrem(key, *mine)
 
-def existing_slots(slot_ids: Iterable[int]) -> set[int]:
-    return set(StreamSlot.objects.filter(pk__in=list(slot_ids)).values_list("pk", flat=True))
-
-
-def release_process(*, process: str) -> None:
-    StreamSlot.objects.filter(process=process).delete()
-
-
-def open_slots(*, workspace_id: int) -> int:
-    return StreamSlot.objects.filter(workspace_id=workspace_id, lease_expires_at__gte=timezone.now()).count()
+    @classmethod
+    def count(cls, workspace_id: int | None) -> int:
+        client = fanout.redis_client()
+        now = _ms(timezone.now())
+        keys = [cls.key(workspace_id)] if workspace_id is not None else cls.keys()
+        return sum(client.zcount(key, now, "+inf") for key in keys)

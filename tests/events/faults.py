@@ -71,7 +71,7 @@ def raw_resume(port: int, key: str, last_event_id: str | None) -> socket.socket:
     return raw_stream(port, key, last_event_id=last_event_id)
 
 
-def read_until(sock: socket.socket, *needles: bytes, timeout: float = 20) -> bytes:
+def read_until(sock: socket.socket, *needles: bytes, timeout: float = 60) -> bytes:
     """What the stream sent until every needle was seen (fails on EOF or after `timeout`)."""
     sock.settimeout(timeout)
     received = b""

@@ -33,8 +33,15 @@ def make_stream(*, session_id: str = "ses_a", queue_size: int = 3, workspace_id:
     )
 
 
-def row(event_id: str, session_id: str = "ses_a", workspace_id: int = 1) -> tuple:
-    return workspace_id, SEGMENTS, session_id, event_id, f"<{event_id}>".encode()
+def row(event_id: str, session_id: str = "ses_a", workspace_id: int = 1, position: int | None = None) -> tuple:
+    """A dispatched row; its log position defaults to the id's number (evt_3 → 3)."""
+    if position is None:
+        position = int(event_id.removeprefix("evt_")) if event_id.removeprefix("evt_").isdigit() else 1
+    return workspace_id, SEGMENTS, session_id, (position, event_id), f"<{event_id}>".encode()
+
+
+def queued_ids(stream: Stream) -> list[str]:
+    return [key[1] for key, _ in stream.queue]
 
 
 class Socket:
@@ -74,11 +81,11 @@ def test_a_paused_stream_queues_in_order_and_overflows_alone():
         hub.dispatch([row("evt_1")])  # fills the slow socket: paused by its own write
         assert slow.paused and slow.write.writes == [b"<evt_1>"]
         hub.dispatch([row("evt_2"), row("evt_3")])
-        assert [i for i, _ in slow.queue] == ["evt_2", "evt_3"] and slow.wakeup.is_set()
+        assert queued_ids(slow) == ["evt_2", "evt_3"] and slow.wakeup.is_set()
         # Resumed but not yet drained by its task: new frames queue behind, never overtake.
         slow.paused = False
         hub.dispatch([row("evt_4")])
-        assert [i for i, _ in slow.queue] == ["evt_2", "evt_3", "evt_4"] and len(slow.write.writes) == 1
+        assert queued_ids(slow) == ["evt_2", "evt_3", "evt_4"] and len(slow.write.writes) == 1
         slow.paused = True
         hub.dispatch([row("evt_5")])
         assert slow.closed_reason == "overflow" and not slow.queue and slow.write is None
@@ -90,19 +97,34 @@ def test_a_paused_stream_queues_in_order_and_overflows_alone():
     run(scenario())
 
 
-def test_frames_the_resume_replay_sent_are_dropped_on_the_direct_path():
+def test_frames_the_resume_replay_covered_are_dropped_on_the_direct_path():
     async def scenario():
         hub = get_hub()
         stream = make_stream()
         hub.register(stream)
         hub.dispatch([row("evt_2")])  # while replaying: queued
-        stream.replayed = {"evt_1", "evt_2"}
+        stream.floor = (2, "evt_2")  # the replay reached evt_2's place in the log
         stream.write = Socket(stream)
-        assert [i for i, _ in stream.queue] == ["evt_2"]  # the task drops it when it drains
+        assert queued_ids(stream) == ["evt_2"]  # the task drops it when it drains
         stream.queue.clear()
         hub.dispatch([row("evt_1"), row("evt_3")])
         hub.dispatch([row("evt_2")])
         assert stream.write.writes == [b"<evt_3>"]
+
+    run(scenario())
+
+
+def test_the_floor_is_a_place_in_the_log_not_an_id():
+    """Ids are made before commit: a later id can sit lower in the log. The floor compares
+    (position, id), and a floor at the end of a position covers every id there."""
+    async def scenario():
+        hub = get_hub()
+        stream = make_stream(queue_size=10)
+        hub.register(stream)
+        stream.write = Socket(stream)
+        stream.floor = (5, "\U0010ffff")  # everything up to and including position 5
+        hub.dispatch([row("evt_z", position=4), row("evt_b", position=5), row("evt_a", position=6)])
+        assert stream.write.writes == [b"<evt_a>"]
 
     run(scenario())
 
@@ -114,7 +136,7 @@ def test_without_a_direct_write_everything_goes_through_the_queue():
         hub.register(stream)
         hub.dispatch([row("evt_1"), row("evt_2")])
         stream.ping()
-        assert [i for i, _ in stream.queue] == ["evt_1", "evt_2"] and stream.ping_due and stream.wakeup.is_set()
+        assert queued_ids(stream) == ["evt_1", "evt_2"] and stream.ping_due and stream.wakeup.is_set()
 
     run(scenario())
 

@@ -1,22 +1,60 @@
 """The connection limit's slots (apps/events/slots.py): a process that dies without releasing
 its slots — SIGKILL, a lost machine — stops renewing their leases, and they lapse within a
 minute; the slots of a live process's open streams, renewed by id, never do, and a slot whose
-stream is gone lapses even while its process lives. The clock is moved instead of waiting."""
+stream is gone lapses even while its process lives. The clock is moved instead of waiting.
+
+Every rule runs on both stores: the database's rows (embedded default) and Redis (production,
+a real redis-server of the test's own). In Redis a process counts as alive while it holds its
+named connection (`connected`); one killed outright loses it, and its slots go at once."""
 
 from __future__ import annotations
 
 import secrets
+import threading
 from datetime import timedelta
 
 import pytest
+import redis
 from django.utils import timezone
 
-from apps.events import slots
-from apps.events.models import StreamSlot
+from apps.events import fanout, slots
+from tests.redis_server import REDIS_SERVER, RedisServer
 
 pytestmark = pytest.mark.django_db
 
 LIMIT = 3
+PROCESSES = ("dead", "alive", "live", "other", "p")
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    if REDIS_SERVER is None:
+        pytest.skip("no redis-server on this machine")
+    server = RedisServer(tmp_path_factory.mktemp("slots-redis"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["database", "redis"], autouse=True)
+def store(request, settings):
+    """The store under test; in Redis every process these tests name holds its hub connection
+    (alive, maybe not renewing: a frozen or cut-off host) unless a test drops it."""
+    fanout._publisher = None
+    if request.param == "database":
+        settings.REDIS_URL = None
+        yield {}
+    else:
+        server = request.getfixturevalue("redis_server")
+        settings.REDIS_URL = server.url
+        redis.Redis.from_url(server.url).flushdb()
+        connections = {name: redis.Redis.from_url(server.url, client_name=slots.hub_client_name(name))
+                       for name in PROCESSES}
+        for connection in connections.values():
+            connection.ping()
+        yield connections
+        for connection in connections.values():
+            connection.close()
+    fanout._publisher = None
 
 
 @pytest.fixture
@@ -64,15 +102,15 @@ def test_a_slot_whose_stream_is_gone_lapses_while_its_process_lives(acme, globex
     for _ in range(4):
         clock(slots.renew_every_seconds())
         slots.renew_leases(slot_ids=[held])
-    # Renewal also deletes every lapsed row, any process's, any workspace's.
-    assert list(StreamSlot.objects.values_list("pk", flat=True)) == [held]
+    assert slots.existing_slots([held, orphan, elsewhere]) == {held}
+    assert slots.open_slots() == 1
     assert orphan not in (None, held) and elsewhere is not None
 
 
 def test_a_retried_acquire_finds_its_own_row(acme, clock):
     first = acquire(acme, "p", holder="one-open")
     assert acquire(acme, "p", holder="one-open") == first
-    assert StreamSlot.objects.count() == 1
+    assert slots.open_slots() == 1
     assert acquire(acme, "p", holder="another-open") not in (None, first)
 
 
@@ -105,3 +143,51 @@ def test_a_full_workspace_whose_slots_missed_their_renewals_is_told_when_they_la
 
     clock(retry_after)  # once it lapsed, the reconnect gets the dead host's place
     assert acquire(acme, "live") is not None and dead not in slots.existing_slots([dead])
+
+
+@pytest.mark.django_db(transaction=True)  # the threads' own connections see the workspace
+def test_a_concurrent_burst_from_two_instances_never_passes_the_limit(acme, store):
+    """Two instances (own connections each: the database's, or Redis clients) open at once:
+    exactly LIMIT win, whichever instance they come from."""
+    barrier = threading.Barrier(12)
+    won: list = []
+    errors: list = []
+
+    def open_one(process: str) -> None:
+        from django.db import connection
+
+        try:
+            barrier.wait(timeout=30)
+            slot = slots.acquire_slot(workspace_id=acme.id, process=process, limit=LIMIT, holder=secrets.token_hex(16))
+            if slot is not None:
+                won.append(slot)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=open_one, args=("alive" if n % 2 else "other",)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors
+    assert len(won) == LIMIT == len(set(won)) == slots.open_slots(workspace_id=acme.id)
+
+
+def test_a_killed_processes_slots_free_at_once_in_redis_and_a_frozen_ones_do_not(acme, store, clock):
+    """The reconnect after a host was killed: its hub's Redis connection closed with it, so a full
+    workspace's next open frees its slots on the spot, long before their leases lapse. A process
+    that is alive but stalled (frozen, overloaded: no renewals) keeps its connection and its slots
+    until the lease says otherwise."""
+    if not store:
+        pytest.skip("Redis only: the database store waits for the lease")
+    frozen = [acquire(acme, "alive") for _ in range(LIMIT - 1)]
+    killed = acquire(acme, "dead")
+    assert acquire(acme, "other") is None  # full, every holder connected
+    store["dead"].close()  # the process is gone: Redis drops its connection
+    clock(1)
+    taken = acquire(acme, "other")
+    assert taken is not None and slots.existing_slots([killed, *frozen, taken]) == {*frozen, taken}
+    assert acquire(acme, "other") is None  # the frozen process's slots stand
+    assert slots.overdue_retry_after(workspace_id=acme.id) is None

@@ -15,7 +15,7 @@ from django.test import override_settings
 
 from apps.events import hub as hub_module
 from apps.events.consumer import EventStreamConsumer
-from apps.events.models import StreamSlot
+from apps.events import slots
 from tests.events.live import STREAM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -86,7 +86,7 @@ async def until(predicate, what: str) -> None:
 async def slot_rows() -> int:
     # On the hub's thread, which hands its connection back after each job (an async ORM call
     # would leave one open on asgiref's thread past the test database's teardown).
-    return await hub_module._hub.run_db(StreamSlot.objects.count)
+    return await hub_module._hub.run_db(slots.open_slots)
 
 
 async def slots_free() -> bool:
@@ -123,7 +123,8 @@ async def test_a_cancelled_consumer_releases_its_stream_and_slot(acme, alice_key
 @pytest.mark.anyio
 async def test_a_stream_whose_slot_row_is_gone_ends_at_the_next_renewal(acme, alice_key):
     app = await open_stream(alice_key)
-    await hub_module._hub.run_db(lambda: StreamSlot.objects.all().delete())  # as if its renewals had stalled for a whole lease
+    hub = hub_module._hub
+    await hub.run_db(slots.release_process, process=hub.process)  # as if its renewals had stalled for a whole lease
     await hub_module._hub._renew_leases()
     end = await app.receive_output(timeout=WAIT)
     assert end == {"type": "http.response.body", "body": b"", "more_body": False}

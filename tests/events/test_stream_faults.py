@@ -2,7 +2,7 @@
 with a redis-server of the test's own, killed with SIGKILL and started again on the same port,
 and the server's PostgreSQL backends terminated under it.
 
-After each fault: the slot rows equal the open streams within one lease (short here,
+After each fault: the slots (in Redis, as in production) equal the open streams within one lease (short here,
 `CONNECT_SSE_SLOT_LEASE_SECONDS`), streams that were open end so their clients resume with
 `Last-Event-ID` and miss nothing, an open during a Redis outage is `503 unavailable` with
 `Retry-After`, and no delivery task, queue or socket is left behind."""
@@ -18,8 +18,10 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from apps.events import fanout
-from apps.events.models import Event, StreamSlot
+import redis
+
+from apps.events import fanout, slots
+from apps.events.models import Event
 from tests import factories
 from tests.events.faults import (
     REDIS_SERVER,
@@ -80,7 +82,18 @@ def publish(redis_server, settings):
 
 
 def slot_rows() -> int:
-    return StreamSlot.objects.count()
+    """Live slots in the server's Redis; a Redis that is down holds none (no persistence: it
+    comes back empty, as a crashed cache does)."""
+    try:
+        return slots.open_slots()
+    except redis.ConnectionError:
+        return 0
+
+
+def slots_leased_past(moment) -> int:
+    """Slots whose lease ends after `moment` (renewed since `moment - lease`)."""
+    client = fanout.redis_client()
+    return sum(client.zcount(key, int(moment.timestamp() * 1000), "+inf") for key in slots._RedisSlots.keys())
 
 
 def open_stream(server, key: str) -> httpx.Response:
@@ -183,11 +196,12 @@ def test_terminated_database_connections_heal_before_the_stream_sees_them(server
     assert second.wait_events(1)[0].json["sessionId"] == missed.id
     assert slot_rows() == 2
 
-    # The hub's own lease renewal meets dead connections too, and still renews both slots.
+    # The hub's maintenance meets dead connections too (its credential recheck), and the slots
+    # (in Redis, no database round trip) are still renewed.
     assert terminate_backends(APPLICATION_NAME) >= 1
     terminated_at = timezone.now()
     wait_until(
-        lambda: StreamSlot.objects.filter(lease_expires_at__gt=terminated_at + timedelta(seconds=LEASE)).count() == 2,
+        lambda: slots_leased_past(terminated_at + timedelta(seconds=LEASE)) == 2,
         what="both leases renewed after the backends were terminated",
         timeout=LEASE + WAIT,
     )
@@ -226,3 +240,58 @@ def test_a_killed_servers_slots_lapse_and_are_cleared_by_a_live_server(
     assert not survivor.ended
     survivor.close()
     wait_until(lambda: slot_rows() == 0 and server.stats()["streams"] == 0, what="the survivor's stream to end")
+
+
+def test_a_killed_servers_slots_free_at_once_for_its_reconnecting_clients(
+    server, publish, readers, tmp_path, acme, alice_key
+):
+    """A host killed while its streams are open: its clients reconnect elsewhere at once and
+    must not be refused (`429 connection_limit`) for the lease's remainder. The lease here is
+    ten minutes, so only the dead process's Redis connection, gone with it, can free the slots.
+    A live but frozen server (SIGSTOP: no renewals, no answers) keeps its slots: load is never
+    taken for death."""
+    limit, lease = 2, 600
+    env = dict(REDIS_URL=settings.REDIS_URL, CONNECT_SSE_SLOT_LEASE_SECONDS=str(lease),
+               CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE=str(limit))
+    survivor = start_server(tmp_path, **env)
+    victim = start_server(tmp_path, **env)
+    pids = [victim.process.pid, *descendants(victim.process.pid)]
+    try:
+        sockets = [raw_resume(victim.port, alice_key, None) for _ in range(limit)]
+        refused = open_stream(survivor, alice_key)
+        assert refused.status_code == 429 and refused.json()["error"] == "connection_limit"  # across instances
+
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            frozen = open_stream(survivor, alice_key)
+            assert frozen.status_code == 429, frozen.text  # alive, only stalled: its slots stand
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)  # a lost machine: nothing releases, nothing renews
+            except ProcessLookupError:
+                pass
+        victim.process.wait(timeout=WAIT)
+        for sock in sockets:
+            sock.close()
+        # The reconnects come at once; Redis may take a moment to see the connection close.
+        answers: list[int] = []
+        admitted = []
+
+        def reconnected() -> bool:
+            reader = readers(survivor, alice_key)
+            answers.append(reader.status)
+            if reader.status == 200:
+                admitted.append(reader)
+            return len(admitted) == limit
+
+        wait_until(reconnected, what="the killed server's clients to be admitted")
+        assert set(answers) <= {200, 429}, answers
+        assert open_stream(survivor, alice_key).status_code == 429  # and the limit holds again
+    finally:
+        victim.stop()
+        survivor.stop()

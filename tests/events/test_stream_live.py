@@ -17,7 +17,8 @@ from django.conf import settings
 from django.utils import timezone
 from oauth2_provider.models import set_token_value
 
-from apps.events.models import Event, StreamSlot
+from apps.events import slots
+from apps.events.models import Event
 from apps.oauth.models import AccessToken
 from apps.oauth.services import create_client
 from apps.recordings import services as recordings
@@ -291,12 +292,12 @@ def test_connection_limit_across_instances_under_concurrent_connects(servers, re
     assert statuses == [200] * 3 + [429] * 5, statuses
     rejected = next(r for r in results if r.status == 429)
     assert without_request_id(json.loads(rejected.body)) == {"error": "connection_limit"}
-    assert StreamSlot.objects.filter(workspace=acme).count() == 3
+    assert slots.open_slots(workspace_id=acme.id) == 3
     # Another workspace is unaffected.
     assert readers(a, bob_key).status == 200
     # A slot frees as soon as its client leaves.
     next(r for r in results if r.status == 200).close()
-    wait_until(lambda: StreamSlot.objects.filter(workspace=acme).count() == 2, what="the slot to free")
+    wait_until(lambda: slots.open_slots(workspace_id=acme.id) == 2, what="the slot to free")
     assert readers(b, alice_key).status == 200
 
 
@@ -343,7 +344,7 @@ def test_abrupt_disconnect_frees_slot_queue_task_and_socket(servers, acme, alice
     sockets = [raw_stream(a.port, alice_key) for _ in range(3)]
     stats = a.stats()
     assert (stats["streams"], stats["deliveryTasks"]) == (before["streams"] + 3, before["deliveryTasks"] + 3)
-    assert StreamSlot.objects.filter(workspace=acme).count() == 3
+    assert slots.open_slots(workspace_id=acme.id) == 3
     for sock in sockets:
         abort(sock)
     wait_until(
@@ -351,7 +352,7 @@ def test_abrupt_disconnect_frees_slot_queue_task_and_socket(servers, acme, alice
         what="streams and delivery tasks to end",
     )
     assert a.stats()["queued"] == 0
-    wait_until(lambda: not StreamSlot.objects.filter(workspace=acme).exists(), what="slots to free")
+    wait_until(lambda: slots.open_slots(workspace_id=acme.id) == 0, what="slots to free")
     wait_until(lambda: a.open_fds() <= fds_before, what="the server to close the three sockets")
 
 
@@ -381,7 +382,7 @@ def test_abrupt_disconnect_while_events_are_written_directly_frees_everything(se
     )
     stats = a.stats()
     assert (stats["queued"], stats["live"], stats["paused"]) == (0, before["live"], before["paused"])
-    wait_until(lambda: not StreamSlot.objects.filter(workspace=acme).exists(), what="slots to free")
+    wait_until(lambda: slots.open_slots(workspace_id=acme.id) == 0, what="slots to free")
     wait_until(lambda: a.open_fds() <= fds_before, what="the server to close the three sockets")
 
 
@@ -422,4 +423,4 @@ def test_unknown_or_expired_last_event_id_starts_live_with_a_comment(servers, re
         factories.session(acme)
         assert reader.wait_events(1)[0].event == "session.created"
         reader.close()
-        wait_until(lambda: not StreamSlot.objects.filter(workspace=acme).exists(), what="slot to free")
+        wait_until(lambda: slots.open_slots(workspace_id=acme.id) == 0, what="slot to free")

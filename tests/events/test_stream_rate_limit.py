@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from apps.events.models import StreamSlot
+from apps.events import slots
 from tests.events.live import STREAM, Reader, start_server
 from tests.servers import UNTURNING_WINDOW_SECONDS, forget_rate_limit_counts, without_request_id
 
@@ -55,7 +55,7 @@ def test_stream_opens_are_counted_and_refused_past_the_limit(limited, streams, a
     assert refused.status_code == 429 and without_request_id(refused.json()) == {"error": "rate_limited"}
     assert refused.headers["content-type"] == "application/json"
     assert int(refused.headers["Retry-After"]) >= 1 and refused.headers["RateLimit-Remaining"] == "0"
-    assert StreamSlot.objects.filter(workspace=acme).count() == LIMIT
+    assert slots.open_slots(workspace_id=acme.id) == LIMIT
 
 
 def test_another_credential_has_its_own_budget(limited, acme, alice, bob_key):
