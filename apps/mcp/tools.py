@@ -156,8 +156,9 @@ def get_transcript(principal: Principal, arguments: dict[str, Any]) -> dict[str,
             raise _cursor_error() from None
         if cursor_session != session_id or not isinstance(start, int) or start < 0:
             raise _cursor_error()
-    segments = selectors.flat_transcript(workspace=workspace, session_id=session_id)
-    transcript_id = segments[0].transcript_id if segments else ""
+    # REST's fast path: the flat revision's segments as rows, encoded by the same declaration.
+    transcript, segments = selectors.transcript_rows(workspace=workspace, session_id=session_id, flat=True).flat
+    transcript_id = transcript.id if segments else ""
     if cursor is not None:
         if cursor_transcript != transcript_id:
             # The final revision replaced the committed one between pages: offsets no longer apply.

@@ -3,15 +3,16 @@ indistinguishable from a missing one (`NotFound`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Max, Q, QuerySet
 
 from apps.core.cursors import InvalidCursor, decode_cursor, encode_cursor
 from apps.core.errors import NotFound
 from apps.core.timestamps import parse_iso
 from apps.recordings.models import BoardContent, RevisionKind, Segment, Session, Transcript
-from apps.recordings.representations import SESSION_FIELDS
+from apps.recordings.representations import FLAT_SEGMENT_FIELDS, REVISION_SEGMENT_FIELDS, SESSION_FIELDS
 from apps.tenancy.models import Workspace
 
 
@@ -44,28 +45,104 @@ def sessions_page(
     return page, encode_cursor("sessions", workspace.id, [last.created_at.isoformat(), last.id])
 
 
-def transcript_revisions(
-    *, workspace: Workspace, session_id: str, revision_kind: str | None = None
-) -> list[tuple[Transcript, list[Segment]]]:
-    session = get_session(workspace=workspace, session_id=session_id)
-    transcripts = Transcript.objects.filter(session=session).order_by("revision_kind")
+def _in_order(segments: QuerySet[Segment], revision_kind: str) -> QuerySet[Segment]:
+    """Committed segments follow the session's commit order; final ones their sequence."""
+    order = "session_committed_index" if revision_kind == RevisionKind.COMMITTED else "sequence"
+    return segments.order_by(order, "sequence")
+
+
+# --- The transcript fast path -----------------------------------------------------------------
+# REST (both paths, every format) and MCP get_transcript read transcripts as rows: named tuples
+# of exactly the columns the wire shape reads, no model instances. The representations take
+# them as they take models (apps/recordings/representations.py).
+
+# The session columns a transcript answer needs besides its segments: the export's filename
+# comes from the label, and a changed session changes the validator.
+TRANSCRIPT_SESSION_FIELDS = ("id", "label", "updated_at")
+TRANSCRIPT_FIELDS = ("id", "revision_kind", "created_at")
+
+
+@dataclass(frozen=True)
+class TranscriptRows:
+    """A session's transcript revisions as rows: `revisions` is [(transcript row, segment rows)]
+    in revision-kind order (committed, final)."""
+
+    session: Any
+    revisions: list[tuple[Any, list[Any]]]
+
+    @property
+    def flat(self) -> tuple[Any, list[Any]] | tuple[None, list[Any]]:
+        """The flat transcript's revision: final when there is one, else committed."""
+        by_kind = {t.revision_kind: (t, rows) for t, rows in self.revisions}
+        return by_kind.get(RevisionKind.FINAL) or by_kind.get(RevisionKind.COMMITTED) or (None, [])
+
+
+def _session_row(workspace: Workspace, session_id: str) -> Any:
+    row = (
+        Session.objects.filter(workspace=workspace, id=session_id)
+        .values_list(*TRANSCRIPT_SESSION_FIELDS, named=True)
+        .first()
+    )
+    if row is None:
+        raise NotFound()
+    return row
+
+
+def _transcript_rows(session_id: str, revision_kind: str | None) -> list[Any]:
+    transcripts = Transcript.objects.filter(session_id=session_id)
     if revision_kind:
         transcripts = transcripts.filter(revision_kind=revision_kind)
-    return [(t, list(ordered_segments(t))) for t in transcripts]
+    return list(transcripts.order_by("revision_kind").values_list(*TRANSCRIPT_FIELDS, named=True))
 
 
-def ordered_segments(transcript: Transcript) -> QuerySet[Segment]:
-    """Committed segments follow the session's commit order; final ones their sequence."""
-    order = "session_committed_index" if transcript.revision_kind == RevisionKind.COMMITTED else "sequence"
-    return Segment.objects.filter(transcript=transcript).order_by(order, "sequence")
+def segment_rows(transcript: Any, fields: tuple[str, ...] = FLAT_SEGMENT_FIELDS) -> list[Any]:
+    """A revision's segments in its order, as named rows of `fields`."""
+    segments = _in_order(Segment.objects.filter(transcript_id=transcript.id), transcript.revision_kind)
+    return list(segments.values_list(*fields, named=True))
 
 
-def flat_transcript(*, workspace: Workspace, session_id: str) -> list[Segment]:
-    """The final revision's segments when there is one, else the committed revision's."""
-    session = get_session(workspace=workspace, session_id=session_id)
-    by_kind = {t.revision_kind: t for t in Transcript.objects.filter(session=session)}
-    transcript = by_kind.get(RevisionKind.FINAL) or by_kind.get(RevisionKind.COMMITTED)
-    return list(ordered_segments(transcript)) if transcript else []
+def transcript_rows(
+    *, workspace: Workspace, session_id: str, revision_kind: str | None = None, flat: bool = False
+) -> TranscriptRows:
+    """The session's revisions (only `revision_kind` when given) with their segments. `flat`:
+    only the flat transcript's revision is read, with the flat segment's fields."""
+    session = _session_row(workspace, session_id)
+    transcripts = _transcript_rows(session.id, revision_kind)
+    if flat:
+        chosen, _ = TranscriptRows(session, [(t, []) for t in transcripts]).flat
+        return TranscriptRows(session, [(chosen, segment_rows(chosen))] if chosen else [])
+    return TranscriptRows(session, [(t, segment_rows(t, REVISION_SEGMENT_FIELDS)) for t in transcripts])
+
+
+def transcript_validator(
+    *, workspace: Workspace, session_id: str, revision_kind: str | None = None, flat: bool = False
+) -> tuple[Any, list[tuple[str, int, int | None]]]:
+    """What a transcript answer is made from, without its segments: the session row and, per
+    revision the answer shows, (transcript id, segment count, last sequence). Segments are only
+    ever appended to a revision (a new final revision is a new transcript), so these change
+    whenever the answer does. `transcript_version` gives the same triples from read rows."""
+    session = _session_row(workspace, session_id)
+    transcripts = _transcript_rows(session.id, revision_kind)
+    if flat:
+        chosen, _ = TranscriptRows(session, [(t, []) for t in transcripts]).flat
+        transcripts = [chosen] if chosen else []
+    counts = dict.fromkeys((t.id for t in transcripts), (0, None))
+    if counts:
+        aggregates = (
+            Segment.objects.filter(transcript_id__in=list(counts))
+            .values_list("transcript_id")
+            .annotate(count=Count("id"), last=Max("sequence"))
+            .order_by()
+        )
+        counts.update((tid, (count, last)) for tid, count, last in aggregates)
+    return session, [(tid, *counts[tid]) for tid in counts]
+
+
+def transcript_version(rows: TranscriptRows) -> list[tuple[str, int, int | None]]:
+    """`transcript_validator`'s triples from rows already read."""
+    return [
+        (t.id, len(segments), max((s.sequence for s in segments), default=None)) for t, segments in rows.revisions
+    ]
 
 
 def session_boards(*, workspace: Workspace, session_id: str, with_payload: bool = False) -> list[BoardContent]:
