@@ -11,7 +11,7 @@ Django, no database; apps/recordings/api.py feeds it the rows of the transcript 
   speaker as a `<v Speaker>` voice tag (none when the segment has no speaker label); `&`, `<`
   and `>` are escaped as the WebVTT syntax requires.
 - `srt(cues)`: numbered cues from 1, `HH:MM:SS,mmm` timings, the speaker as a `Speaker: `
-  prefix (SRT has no voice markup).
+  prefix (SRT has no voice markup), each cue followed by a blank line (as `srt.compose` writes).
 - `txt(segments)`: speaker turns, consecutive segments of one speaker merged into one
   paragraph (`Speaker: text`), paragraphs separated by a blank line.
 
@@ -104,8 +104,8 @@ def srt(items: Iterable[Cue]) -> str:
     blocks = []
     for number, cue in enumerate(items, start=1):
         text = cue.text if cue.speaker is None else f"{' '.join(cue.speaker.split())}: {cue.text}"
-        blocks.append(f"{number}\n{clock(cue.start_ms, ',')} --> {clock(cue.end_ms, ',')}\n{text}\n")
-    return "\n".join(blocks)
+        blocks.append(f"{number}\n{clock(cue.start_ms, ',')} --> {clock(cue.end_ms, ',')}\n{text}\n\n")
+    return "".join(blocks)
 
 
 def txt(segments: Iterable[SegmentLike]) -> str:
