@@ -25,7 +25,7 @@ from apps.mcp.protocol import STRUCTURED_OUTPUT_VERSIONS
 from apps.recordings import search, selectors, shapes
 from apps.recordings.representations import (
     board_repr,
-    flat_segment_repr,
+    flat_segment_row_repr,
     search_hit_repr,
     session_repr,
 )
@@ -168,7 +168,7 @@ def get_transcript(principal: Principal, arguments: dict[str, Any]) -> dict[str,
         page_size = len(segments)
     page = segments[start : start + page_size]
     end = start + len(page)
-    result: dict[str, Any] = {"sessionId": session_id, "transcript": [flat_segment_repr(s) for s in page]}
+    result: dict[str, Any] = {"sessionId": session_id, "transcript": [flat_segment_row_repr(s) for s in page]}
     result["totalSegments"] = len(segments)
     if end < len(segments):
         next_cursor = encode_cursor("mcp-transcript", workspace.id, [session_id, transcript_id, end])

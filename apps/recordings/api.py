@@ -36,10 +36,10 @@ from apps.recordings.representations import (
     SESSION_FIELDS,
     board_repr,
     board_summary_repr,
-    flat_transcript_repr,
+    flat_transcript_rows_repr,
     search_hit_repr,
     session_repr,
-    transcript_revision_repr,
+    transcript_revision_rows_repr,
 )
 
 SESSIONS_READ = HasScope.of("svc:sessions:read")
@@ -212,8 +212,8 @@ class TranscriptApi(APIView):
     def render(self, rows: selectors.TranscriptRows, fmt: str, max_chars: int | None) -> HttpResponse:
         if fmt == "json":
             if self.flat:
-                return json_response(flat_transcript_repr(rows.session.id, rows.flat[1]))
-            return json_response({"transcripts": [transcript_revision_repr(t, segs) for t, segs in rows.revisions]})
+                return json_response(flat_transcript_rows_repr(rows.session.id, rows.flat[1]))
+            return json_response({"transcripts": [transcript_revision_rows_repr(t, segs) for t, segs in rows.revisions]})
         revisions = [rows.flat] if self.flat else rows.revisions
         if fmt == "txt":
             body = "\n".join(exports.txt(segments) for _, segments in revisions if segments)

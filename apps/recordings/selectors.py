@@ -3,6 +3,7 @@ indistinguishable from a missing one (`NotFound`)."""
 
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,9 +11,11 @@ from django.db.models import Count, Max, Q, QuerySet
 
 from apps.core.cursors import InvalidCursor, decode_cursor, encode_cursor
 from apps.core.errors import NotFound
-from apps.core.timestamps import parse_iso
+from apps.core.shapes import TIMESTAMP, Shape
+from apps.core.timestamps import IsoMs, parse_iso
 from apps.recordings.models import BoardContent, RevisionKind, Segment, Session, Transcript
-from apps.recordings.representations import FLAT_SEGMENT_FIELDS, REVISION_SEGMENT_FIELDS, SESSION_FIELDS
+from apps.recordings import shapes
+from apps.recordings.representations import SESSION_FIELDS
 from apps.tenancy.models import Workspace
 
 
@@ -52,14 +55,41 @@ def _in_order(segments: QuerySet[Segment], revision_kind: str) -> QuerySet[Segme
 
 
 # --- The transcript fast path -----------------------------------------------------------------
-# REST (both paths, every format) and MCP get_transcript read transcripts as rows: named tuples
-# of exactly the columns the wire shape reads, no model instances. The representations take
-# them as they take models (apps/recordings/representations.py).
+# REST (both paths, every format) and MCP get_transcript read transcripts as rows: tuples of
+# exactly the columns the wire shape reads, timestamps formatted by the database (IsoMs), no
+# model instances and no per-row conversion. The `*_row_repr` representations take them.
 
 # The session columns a transcript answer needs besides its segments: the export's filename
 # comes from the label, and a changed session changes the validator.
 TRANSCRIPT_SESSION_FIELDS = ("id", "label", "updated_at")
-TRANSCRIPT_FIELDS = ("id", "revision_kind", "created_at")
+
+
+class WireRows:
+    """Rows of `fields` (named, for the representations and the exports), the `stamps` among
+    them in wire form."""
+
+    def __init__(self, name: str, fields: tuple[str, ...], stamps: frozenset[str] = frozenset()) -> None:
+        self.fields, self.stamps = fields, stamps
+        self.columns = self.through("")
+        self.make = namedtuple(name, fields)._make
+
+    def through(self, relation: str) -> list[Any]:
+        """The columns, read through `relation` (`"transcripts__"`) from another model."""
+        return [IsoMs(relation + f) if f in self.stamps else relation + f for f in self.fields]
+
+    @classmethod
+    def of(cls, name: str, shape: Shape) -> WireRows:
+        """The fields `shape` reads, its timestamps in wire form."""
+        return cls(name, shape.source_attributes(), frozenset(f.path for f in shape.fields if f.kind == TIMESTAMP))
+
+    def read(self, queryset: QuerySet) -> list[Any]:
+        return list(map(self.make, queryset.values_list(*self.columns)))
+
+
+FLAT_SEGMENT_ROWS = WireRows.of("FlatSegmentRow", shapes.FLAT_SEGMENT)
+REVISION_SEGMENT_ROWS = WireRows.of("RevisionSegmentRow", shapes.REVISION_SEGMENT)
+# What TRANSCRIPT_REVISION reads of `transcript` (its kind also orders the revisions).
+TRANSCRIPT_ROWS = WireRows("TranscriptRow", ("id", "revision_kind", "created_at"), frozenset({"created_at"}))
 
 
 @dataclass(frozen=True)
@@ -77,28 +107,32 @@ class TranscriptRows:
         return by_kind.get(RevisionKind.FINAL) or by_kind.get(RevisionKind.COMMITTED) or (None, [])
 
 
-def _session_row(workspace: Workspace, session_id: str) -> Any:
-    row = (
+SessionRow = namedtuple("SessionRow", TRANSCRIPT_SESSION_FIELDS)
+
+
+def _session_and_transcripts(workspace: Workspace, session_id: str, revision_kind: str | None) -> tuple[Any, list[Any]]:
+    """The session row and its revisions' rows (only `revision_kind` when given), in one query:
+    the session left-joined to its (at most two) revisions."""
+    joined = (
         Session.objects.filter(workspace=workspace, id=session_id)
-        .values_list(*TRANSCRIPT_SESSION_FIELDS, named=True)
-        .first()
+        .order_by("transcripts__revision_kind")
+        .values_list(*TRANSCRIPT_SESSION_FIELDS, *TRANSCRIPT_ROWS.through("transcripts__"))
     )
-    if row is None:
+    rows = list(joined)
+    if not rows:
         raise NotFound()
-    return row
+    width = len(TRANSCRIPT_SESSION_FIELDS)
+    transcripts = [
+        TRANSCRIPT_ROWS.make(row[width:])
+        for row in rows
+        if row[width] is not None and (not revision_kind or row[width + 1] == revision_kind)
+    ]
+    return SessionRow._make(rows[0][:width]), transcripts
 
 
-def _transcript_rows(session_id: str, revision_kind: str | None) -> list[Any]:
-    transcripts = Transcript.objects.filter(session_id=session_id)
-    if revision_kind:
-        transcripts = transcripts.filter(revision_kind=revision_kind)
-    return list(transcripts.order_by("revision_kind").values_list(*TRANSCRIPT_FIELDS, named=True))
-
-
-def segment_rows(transcript: Any, fields: tuple[str, ...] = FLAT_SEGMENT_FIELDS) -> list[Any]:
-    """A revision's segments in its order, as named rows of `fields`."""
-    segments = _in_order(Segment.objects.filter(transcript_id=transcript.id), transcript.revision_kind)
-    return list(segments.values_list(*fields, named=True))
+def segment_rows(transcript: Any, rows: WireRows = FLAT_SEGMENT_ROWS) -> list[Any]:
+    """A revision's segments in its order, as rows."""
+    return rows.read(_in_order(Segment.objects.filter(transcript_id=transcript.id), transcript.revision_kind))
 
 
 def transcript_rows(
@@ -106,12 +140,11 @@ def transcript_rows(
 ) -> TranscriptRows:
     """The session's revisions (only `revision_kind` when given) with their segments. `flat`:
     only the flat transcript's revision is read, with the flat segment's fields."""
-    session = _session_row(workspace, session_id)
-    transcripts = _transcript_rows(session.id, revision_kind)
+    session, transcripts = _session_and_transcripts(workspace, session_id, revision_kind)
     if flat:
         chosen, _ = TranscriptRows(session, [(t, []) for t in transcripts]).flat
         return TranscriptRows(session, [(chosen, segment_rows(chosen))] if chosen else [])
-    return TranscriptRows(session, [(t, segment_rows(t, REVISION_SEGMENT_FIELDS)) for t in transcripts])
+    return TranscriptRows(session, [(t, segment_rows(t, REVISION_SEGMENT_ROWS)) for t in transcripts])
 
 
 def transcript_validator(
@@ -121,8 +154,7 @@ def transcript_validator(
     revision the answer shows, (transcript id, segment count, last sequence). Segments are only
     ever appended to a revision (a new final revision is a new transcript), so these change
     whenever the answer does. `transcript_version` gives the same triples from read rows."""
-    session = _session_row(workspace, session_id)
-    transcripts = _transcript_rows(session.id, revision_kind)
+    session, transcripts = _session_and_transcripts(workspace, session_id, revision_kind)
     if flat:
         chosen, _ = TranscriptRows(session, [(t, []) for t in transcripts]).flat
         transcripts = [chosen] if chosen else []
