@@ -173,3 +173,12 @@ def test_exports_need_the_transcripts_scope(api, meeting, alice, fmt):
 def test_no_credential_is_401_in_every_format(api, meeting, fmt):
     response = api.client.get(f"/api/v1/sessions/{meeting.id}/transcript", {"format": fmt})
     assert response.status_code == 401 and response.json() == {"error": "unauthorized"}
+
+
+@pytest.mark.parametrize("path", ["/api/v1/sessions/{id}/transcript", "/api/v1/sessions/{id}/transcripts"])
+def test_openapi_documents_the_export_media_types(api, db, path):
+    operation = api.client.get("/openapi.json").json()["paths"][path]["get"]
+    assert set(operation["responses"]["200"]["content"]) == set(MEDIA.values())
+    assert "304" in operation["responses"]
+    names = {p["name"] for p in operation["parameters"]}
+    assert {"format", "maxCueChars", "If-None-Match"} <= names
