@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 
-import httpx
 import pytest
 
 from apps.recordings import services

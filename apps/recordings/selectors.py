@@ -13,7 +13,7 @@ from apps.core.cursors import InvalidCursor, decode_cursor, encode_cursor
 from apps.core.errors import NotFound
 from apps.core.shapes import TIMESTAMP, Shape
 from apps.core.timestamps import IsoMs, parse_iso
-from apps.recordings.models import BoardContent, RevisionKind, Segment, Session, Transcript
+from apps.recordings.models import BoardContent, RevisionKind, Segment, Session
 from apps.recordings import shapes
 from apps.recordings.representations import SESSION_FIELDS
 from apps.tenancy.models import Workspace
