@@ -58,12 +58,12 @@ def mcp_body(session_id: str, rid: int) -> str:
     )  # fmt: skip
 
 
-def make_database(kind: str) -> Database:
+def make_database(kind: str, pg_name: str = "connect_ab") -> Database:
     if kind == "sqlite":
         path = DATA / "ab.sqlite3"
         return Database("sqlite", f"sqlite:///{path}", sqlite_path=path, label="sqlite")
-    ensure_postgres_database("connect_ab")
-    return Database("postgres", "postgres://postgres@127.0.0.1:5432/connect_ab", label="postgres")
+    ensure_postgres_database(pg_name)
+    return Database("postgres", f"postgres://postgres@127.0.0.1:5432/{pg_name}", label="postgres")
 
 
 def endpoints(info: dict, key: str) -> list[Endpoint]:
@@ -95,6 +95,8 @@ def main() -> int:
         "--head-env", action="append", default=[], metavar="NAME=VALUE",
         help="a variable for this checkout's server only (repeatable), e.g. CONNECT_LOG_FORMAT=json LOG_LEVEL=INFO",
     )  # fmt: skip
+    parser.add_argument("--only", nargs="+", help="endpoint name substrings to run (e.g. transcript)")
+    parser.add_argument("--pg-database", default="connect_ab", help="PostgreSQL database name (default connect_ab)")
     args = parser.parse_args()
     head_env = dict(pair.split("=", 1) for pair in args.head_env)
 
@@ -102,7 +104,7 @@ def main() -> int:
     run_dir = RESULTS / f"ab-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}"
     run_dir.mkdir(parents=True)
     Server.log_dir = run_dir
-    db = make_database(args.db)
+    db = make_database(args.db, args.pg_database)
     manage(db, "migrate", "--no-input", "-v", "0")
     info = probe(db)
     if not info.get("workspace") or info["sessions"] < args.sessions:
@@ -119,6 +121,8 @@ def main() -> int:
             args.baseline: stack.enter_context(connect_server(db, 2, root=root)),
         }
         eps = endpoints(info, info["api_key"])
+        if args.only:
+            eps = [e for e in eps if any(o.lower() in e.name.lower() for o in args.only)]
         for ep in eps:
             if ep.server == "rest":
                 for name, server in servers.items():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import gzip
 import json
 import os
 import platform
@@ -276,10 +277,17 @@ class Endpoint:
 
 
 def get_json(url: str, headers: dict[str, str]) -> tuple[int, object]:
+    """(status, parsed JSON body), or the body as text when it is not JSON (an export)."""
     request = urllib.request.Request(url, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
+            body = response.read()
+            if response.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            try:
+                return response.status, json.loads(body)
+            except ValueError:
+                return response.status, body.decode(errors="replace")
     except urllib.error.HTTPError as error:
         body = error.read()
         try:
@@ -291,9 +299,13 @@ def get_json(url: str, headers: dict[str, str]) -> tuple[int, object]:
 def sanity_check(base: str, endpoint: Endpoint) -> str | None:
     """None when the first path answers 200 with the expected content, else a description."""
     status, body = get_json(base + endpoint.paths[0], endpoint.headers)
+    kind, _, expected = endpoint.check.partition("=")
+    if kind == "status":  # e.g. a conditional request: status=304
+        return None if status == int(expected) else f"expected HTTP {expected}, got {status}"
     if status != 200:
         return f"HTTP {status}: {str(body)[:200]}"
-    kind, _, expected = endpoint.check.partition("=")
+    if kind == "text":  # an export: the body starts with `expected`
+        return None if isinstance(body, str) and body.startswith(expected) else f"expected {expected!r}…"
     if kind == "items" and len(body.get("items", [])) != int(expected):
         return f"expected {expected} items, got {len(body.get('items', []))}"
     if kind == "transcript" and len(body.get("transcript", [])) != int(expected):

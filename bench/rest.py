@@ -64,14 +64,15 @@ TARGET_LIST_VS_DATASETTE = 1.0
 TARGET_LIST_VS_BARE = 0.70
 TARGET_TRANSCRIPT_P50_MS = 30.0
 TARGET_SEARCH_P50_MS = 50.0
+TARGET_EXPORT_VS_JSON = 1.3  # issue 23: an export costs at most 1.3× the JSON of the same transcript
 
 
-def make_database(label: str, quick: bool) -> Database:
+def make_database(label: str, quick: bool, pg_name: str | None = None) -> Database:
     suffix = "_quick" if quick else ""
     if label == "sqlite":
         path = DATA / f"connect{suffix}.sqlite3"
         return Database("sqlite", f"sqlite:///{path}", sqlite_path=path, label=label)
-    name = f"connect_bench{suffix}"
+    name = pg_name or f"connect_bench{suffix}"
     ensure_postgres_database(name)
     extra = {"BENCH_DB_POOL": "1"} if label == "postgres-pool" else {}
     return Database("postgres", f"postgres://postgres@127.0.0.1:5432/{name}", label=label, extra_env=extra)
@@ -178,6 +179,8 @@ def endpoints_for(db: Database, key: str, args: argparse.Namespace) -> list[Endp
             "nonempty",
         ),
     ]
+    if args.exports:
+        eps += export_endpoints(info, auth, transcript_ids)
     if args.uvicorn:
         eps += [
             Endpoint("sessions list (limit=100) [uvicorn]", "connect-uvicorn", ["/api/v1/sessions?limit=100"], auth,
@@ -213,6 +216,36 @@ def endpoints_for(db: Database, key: str, args: argparse.Namespace) -> list[Endp
     return eps
 
 
+def export_endpoints(info: dict, auth: dict[str, str], transcript_ids: list[str]) -> list[Endpoint]:
+    """The transcript's formats (issue 23): JSON, VTT and SRT, plain and gzip, rotating over the
+    same transcripts as "transcript"; and one transcript polled with its ETag (304) against the
+    same one fetched whole."""
+    segments = f"{info['max_transcript_segments']} segments"
+    paths = [f"/api/v1/sessions/{i}/transcript" for i in transcript_ids]
+    gzip_auth = {**auth, "Accept-Encoding": "gzip"}
+    eps = []
+    for fmt, check in (("json", f"transcript={info['max_transcript_segments']}"), ("vtt", "text=WEBVTT"), ("srt", "text=1\n")):
+        query = "" if fmt == "json" else f"?format={fmt}"
+        eps.append(Endpoint(f"export {fmt.upper()} ({segments})", "connect", [p + query for p in paths], auth, check))
+        eps.append(Endpoint(f"export {fmt.upper()} gzip ({segments})", "connect", [p + query for p in paths], gzip_auth,
+                            check))  # fmt: skip
+    one = paths[:1]
+    eps.append(Endpoint(f"one transcript, full get ({segments})", "connect", one, auth,
+                        f"transcript={info['max_transcript_segments']}"))  # fmt: skip
+    eps.append(Endpoint(f"one transcript, 304 poll ({segments})", "connect", one,
+                        {**auth, "If-None-Match": "{etag}"}, "status=304"))  # fmt: skip
+    return eps
+
+
+def with_etags(base: str, endpoints: list[Endpoint]) -> None:
+    """Fill the `{etag}` of conditional endpoints with the tag their path answers now."""
+    for e in endpoints:
+        if e.headers.get("If-None-Match") == "{etag}":
+            headers = {k: v for k, v in e.headers.items() if k != "If-None-Match"}
+            with urllib.request.urlopen(urllib.request.Request(base + e.paths[0], headers=headers), timeout=30) as r:
+                e.headers["If-None-Match"] = r.headers["ETag"]
+
+
 def bench_database(db: Database, args: argparse.Namespace, run_dir: Path) -> list[dict]:
     analyze(db)
     db.probe = probe(db, "--issue-key", "--checkpoint")
@@ -241,6 +274,8 @@ def bench_database(db: Database, args: argparse.Namespace, run_dir: Path) -> lis
         running = {name: stack.enter_context(server) for name, server in servers.items() if any(
             e.server == name for e in endpoints)}
         live = []
+        if "connect" in running:
+            with_etags(running["connect"].base, endpoints)
         for e in endpoints:
             problem = sanity_check(running[e.server].base, e)
             if problem:
@@ -258,6 +293,7 @@ def bench_database(db: Database, args: argparse.Namespace, run_dir: Path) -> lis
                 if args.profile and e.server == "connect" and round_ == 1:
                     profiles = profile_during(server, args.duration, run_dir, f"{db.label}-{slug(e.name)}")
                 r = wrk(server.base, e, args.duration, args.connections, args.threads)
+                r["bytes_per_response"] = r["mb_per_s"] * 1e6 / r["rps"] if r["rps"] else 0.0
                 r["drained_s"] = round(drain(running), 2)
                 r["profiles"] = profiles
                 runs[e.name].append(r)
@@ -291,6 +327,7 @@ def aggregate(runs: list[dict]) -> dict:
         "p99_ms": median("p99_ms"),
         "mean_ms": median("mean_ms"),
         "requests": sum(r["requests"] for r in runs),
+        "bytes_per_response": median("bytes_per_response"),
         "non_2xx": sum(r["non_2xx"] for r in runs),
         "socket_errors": sum(r["socket_errors"] for r in runs),
         "rounds": runs,
@@ -346,6 +383,23 @@ def verdicts(results: list[dict], args: argparse.Namespace) -> list[str]:
                 f"- {db}: transcript p50 at {args.connections} connections = {tr['p50_ms']:.1f} ms "
                 f"(target ≤ {TARGET_TRANSCRIPT_P50_MS:.0f} ms): **{ok}**{unloaded(tr)}"
             )
+        json_export = find(results, db, "export JSON (")
+        for fmt in ("VTT", "SRT"):
+            export = find(results, db, f"export {fmt} (")
+            if json_export and export:
+                cost = json_export["rps"] / export["rps"]
+                ok = "met" if cost <= TARGET_EXPORT_VS_JSON else "NOT met"
+                lines.append(f"- {db}: {fmt} export costs {cost:.2f}× the JSON of the same transcripts "
+                             f"(target ≤ {TARGET_EXPORT_VS_JSON:.1f}×): **{ok}**")  # fmt: skip
+        for fmt in ("JSON", "VTT", "SRT"):
+            plain, packed = find(results, db, f"export {fmt} ("), find(results, db, f"export {fmt} gzip (")
+            if plain and packed:
+                lines.append(f"- {db}: {fmt} gzip: {packed['bytes_per_response'] / plain['bytes_per_response']:.2f}× the "
+                             f"bytes at {packed['rps'] / plain['rps']:.2f}× the req/s of plain")  # fmt: skip
+        full, poll = find(results, db, "one transcript, full get"), find(results, db, "one transcript, 304 poll")
+        if full and poll:
+            lines.append(f"- {db}: a 304 poll does {poll['rps'] / full['rps']:.2f}× the req/s of a full get "
+                         f"({poll['bytes_per_response']:.0f} against {full['bytes_per_response']:.0f} bytes)")  # fmt: skip
         se = find(results, db, "search")
         if se:
             ok = "met" if se["p50_ms"] <= TARGET_SEARCH_P50_MS else "NOT met"
@@ -371,8 +425,8 @@ def markdown(results: list[dict], meta: dict, args: argparse.Namespace) -> str:
         f"over the rounds; Connect on `serve --workers {args.workers}`; data: {meta['data']}. "
         f"\"1 conn\": the same endpoint with one connection for {args.unloaded:g} s (service time, no queueing).",
         "",
-        "| DB | endpoint | server | req/s | p50 ms | p90 ms | p99 ms | p50 ms, 1 conn | errors |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+        "| DB | endpoint | server | req/s | p50 ms | p90 ms | p99 ms | p50 ms, 1 conn | bytes/response | errors |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         if "rps" in r:
@@ -380,11 +434,11 @@ def markdown(results: list[dict], meta: dict, args: argparse.Namespace) -> str:
             errors = r["non_2xx"] + r["socket_errors"]
             out.append(
                 f"| {r['db']} | {r['endpoint']} | {r['server']} | {r['rps']:.0f} | {r['p50_ms']:.1f} | "
-                f"{r['p90_ms']:.1f} | {r['p99_ms']:.1f} | {one} | "
+                f"{r['p90_ms']:.1f} | {r['p99_ms']:.1f} | {one} | {r['bytes_per_response']:.0f} | "
                 f"{errors} of {r['requests']} |"
             )
         else:
-            out.append(f"| {r['db']} | {r['endpoint']} | {r['server']} | – | – | – | – | – | {r['error']} |")
+            out.append(f"| {r['db']} | {r['endpoint']} | {r['server']} | – | – | – | – | – | – | {r['error']} |")
     out += ["", *verdicts(results, args)]
     return "\n".join(out) + "\n"
 
@@ -417,6 +471,10 @@ def main() -> int:
     parser.add_argument("--uvicorn", action="store_true",
                         help="also serve Connect with uvicorn (same app and workers) for the list endpoints")
     parser.add_argument("--only", nargs="+", help="endpoint name substrings to run (e.g. list search)")
+    parser.add_argument("--exports", action="store_true",
+                        help="also the transcript as JSON, VTT and SRT, plain and gzip, and a 304 poll against a full get")
+    parser.add_argument("--pg-database", default=None,
+                        help="PostgreSQL database name (default connect_bench, connect_bench_quick with --quick)")
     parser.add_argument("--profile", action="store_true", help="py-spy the daphne workers during each Connect run")
     args = parser.parse_args()
     args.duration = args.duration or (3 if args.quick else 10)
@@ -443,7 +501,7 @@ def main() -> int:
     loadavg_before = os.getloadavg()
     run_dir, started = new_run("rest")
     kinds = list(dict.fromkeys(k for d in args.db for k in (["sqlite", "postgres"] if d == "both" else [d])))
-    dbs = [make_database(k, args.quick) for k in kinds]
+    dbs = [make_database(k, args.quick, args.pg_database) for k in kinds]
 
     # Seed every database at once (the seeders are mostly single-threaded: two cores, two DBs).
     seeding: dict[str, tuple[Database, subprocess.Popen | None]] = {}

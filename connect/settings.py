@@ -81,6 +81,9 @@ MIDDLEWARE = [
     # The route template for the door's access line and metrics (apps/access/door.py).
     "apps.access.door.RouteMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # gzip for bodies of 1 KiB and more, never a stream (apps/core/compression.py); outermost
+    # but one, so it compresses the final body.
+    "apps.core.compression.CompressionMiddleware",
     # CORS first: it answers preflights on the Bearer-only paths (apps/core/cors.py).
     "corsheaders.middleware.CorsMiddleware",
     "apps.core.middleware.UploadLimitMiddleware",

@@ -103,6 +103,8 @@ BLOCKS: dict[str, tuple[str, str]] = {
         ("not run", "a request and answer with … elisions; tests/webhooks/test_api.py sends this body"),
     "docs/webhooks.md ``` POST <your url>":
         ("not run", "the delivery request's shape; the receiver block below verifies real ones"),
+    'docs/transcripts.md ```sh curl -H "Authorization: Bearer $KEY" "https://connect.example.com/api/v1/sessions/$SESSION/transcript?format=vtt"':
+        ("substitute", f"{HERE}::test_transcript_export_curl_lines_answer"),
     'docs/webhooks.md ```python receiver """A Connect webhook receiver: verifies every request, deduplicates, '
     'acknowledges quickly."""': ("run", "tests/webhooks/receiver.py::doc_receiver"),
 }
@@ -768,6 +770,26 @@ def test_events_curl_line_opens_a_stream(make_run):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_transcript_export_curl_lines_answer(make_run):
+    """docs/transcripts.md's curl lines with the reader's KEY, a session id from make run's
+    transcript line as SESSION and the base URL it names replaced: each answers its format."""
+    import io
+
+    import srt as srt_reader
+    import webvtt
+
+    lines = _sh_lines(_sh_block(DOCS / "transcripts.md", "format=vtt"))
+    transcript_line = make_run.curl_lines()[1]
+    session = re.search(r"/sessions/([^/]+)/transcript", transcript_line).group(1)
+    env = {**os.environ, "KEY": make_run.key(), "SESSION": session}
+    vtt, srt, txt, final = (curl(line.replace("https://connect.example.com", make_run.url), env=env) for line in lines)
+    assert [c.text for c in webvtt.from_buffer(io.StringIO(vtt))], vtt[:200]
+    subtitles = list(srt_reader.parse(srt))
+    assert subtitles and all(len(s.content.split(": ", 1)[-1]) <= 42 or " " not in s.content for s in subtitles)
+    assert txt.strip() and "WEBVTT" not in txt and "-->" not in txt
+    assert final.startswith("WEBVTT")
 
 
 def test_python_sdk_snippet_lists_sessions(make_run):

@@ -16,6 +16,9 @@ consumers put `decision.headers()` on their response.
 
 `headers()` gives `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (seconds until
 the window ends) for the tighter of the two buckets, plus `Retry-After` when refused.
+
+A request that turns out to cost nothing, a `304 Not Modified` to a conditional GET, is given
+back (`refund_sync`): polling with `If-None-Match` does not use up the limit.
 """
 
 from __future__ import annotations
@@ -24,10 +27,10 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, models
 
 from apps.access.principal import Principal
 from apps.core.models import RateLimitCounter
@@ -43,6 +46,8 @@ class RateDecision:
     limit: int
     remaining: int
     reset_seconds: int
+    # The window the hit was counted in (what a refund takes it back from).
+    window_start: int = field(default=0, compare=False)
 
     def headers(self) -> list[tuple[str, str]]:
         rows = [
@@ -61,7 +66,13 @@ def decide(hits_and_limits: list[tuple[int, int]], *, window: int, now: float) -
     reset = max(1, math.ceil((window_start(now, window) + window) - now))
     allowed = all(hits <= limit for hits, limit in hits_and_limits)
     hits, limit = min(hits_and_limits, key=lambda hl: hl[1] - hl[0])
-    return RateDecision(allowed=allowed, limit=limit, remaining=max(0, limit - hits), reset_seconds=reset)
+    return RateDecision(
+        allowed=allowed,
+        limit=limit,
+        remaining=max(0, limit - hits),
+        reset_seconds=reset,
+        window_start=window_start(now, window),
+    )
 
 
 def window_start(now: float, window: int) -> int:
@@ -150,3 +161,30 @@ def check_rate_limit_sync(principal: Principal, *, now: float | None = None) -> 
     else:
         counts = count_in_database(names, start, window)
     return decide([(hits, limit) for hits, (_, limit) in zip(counts, pairs)], window=window, now=now)
+
+
+def refund_sync(principal: Principal, decision: RateDecision | None) -> RateDecision | None:
+    """Take back the hit `decision` counted for this request (it was answered `304`): one
+    decrement of each bucket in the window it was counted in. Returns the decision the
+    response's headers should show."""
+    if decision is None or not decision.allowed:
+        return decision
+    names = [name for name, _ in buckets(principal)]
+    if not names:
+        return decision
+    start = decision.window_start
+    if settings.REDIS_URL:
+        database = settings.DATABASES["default"]["NAME"]
+        try:
+            pipe = _redis().pipeline(transaction=False)
+            for name in names:
+                pipe.decr(f"connect:ratelimit:{database}:{name}:{start}")
+            pipe.execute()
+        except Exception:  # noqa: BLE001 - as when counting: Redis down, nothing to give back
+            logger.warning("rate limit not refunded: Redis unavailable", exc_info=True)
+            return decision
+    else:
+        RateLimitCounter.objects.filter(bucket__in=names, window_start=start, hits__gt=0).update(
+            hits=models.F("hits") - 1
+        )
+    return replace(decision, remaining=min(decision.limit, decision.remaining + 1))

@@ -112,6 +112,7 @@ class Shape:
     closed: bool = False
     component: bool = False
     _encode: Callable[..., dict[str, Any]] | None = field(default=None, repr=False)
+    _encode_formatted: Callable[..., dict[str, Any]] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         for param in self.params:
@@ -170,10 +171,19 @@ class Shape:
             self._encode = self._compile()
         return self._encode
 
-    def _compile(self) -> Callable[..., dict[str, Any]]:
-        namespace: dict[str, Any] = {"_iso_ms": iso_ms}
+    @property
+    def encode_formatted(self) -> Callable[..., dict[str, Any]]:
+        """`encode` for rows whose timestamps the database already wrote in wire form
+        (apps/core/timestamps.py `IsoMs`): they are copied, not converted. The transcript fast
+        path reads segments so; the rest is the same generated function."""
+        if self._encode_formatted is None:
+            self._encode_formatted = self._compile(formatted=True)
+        return self._encode_formatted
+
+    def _compile(self, formatted: bool = False) -> Callable[..., dict[str, Any]]:
+        namespace: dict[str, Any] = {"_iso_ms": iso_ms, "_formatted": formatted}
         body = self._literal({p: p for p in self.params}, namespace, depth=0)
-        function_name = f"encode_{snake_case(self.name).strip('_')}"
+        function_name = f"encode_{snake_case(self.name).strip('_')}" + ("_formatted" if formatted else "")
         source = f"def {function_name}({', '.join(self.params)}):\n    return {body}\n"
         exec(compile(source, f"<shape {self.name}>", "exec"), namespace)  # noqa: S102 - our own declarations
         function = namespace[function_name]
@@ -223,11 +233,11 @@ class Shape:
             else:
                 # A nested object is built by the nested shape's own generated function.
                 name = f"_encode_{child.name}"
-                namespace[name] = child.encode
+                namespace[name] = child.encode_formatted if namespace["_formatted"] else child.encode
                 value = f"{name}({expression})"
             return f"({value} if {expression} is not None else None)" if f.nullable else value
         if f.kind == TIMESTAMP:
-            return f"_iso_ms({expression})"
+            return expression if namespace["_formatted"] else f"_iso_ms({expression})"
         if f.empty_is_null:
             return f"({expression} or None)"
         return expression

@@ -3,15 +3,19 @@ indistinguishable from a missing one (`NotFound`)."""
 
 from __future__ import annotations
 
+from collections import namedtuple
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Max, Q, QuerySet
 
 from apps.core.cursors import InvalidCursor, decode_cursor, encode_cursor
 from apps.core.errors import NotFound
-from apps.core.timestamps import parse_iso
-from apps.recordings.models import BoardContent, RevisionKind, Segment, Session, Transcript
+from apps.core.shapes import TIMESTAMP, Shape
+from apps.core.timestamps import IsoMs, parse_iso
+from apps.recordings.models import BoardContent, RevisionKind, Segment, Session
+from apps.recordings import shapes
 from apps.recordings.representations import SESSION_FIELDS
 from apps.tenancy.models import Workspace
 
@@ -79,28 +83,133 @@ def _instant(value: datetime | None) -> str | None:
     return None if value is None else value.astimezone(timezone.utc).isoformat()
 
 
-def transcript_revisions(
-    *, workspace: Workspace, session_id: str, revision_kind: str | None = None
-) -> list[tuple[Transcript, list[Segment]]]:
-    session = get_session(workspace=workspace, session_id=session_id)
-    transcripts = Transcript.objects.filter(session=session).order_by("revision_kind")
-    if revision_kind:
-        transcripts = transcripts.filter(revision_kind=revision_kind)
-    return [(t, list(ordered_segments(t))) for t in transcripts]
-
-
-def ordered_segments(transcript: Transcript) -> QuerySet[Segment]:
+def _in_order(segments: QuerySet[Segment], revision_kind: str) -> QuerySet[Segment]:
     """Committed segments follow the session's commit order; final ones their sequence."""
-    order = "session_committed_index" if transcript.revision_kind == RevisionKind.COMMITTED else "sequence"
-    return Segment.objects.filter(transcript=transcript).order_by(order, "sequence")
+    order = "session_committed_index" if revision_kind == RevisionKind.COMMITTED else "sequence"
+    return segments.order_by(order, "sequence")
 
 
-def flat_transcript(*, workspace: Workspace, session_id: str) -> list[Segment]:
-    """The final revision's segments when there is one, else the committed revision's."""
-    session = get_session(workspace=workspace, session_id=session_id)
-    by_kind = {t.revision_kind: t for t in Transcript.objects.filter(session=session)}
-    transcript = by_kind.get(RevisionKind.FINAL) or by_kind.get(RevisionKind.COMMITTED)
-    return list(ordered_segments(transcript)) if transcript else []
+# --- The transcript fast path -----------------------------------------------------------------
+# REST (both paths, every format) and MCP get_transcript read transcripts as rows: tuples of
+# exactly the columns the wire shape reads, timestamps formatted by the database (IsoMs), no
+# model instances and no per-row conversion. The `*_row_repr` representations take them.
+
+# The session columns a transcript answer needs besides its segments: the export's filename
+# comes from the label, and a changed session changes the validator.
+TRANSCRIPT_SESSION_FIELDS = ("id", "label", "updated_at")
+
+
+class WireRows:
+    """Rows of `fields` (named, for the representations and the exports), the `stamps` among
+    them in wire form."""
+
+    def __init__(self, name: str, fields: tuple[str, ...], stamps: frozenset[str] = frozenset()) -> None:
+        self.fields, self.stamps = fields, stamps
+        self.columns = self.through("")
+        self.make = namedtuple(name, fields)._make
+
+    def through(self, relation: str) -> list[Any]:
+        """The columns, read through `relation` (`"transcripts__"`) from another model."""
+        return [IsoMs(relation + f) if f in self.stamps else relation + f for f in self.fields]
+
+    @classmethod
+    def of(cls, name: str, shape: Shape) -> WireRows:
+        """The fields `shape` reads, its timestamps in wire form."""
+        return cls(name, shape.source_attributes(), frozenset(f.path for f in shape.fields if f.kind == TIMESTAMP))
+
+    def read(self, queryset: QuerySet) -> list[Any]:
+        return list(map(self.make, queryset.values_list(*self.columns)))
+
+
+FLAT_SEGMENT_ROWS = WireRows.of("FlatSegmentRow", shapes.FLAT_SEGMENT)
+REVISION_SEGMENT_ROWS = WireRows.of("RevisionSegmentRow", shapes.REVISION_SEGMENT)
+# What TRANSCRIPT_REVISION reads of `transcript` (its kind also orders the revisions).
+TRANSCRIPT_ROWS = WireRows("TranscriptRow", ("id", "revision_kind", "created_at"), frozenset({"created_at"}))
+
+
+@dataclass(frozen=True)
+class TranscriptRows:
+    """A session's transcript revisions as rows: `revisions` is [(transcript row, segment rows)]
+    in revision-kind order (committed, final)."""
+
+    session: Any
+    revisions: list[tuple[Any, list[Any]]]
+
+    @property
+    def flat(self) -> tuple[Any, list[Any]] | tuple[None, list[Any]]:
+        """The flat transcript's revision: final when there is one, else committed."""
+        by_kind = {t.revision_kind: (t, rows) for t, rows in self.revisions}
+        return by_kind.get(RevisionKind.FINAL) or by_kind.get(RevisionKind.COMMITTED) or (None, [])
+
+
+SessionRow = namedtuple("SessionRow", TRANSCRIPT_SESSION_FIELDS)
+
+
+def _session_and_transcripts(workspace: Workspace, session_id: str, revision_kind: str | None) -> tuple[Any, list[Any]]:
+    """The session row and its revisions' rows (only `revision_kind` when given), in one query:
+    the session left-joined to its (at most two) revisions."""
+    joined = (
+        Session.objects.filter(workspace=workspace, id=session_id)
+        .order_by("transcripts__revision_kind")
+        .values_list(*TRANSCRIPT_SESSION_FIELDS, *TRANSCRIPT_ROWS.through("transcripts__"))
+    )
+    rows = list(joined)
+    if not rows:
+        raise NotFound()
+    width = len(TRANSCRIPT_SESSION_FIELDS)
+    transcripts = [
+        TRANSCRIPT_ROWS.make(row[width:])
+        for row in rows
+        if row[width] is not None and (not revision_kind or row[width + 1] == revision_kind)
+    ]
+    return SessionRow._make(rows[0][:width]), transcripts
+
+
+def segment_rows(transcript: Any, rows: WireRows = FLAT_SEGMENT_ROWS) -> list[Any]:
+    """A revision's segments in its order, as rows."""
+    return rows.read(_in_order(Segment.objects.filter(transcript_id=transcript.id), transcript.revision_kind))
+
+
+def transcript_rows(
+    *, workspace: Workspace, session_id: str, revision_kind: str | None = None, flat: bool = False
+) -> TranscriptRows:
+    """The session's revisions (only `revision_kind` when given) with their segments. `flat`:
+    only the flat transcript's revision is read, with the flat segment's fields."""
+    session, transcripts = _session_and_transcripts(workspace, session_id, revision_kind)
+    if flat:
+        chosen, _ = TranscriptRows(session, [(t, []) for t in transcripts]).flat
+        return TranscriptRows(session, [(chosen, segment_rows(chosen))] if chosen else [])
+    return TranscriptRows(session, [(t, segment_rows(t, REVISION_SEGMENT_ROWS)) for t in transcripts])
+
+
+def transcript_validator(
+    *, workspace: Workspace, session_id: str, revision_kind: str | None = None, flat: bool = False
+) -> tuple[Any, list[tuple[str, int, int | None]]]:
+    """What a transcript answer is made from, without its segments: the session row and, per
+    revision the answer shows, (transcript id, segment count, last sequence). Segments are only
+    ever appended to a revision (a new final revision is a new transcript), so these change
+    whenever the answer does. `transcript_version` gives the same triples from read rows."""
+    session, transcripts = _session_and_transcripts(workspace, session_id, revision_kind)
+    if flat:
+        chosen, _ = TranscriptRows(session, [(t, []) for t in transcripts]).flat
+        transcripts = [chosen] if chosen else []
+    counts = dict.fromkeys((t.id for t in transcripts), (0, None))
+    if counts:
+        aggregates = (
+            Segment.objects.filter(transcript_id__in=list(counts))
+            .values_list("transcript_id")
+            .annotate(count=Count("id"), last=Max("sequence"))
+            .order_by()
+        )
+        counts.update((tid, (count, last)) for tid, count, last in aggregates)
+    return session, [(tid, *counts[tid]) for tid in counts]
+
+
+def transcript_version(rows: TranscriptRows) -> list[tuple[str, int, int | None]]:
+    """`transcript_validator`'s triples from rows already read."""
+    return [
+        (t.id, len(segments), max((s.sequence for s in segments), default=None)) for t, segments in rows.revisions
+    ]
 
 
 def session_boards(*, workspace: Workspace, session_id: str, with_payload: bool = False) -> list[BoardContent]:

@@ -1,6 +1,8 @@
 from datetime import datetime, timedelta, timezone
 
-from apps.core.timestamps import iso_ms, parse_iso
+import pytest
+
+from apps.core.timestamps import IsoMs, iso_ms, parse_iso
 
 
 def test_utc_with_milliseconds_and_z():
@@ -23,3 +25,17 @@ def test_none_is_none():
 def test_round_trip():
     value = datetime(2026, 6, 30, 23, 59, 59, 999000, tzinfo=timezone.utc)
     assert parse_iso(iso_ms(value)) == value
+
+
+@pytest.mark.parametrize("micro", [0, 1, 999, 1000, 499999, 500000, 999999])
+def test_the_database_formats_a_timestamp_as_iso_ms_does(acme, micro):
+    """IsoMs (the transcript fast path's timestamps) against iso_ms, on whichever database the
+    suite runs: truncated milliseconds, `Z`, whole seconds with `.000`."""
+    from apps.recordings.models import Session
+    from tests import factories
+
+    value = datetime(2026, 3, 4, 5, 6, 7, micro, tzinfo=timezone.utc)
+    session = factories.session(acme, at=value)
+    session.refresh_from_db()
+    [formatted] = Session.objects.filter(pk=session.pk).values_list(IsoMs("created_at"), flat=True)
+    assert formatted == iso_ms(session.created_at) == iso_ms(value)

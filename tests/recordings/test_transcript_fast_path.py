@@ -1,0 +1,105 @@
+"""The transcript fast path (issue 24 point 2): both REST paths and MCP get_transcript read
+segments as rows and encode once, and answer what the model-instance representation rendered by
+DRF answered before: the same bytes, or the same parsed JSON where only escaping may differ."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rest_framework.renderers import JSONRenderer
+
+from apps.access.principal import Principal
+from apps.mcp import tools
+from apps.recordings import services
+from apps.recordings.models import RevisionKind, Segment, Transcript
+from apps.recordings.representations import flat_segment_repr, transcript_revision_repr
+from apps.recordings.services import SegmentInput
+from tests import factories
+
+TEXTS = ["Grüße aus Köln — «ça va?»", "日本語のテキスト", "plain ascii", "emoji 🎙️ and \"quotes\" \\ back"]
+
+
+def _segments(texts, speakers):
+    return [
+        SegmentInput(timestamp_start=i * 1000, timestamp_end=i * 1000 + 900, text=t, speaker_label=speakers[i % len(speakers)],
+                     confidence=[0.9, None, 0.123456789, 1.0][i % 4])
+        for i, t in enumerate(texts)
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def rich(acme):
+    session = services.create_session(workspace=acme, label="Fast path")
+    services.append_committed_segments(session=session, segments=_segments(TEXTS * 3, ["Ana", None, ""]))
+    return session
+
+
+def old_flat_body(session) -> bytes:
+    """What FlatTranscriptApi answered before the fast path: model instances, a dict each,
+    DRF's JSONRenderer."""
+    by_kind = {t.revision_kind: t for t in Transcript.objects.filter(session=session)}
+    transcript = by_kind.get(RevisionKind.FINAL) or by_kind.get(RevisionKind.COMMITTED)
+    segments = []
+    if transcript:
+        order = "session_committed_index" if transcript.revision_kind == RevisionKind.COMMITTED else "sequence"
+        segments = Segment.objects.filter(transcript=transcript).order_by(order, "sequence")
+    return JSONRenderer().render({"sessionId": session.id, "transcript": [flat_segment_repr(s) for s in segments]})
+
+
+def old_revisions_body(session, kind=None) -> bytes:
+    transcripts = Transcript.objects.filter(session=session).order_by("revision_kind")
+    if kind:
+        transcripts = transcripts.filter(revision_kind=kind)
+    out = []
+    for t in transcripts:
+        order = "session_committed_index" if t.revision_kind == RevisionKind.COMMITTED else "sequence"
+        out.append(transcript_revision_repr(t, list(Segment.objects.filter(transcript=t).order_by(order, "sequence"))))
+    return JSONRenderer().render({"transcripts": out})
+
+
+def test_flat_transcript_is_byte_for_byte_what_drf_rendered(api, rich, alice_key):
+    response = api.get(f"/api/v1/sessions/{rich.id}/transcript", alice_key)
+    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    assert response.content == old_flat_body(rich)
+
+
+def test_final_revision_replaces_committed_on_the_fast_path(api, rich, alice_key):
+    services.change_session_status(session=rich, status="completed")
+    services.write_final_transcript(session=rich, segments=_segments(["Final one.", "Final two."], ["Bo"]))
+    response = api.get(f"/api/v1/sessions/{rich.id}/transcript", alice_key)
+    assert response.content == old_flat_body(rich)
+    assert [s["text"] for s in response.json()["transcript"]] == ["Final one.", "Final two."]
+
+
+@pytest.mark.parametrize("kind", [None, "committed", "final"])
+def test_revisions_are_byte_for_byte_what_drf_rendered(api, rich, alice_key, kind):
+    services.change_session_status(session=rich, status="completed")
+    services.write_final_transcript(session=rich, segments=_segments(["Final one.", "Final two."], ["Bo", None]))
+    params = {"revisionKind": kind} if kind else {}
+    response = api.get(f"/api/v1/sessions/{rich.id}/transcripts", alice_key, **params)
+    assert response.status_code == 200
+    assert response.content == old_revisions_body(rich, kind)
+
+
+def test_line_separators_parse_the_same(api, acme, alice_key):
+    # DRF escapes U+2028/U+2029 (for JavaScript embedding); orjson writes them as UTF-8. Both
+    # are valid JSON of the same value: the parsed bodies are equal.
+    session = services.create_session(workspace=acme, label=None)
+    services.append_committed_segments(session=session, segments=_segments(["a\u2028b\u2029c", "tab\there"], ["S"]))
+    response = api.get(f"/api/v1/sessions/{session.id}/transcript", alice_key)
+    assert json.loads(response.content) == json.loads(old_flat_body(session))
+
+
+def test_empty_and_committed_only_sessions(api, acme, alice_key):
+    empty = factories.session(acme)
+    assert api.get(f"/api/v1/sessions/{empty.id}/transcript", alice_key).content == old_flat_body(empty)
+    assert api.get(f"/api/v1/sessions/{empty.id}/transcripts", alice_key).content == old_revisions_body(empty)
+
+
+def test_mcp_get_transcript_is_the_same_rows(rich, acme, alice):
+    principal = Principal(workspace=acme, scopes=frozenset(factories.READ_SCOPES), kind="api_key",
+                          credential_id="test", issuer=alice)  # fmt: skip
+    result = tools.get_transcript(principal, {"sessionId": rich.id})
+    assert result["transcript"] == json.loads(old_flat_body(rich))["transcript"]
+    assert result["totalSegments"] == len(TEXTS) * 3
