@@ -147,8 +147,8 @@ def test_a_new_response_field_is_caught_nested_too(document):
 
 def test_a_new_query_parameter_and_a_new_page_field_are_caught(document):
     doctored = copy.deepcopy(document)
-    doctored["paths"]["/api/v1/sessions"]["get"]["parameters"].append({"name": "status", "in": "query"})
+    doctored["paths"]["/api/v1/sessions"]["get"]["parameters"].append({"name": "label", "in": "query"})
     doctored["components"]["schemas"]["SessionPage"]["properties"]["total"] = {"type": "integer"}
     found = problems_of(doctored)
-    assert "listSessions: sessions.list() takes no `status`" in found
+    assert "listSessions: sessions.list() takes no `label`" in found
     assert "listSessions 200: SessionPage.total: not read by the client" in found

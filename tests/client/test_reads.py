@@ -109,14 +109,20 @@ def test_transcripts_revisions_search_and_boards(client, acme):
     assert board.id == summary.id and aware(board.created_at)
 
 
-def test_other_transcript_formats_pass_format_through_and_return_text(client, acme):
-    session = factories.session(acme, final=["Hello."])
-    # The exports (vtt/srt/txt) are being built in parallel; until the server knows `format`,
-    # it answers its JSON. The client passes `format=` and hands back the body as text.
-    text = client.transcripts.get(session.id, format="txt")
-    assert isinstance(text, str) and "Hello." in text
+def test_transcript_exports_come_back_as_text(client, acme):
+    session = factories.session(acme, committed=["hello there"], final=["Hello there, everyone in the room."])
+    vtt = client.transcripts.get(session.id, format="vtt", max_cue_chars=12)
+    assert vtt.startswith("WEBVTT") and vtt.count(" --> ") > 1  # the long segment split into cues
+    srt = client.transcripts.get(session.id, format="srt")
+    assert srt.startswith("1\n") and "," in srt.split("\n")[1]  # SubRip's comma milliseconds
+    assert "Hello there, everyone in the room." in client.transcripts.get(session.id, format="txt")
+    committed = client.transcripts.revisions(session.id, revision_kind="committed", format="txt")
+    assert "hello there" in committed and "everyone" not in committed
     with pytest.raises(ValueError):
         client.transcripts.get(session.id, format="pdf")
+    with pytest.raises(connect_client.InvalidRequest) as refused:
+        client.transcripts.get(session.id, format="txt", max_cue_chars=12)
+    assert "maxCueChars" in refused.value.extra["detail"]
 
 
 def test_event_log_list_ends_with_everything_committed_and_keeps_its_cursor(client, acme):
@@ -158,6 +164,7 @@ def test_not_found_carries_status_and_code(client):
         client.sessions.get("no-such-session")
     error = caught.value
     assert (error.status, error.code, error.extra) == (404, "not_found", {})
+    assert error.request_id and error.request_id.startswith("req_")  # the server's X-Request-Id
     assert isinstance(error, connect_client.ConnectError)
 
 

@@ -111,21 +111,29 @@ class Sessions(_Resource):
 
 
 class Transcripts(_Resource):
-    def get(self, session_id: str, *, format: str = "json") -> models.Transcript | str:
+    def get(self, session_id: str, *, format: str = "json",
+            max_cue_chars: int | None = None) -> models.Transcript | str:
         """The session's flat transcript: a `Transcript` for `json`; the exported text for
-        `vtt`, `srt` and `txt` (`format=` is passed to the server as is)."""
+        `vtt`, `srt` and `txt` (`max_cue_chars` splits long cues, vtt and srt only)."""
+        return self._transcript(f"/api/v1/sessions/{_seg(session_id)}/transcript", {}, format, max_cue_chars,
+                                _one(models.Transcript))
+
+    def revisions(self, session_id: str, *, revision_kind: str | None = None, format: str = "json",
+                  max_cue_chars: int | None = None) -> list[models.TranscriptRevision] | str:
+        """Committed and final revisions (or one kind); exported text for `vtt`, `srt`, `txt`."""
+        return self._transcript(f"/api/v1/sessions/{_seg(session_id)}/transcripts", {"revisionKind": revision_kind},
+                                format, max_cue_chars, _many(models.TranscriptRevision, "transcripts"))
+
+    def _transcript(self, path: str, params: dict[str, Any], format: str, max_cue_chars: int | None,
+                    parse: Any) -> Any:
         if format not in TRANSCRIPT_FORMATS:
             raise ValueError(f"format must be one of {', '.join(TRANSCRIPT_FORMATS)}")
-        path = f"/api/v1/sessions/{_seg(session_id)}/transcript"
-        if format == "json":
-            return self._call("GET", path, _one(models.Transcript))
-        return self._call("GET", path, lambda response: response.text, params={"format": format})
-
-    def revisions(self, session_id: str, *, revision_kind: str | None = None) -> list[models.TranscriptRevision]:
-        """Committed and final revisions (or one kind)."""
-        params = {"revisionKind": revision_kind} if revision_kind else None
-        return self._call("GET", f"/api/v1/sessions/{_seg(session_id)}/transcripts",
-                          _many(models.TranscriptRevision, "transcripts"), params=params)
+        params = {**params, "maxCueChars": max_cue_chars}
+        if format != "json":
+            params["format"] = format
+        params = {name: value for name, value in params.items() if value is not None}
+        return self._call("GET", path, parse if format == "json" else (lambda response: response.text),
+                          params=params or None)
 
     def search(self, query: str, *, revision_kind: str | None = None,
                limit: int | None = None) -> Paginator[models.SearchHit]:

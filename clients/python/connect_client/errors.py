@@ -188,7 +188,7 @@ def from_response(response: httpx.Response) -> ConnectError:
     if not isinstance(body, dict):
         body = {}
     code = body.get("error") if isinstance(body.get("error"), str) else None
-    extra = {name: value for name, value in body.items() if name != "error"}
+    extra = {name: value for name, value in body.items() if name not in ("error", "requestId")}
     cls = BY_CODE.get(code or "")
     if cls is None:
         cls = ServerError if response.status_code >= 500 else ClientError
@@ -196,7 +196,7 @@ def from_response(response: httpx.Response) -> ConnectError:
         status=response.status_code,
         code=code or f"http_{response.status_code}",
         extra=extra,
-        request_id=response.headers.get("X-Request-Id") or extra.get("requestId"),
+        request_id=response.headers.get("X-Request-Id") or body.get("requestId"),
         retry_after=retry_after_seconds(response.headers.get("Retry-After")),
     )
 

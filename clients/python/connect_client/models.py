@@ -180,6 +180,9 @@ class SearchHit(Model):
     ended_at: datetime | None = None
     created_at: datetime | None = None
     snippet: str = ""
+    # Where the match is: the matching segment's sequence and start (ms from the session start).
+    sequence: int | None = None
+    timestamp_start: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
