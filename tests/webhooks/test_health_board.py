@@ -120,6 +120,13 @@ def staff(alice):
 def scene(alice, bob):
     """Two endpoints of acme with a known day, and one of globex."""
     now = timezone.now()
+    hour_start = now.replace(minute=0, second=0, microsecond=0)
+
+    def recent(minutes: int):
+        """`minutes` ago, but never before this hour began: the chart's previous hour must hold
+        only the six deliveries put there (a run in an hour's first minutes once found one more)."""
+        return max(hour_start, now - timedelta(minutes=minutes))
+
     hook = make_endpoint(alice.workspace, alice, "orders hook")
     quiet = make_endpoint(alice.workspace, alice, "quiet hook")
     other = make_endpoint(bob.workspace, bob, "globex hook")
@@ -128,11 +135,11 @@ def scene(alice, bob):
     for _ in range(6):
         delivery(hook, "succeeded", hour_ago, durations=[40])
     delivery(hook, "succeeded", now, durations=[900, 400], errors=["timeout"])
-    dead = delivery(hook, "dead_letter", now - timedelta(minutes=5), durations=[30, 30],
+    dead = delivery(hook, "dead_letter", recent(5), durations=[30, 30],
                     errors=["network_error", "http_error"])
-    delivery(hook, "retrying", now - timedelta(minutes=2), durations=[20], errors=["timeout"],
+    delivery(hook, "retrying", recent(2), durations=[20], errors=["timeout"],
              next_attempt_at=now - timedelta(seconds=1))  # due
-    delivery(hook, "retrying", now - timedelta(minutes=2), durations=[20], errors=["timeout"],
+    delivery(hook, "retrying", recent(2), durations=[20], errors=["timeout"],
              next_attempt_at=now + timedelta(hours=1))  # not yet
     delivery(hook, "pending", now, next_attempt_at=now - timedelta(seconds=5))
     delivery(hook, "cancelled", now)
