@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 import httpx
 import orjson
 import pytest
+from django.db import connection
 from django.test import Client
 
 from apps.core.shapes import COMPONENTS, STRING, TIMESTAMP, Field, Shape, Spread
@@ -324,7 +325,10 @@ def test_rest_mcp_stream_log_outbox_and_webhook_show_one_session_alike(webhook_s
                                params={"sessionId": session.id, "type": event_type}).json()["items"]
             assert [item["id"] for item in logged] == [frame.id]
             assert {k: v for k, v in logged[0].items() if k != "id"} == frame.json, event_type
-            assert orjson.dumps({k: v for k, v in logged[0].items() if k != "id"}).decode() == frame.data
+            if connection.vendor == "sqlite":
+                # The same bytes. On PostgreSQL the log splices `data` as jsonb keeps it (its own
+                # key order; apps/events/selectors.py read_log_rows, docs/events.md): equal parsed.
+                assert orjson.dumps({k: v for k, v in logged[0].items() if k != "id"}).decode() == frame.data
             assert received[0].headers["Svc-Event-Id"] == frame.id
             one = httpx.get(f"{url}/api/v1/events/{frame.id}", headers=headers, timeout=20).json()
             assert one == logged[0]
