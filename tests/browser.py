@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -165,3 +167,22 @@ class Chromium:
                 os.close(fd)
             except OSError:
                 pass
+
+
+# Fixtures of the page tests (imported by them): a live server with DEBUG off serving the
+# static files collected as production does, and a fresh browser profile per test.
+
+
+@pytest.fixture(scope="module")
+def page_server(django_db_setup, django_db_blocker, tmp_path_factory, collected_static):
+    from tests.servers import serve
+
+    with serve(tmp_path_factory.mktemp("pages"), env={"STATIC_ROOT": str(collected_static)}) as server:
+        yield server
+
+
+@pytest.fixture
+def browser(tmp_path):
+    chromium = Chromium(tmp_path / "profile")
+    yield chromium
+    chromium.close()

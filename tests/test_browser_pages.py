@@ -10,27 +10,14 @@ import re
 import pytest
 
 from tests import factories
-from tests.browser import CHROMIUM, Chromium
+from tests.browser import CHROMIUM, browser, page_server  # noqa: F401 - fixtures
 from tests.oauth.flow import authorize_params, authorize_url, pkce_pair, register
-from tests.servers import collected_static, serve  # noqa: F401 - collected_static is a fixture
+from tests.servers import collected_static  # noqa: F401 - a fixture
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed (.ci/run installs Debian's chromium)"),
 ]
-
-
-@pytest.fixture(scope="module")
-def page_server(django_db_setup, django_db_blocker, tmp_path_factory, collected_static):  # noqa: F811
-    with serve(tmp_path_factory.mktemp("pages"), env={"STATIC_ROOT": str(collected_static)}) as server:
-        yield server
-
-
-@pytest.fixture
-def browser(tmp_path):
-    chromium = Chromium(tmp_path / "profile")
-    yield chromium
-    chromium.close()
 
 
 def test_docs_lists_the_operations_offline(page_server, browser, tmp_path, transactional_db):

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from apps.webhooks.models import Delivery, DeliveryAttempt, WebhookEndpoint
 from tests import factories
-from tests.browser import CHROMIUM, Chromium
-from tests.servers import collected_static, serve  # noqa: F401 - collected_static is a fixture
+from tests.browser import CHROMIUM, Chromium, browser, page_server  # noqa: F401 - fixtures
+from tests.servers import collected_static  # noqa: F401 - a fixture
 
 pytestmark = [
     pytest.mark.e2e,
@@ -21,19 +21,6 @@ pytestmark = [
 ]
 
 PASSWORD = "staff-password-1"
-
-
-@pytest.fixture(scope="module")
-def page_server(django_db_setup, django_db_blocker, tmp_path_factory, collected_static):  # noqa: F811
-    with serve(tmp_path_factory.mktemp("board-pages"), env={"STATIC_ROOT": str(collected_static)}) as server:
-        yield server
-
-
-@pytest.fixture
-def browser(tmp_path):
-    chromium = Chromium(tmp_path / "profile")
-    yield chromium
-    chromium.close()
 
 
 @pytest.fixture
