@@ -8,6 +8,7 @@ import os
 import time
 
 import pytest
+from django.test import Client
 from django_q.conf import Conf
 
 from tests import factories
@@ -93,3 +94,13 @@ def wait_until(predicate, timeout: float = 90, interval: float = 0.1):
             return value
         time.sleep(interval)
     raise AssertionError("condition not met in time")
+
+
+@pytest.fixture
+def staff(alice) -> Client:
+    """An admin client logged in as alice, made staff and superuser."""
+    alice.user.is_staff = alice.user.is_superuser = True
+    alice.user.save()
+    client = Client()
+    client.force_login(alice.user)
+    return client

@@ -41,15 +41,6 @@ def deliveries(endpoint, count: int, status: str) -> list[Delivery]:
     return Delivery.objects.bulk_create(rows)
 
 
-@pytest.fixture
-def staff(alice):
-    alice.user.is_staff = alice.user.is_superuser = True
-    alice.user.save()
-    client = Client()
-    client.force_login(alice.user)
-    return client
-
-
 def test_admin_lists_dead_letters_first_without_per_row_queries(staff, endpoint):
     deliveries(endpoint, 150, "succeeded")
     dead = deliveries(endpoint, 3, "dead_letter")

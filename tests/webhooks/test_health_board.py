@@ -108,15 +108,6 @@ def delivery(endpoint, status, created_at, *, durations=(), errors=(), next_atte
 
 
 @pytest.fixture
-def staff(alice):
-    alice.user.is_staff = alice.user.is_superuser = True
-    alice.user.save()
-    client = Client()
-    client.force_login(alice.user)
-    return client
-
-
-@pytest.fixture
 def scene(alice, bob):
     """Two endpoints of acme with a known day, and one of globex."""
     now = timezone.now()
