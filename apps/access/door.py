@@ -129,10 +129,12 @@ def stream_opened() -> float:
     return time.monotonic()
 
 
-def stream_closed(opened_at: float, reason: str) -> None:
+def stream_closed(opened_at: float, reason: str, events_sent: int) -> None:
     metrics.OPEN_STREAMS.dec()
     metrics.STREAM_CLOSES.labels(reason).inc()
     seconds = time.monotonic() - opened_at
     stream_log.info(
-        "event stream closed: %s", reason, extra={"close_reason": reason, "duration_ms": round(seconds * 1000)}
+        "event stream closed: %s",
+        reason,
+        extra={"close_reason": reason, "duration_ms": round(seconds * 1000), "events_sent": events_sent},
     )

@@ -39,6 +39,7 @@ REQUEST_SECONDS = Histogram(
 )  # fmt: skip
 OPEN_STREAMS = Gauge("connect_sse_open_streams", "Event streams open now.", multiprocess_mode="livesum")
 STREAM_CLOSES = Counter("connect_sse_disconnects", "Event streams ended, by reason.", ["reason"])
+EVENTS_FANNED_OUT = Counter("connect_sse_events_fanned_out", "Live event frames handed to open streams.")
 WEBHOOK_ATTEMPTS = Counter(
     "connect_webhook_attempts", "Webhook delivery attempts, by outcome (succeeded or the error kind).", ["outcome"]
 )

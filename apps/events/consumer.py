@@ -272,6 +272,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
                 if stream.closed_reason is not None:
                     break
                 await self.send_body(b"".join(frame for _, frame in chunk), more_body=True)
+                stream.sent += len(chunk)
             self.replay = None
             # Live: the hub now writes straight to the transport whenever nothing is queued.
             direct = daphne_stream.direct_write(self._daphne_request(), self.producer)
@@ -291,6 +292,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
                     key, frame = stream.queue.popleft()
                     if floor is None or key > floor:
                         parts.append(frame)
+                        stream.sent += 1
                 if parts:
                     if direct is not None:
                         direct(b"".join(parts))  # synchronous: nothing can overtake it
@@ -315,7 +317,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
         if self.stream is not None:
             self.stream.close("client_gone")
             if self.opened_at is not None:
-                door.stream_closed(self.opened_at, self.stream.closed_reason)
+                door.stream_closed(self.opened_at, self.stream.closed_reason, self.stream.sent)
             self.stream = None
         if self.delivery is not None and not self.delivery.done():
             self.delivery.cancel()

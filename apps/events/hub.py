@@ -50,6 +50,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections
 
 from apps.events import fanout, selectors, slots
 from apps.access.credentials import CredentialRef, invalid_credentials
+from apps.core import metrics
 from apps.events.filters import Subscription
 from apps.events.positions import Position, event_id_ms
 from apps.events.retention import oldest_complete_ms
@@ -126,6 +127,8 @@ class Stream:
         # After a resume: the log place (`Position.key()`) up to which the replay covers; a live
         # copy of an event at or below it is dropped.
         self.floor: tuple[int, str] | None = None
+        # Event frames written to the client (replay and live), for the close line.
+        self.sent = 0
 
     def _direct(self) -> bool:
         return self.write is not None and not self.paused and not self.queue
@@ -138,10 +141,13 @@ class Stream:
         if self._direct():
             floor = self.floor
             if floor is not None:
-                data = b"".join(frame for key, frame in items if key > floor)
+                frames = [frame for key, frame in items if key > floor]
+                data, count = b"".join(frames), len(frames)
             else:
                 data = items[0][1] if len(items) == 1 else b"".join(frame for _, frame in items)
+                count = len(items)
             if data:
+                self.sent += count
                 self._write_now(data)
             return True
         for item in items:
@@ -466,10 +472,13 @@ class Hub:
                 else:
                     share.append(item)
         # Offering may close (and unregister) a stream: `shares` is our own copy.
-        direct = 0
+        direct = fanned = 0
         for stream, items in shares.items():
             direct += stream.offer(items)
+            fanned += len(items)
         self.direct_writes += direct
+        if fanned:
+            metrics.EVENTS_FANNED_OUT.inc(fanned)  # once per batch, not per stream
 
     def stats(self) -> dict[str, Any]:
         streams = self.all_streams()

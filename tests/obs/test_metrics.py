@@ -9,6 +9,7 @@ import signal
 import httpx
 import pytest
 
+from tests import factories
 from tests.obs.conftest import METRICS_TOKEN, json_lines, scrape, total
 from tests.servers import alive, cmdline_of, descendants, wait_until
 
@@ -92,8 +93,10 @@ def test_one_scrape_sums_both_processes_and_a_restarted_child_is_counted_once(ob
     assert total(final, "connect_sse_open_streams") == 0
 
 
-def test_streams_are_gauged_and_their_disconnects_counted(obs_server, alice_key):
-    closed_before = total(scrape(obs_server.url), "connect_sse_disconnects_total", reason="client_gone")
+def test_streams_are_gauged_and_their_disconnects_and_events_counted(obs_server, alice, alice_key):
+    before = scrape(obs_server.url)
+    closed_before = total(before, "connect_sse_disconnects_total", reason="client_gone")
+    fanned_before = total(before, "connect_sse_events_fanned_out_total")
     with httpx.stream(
         "GET", f"{obs_server.url}/api/v1/events/stream", headers={"Authorization": f"Bearer {alice_key}"}, timeout=30
     ) as response:
@@ -101,6 +104,12 @@ def test_streams_are_gauged_and_their_disconnects_counted(obs_server, alice_key)
         chunks = response.iter_raw()  # kept: a dropped generator closes the response
         assert next(chunks).startswith(b": connected")
         assert total(scrape(obs_server.url), "connect_sse_open_streams") == 1
+        factories.session(alice.workspace)
+        received = b""
+        while b"event: session.created" not in received:
+            received += next(chunks)
+        # One stream open, one event: one frame handed out, in whichever process held the stream.
+        assert total(scrape(obs_server.url), "connect_sse_events_fanned_out_total") == fanned_before + 1
     samples = wait_until(
         lambda: (s := scrape(obs_server.url)) and total(s, "connect_sse_open_streams") == 0 and s,
         what="the stream to close", timeout=30,

@@ -96,7 +96,12 @@ def test_the_stream_headers_carry_a_request_id_and_its_lines_are_logged(obs_serv
     ) as response:  # fmt: skip
         assert response.status_code == 200
         assert response.headers["X-Request-Id"] == inbound
-        assert next(response.iter_raw()).startswith(b": connected")
+        chunks = response.iter_raw()
+        assert next(chunks).startswith(b": connected")
+        factories.session(alice.workspace)
+        received = b""
+        while b"event: session.created" not in received:
+            received += next(chunks)
 
     def closed():
         lines = [line for line in json_lines(obs_server) if line.get("request_id") == inbound]
@@ -109,6 +114,7 @@ def test_the_stream_headers_carry_a_request_id_and_its_lines_are_logged(obs_serv
     assert "event stream opened" in messages
     close = next(line for line in lines if line.get("close_reason"))
     assert close["close_reason"] == "client_gone" and close["duration_ms"] >= 0
+    assert close["events_sent"] == 1
     assert close["workspace_id"] == str(alice.workspace.id)
     access = wait_until(
         lambda: next((line for line in json_lines(obs_server)
