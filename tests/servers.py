@@ -124,17 +124,6 @@ class LiveServer:
     def client(self, **kwargs) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=10, **kwargs)
 
-    def open_fds(self) -> int:
-        """File descriptors held by the server's daphne processes (sockets included)."""
-        total = 0
-        for pid in descendants(self.process.pid):
-            try:
-                if b"daphne" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    total += len(os.listdir(f"/proc/{pid}/fd"))
-            except OSError:
-                continue
-        return total
-
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
