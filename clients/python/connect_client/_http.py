@@ -65,86 +65,99 @@ def _code(response: httpx.Response) -> str | None:
 
 
 class _Budget:
-    """How long to wait before retry number `attempt`, or None when the budget is spent."""
+    """One call's retries: how long to wait before the next attempt, or the error to raise."""
 
-    def __init__(self, policy: RetryPolicy) -> None:
-        self.policy = policy
+    def __init__(self, method: str, policy: RetryPolicy) -> None:
+        self.policy = policy if method in IDEMPOTENT else NO_RETRIES
+        self.attempt = 0
         self.waited = 0.0
 
-    def wait_for(self, attempt: int, retry_after: float | None) -> float | None:
-        if attempt >= self.policy.max_retries:
+    def wait_for(self, retry_after: float | None) -> float | None:
+        if self.attempt >= self.policy.max_retries:
             return None
-        delay = retry_after if retry_after is not None else self.policy.backoff(attempt)
+        delay = retry_after if retry_after is not None else self.policy.backoff(self.attempt)
         if self.waited + delay > self.policy.max_retry_wait:
             return None
         self.waited += delay
+        self.attempt += 1
+        return delay
+
+    def after_error(self, error: httpx.TransportError) -> float:
+        """The wait before retrying after a connection error; the error itself when spent."""
+        delay = self.wait_for(None)
+        if delay is None:
+            raise error
+        return delay
+
+    def after(self, response: httpx.Response) -> float:
+        """The wait before retrying after an unsuccessful answer; its error when it cannot."""
+        if not _retryable(response):
+            raise errors.from_response(response)
+        delay = self.wait_for(errors.retry_after_seconds(response.headers.get("Retry-After")))
+        if delay is None:
+            raise errors.from_response(response)
         return delay
 
 
-class SyncTransport:
-    def __init__(self, base_url: str, headers: dict[str, str], *, timeout: float, retry: RetryPolicy,
-                 http: httpx.Client | None = None) -> None:
+class _Transport:
+    """What the sync and async transports share; each only sends and sleeps its own way."""
+
+    def __init__(self, base_url: str, headers: dict[str, str], *, retry: RetryPolicy, http: Any) -> None:
         self.base_url = base_url.rstrip("/")
         self.retry = retry
-        self.http = http or httpx.Client(base_url=self.base_url, timeout=timeout)
+        self.http = http
         self.headers = headers
+
+    def _arguments(self, params: Any, json: Any, headers: dict[str, str] | None) -> dict[str, Any]:
+        return {"params": params, "json": json, "headers": {**self.headers, **(headers or {})}}
+
+
+class SyncTransport(_Transport):
+    def __init__(self, base_url: str, headers: dict[str, str], *, timeout: float, retry: RetryPolicy,
+                 http: httpx.Client | None = None) -> None:
+        super().__init__(base_url, headers, retry=retry,
+                         http=http or httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout))
         self._owns_http = http is None
 
     def request(self, method: str, path: str, *, params: Any = None, json: Any = None,
                 headers: dict[str, str] | None = None) -> httpx.Response:
-        budget = _Budget(self.retry if method in IDEMPOTENT else NO_RETRIES)
-        attempt = 0
+        budget = _Budget(method, self.retry)
         while True:
             try:
-                response = self.http.request(method, path, params=params, json=json,
-                                             headers={**self.headers, **(headers or {})})
-            except httpx.TransportError:
-                delay = budget.wait_for(attempt, None)
-                if delay is None:
-                    raise
+                response = self.http.request(method, path, **self._arguments(params, json, headers))
+            except httpx.TransportError as error:
+                delay = budget.after_error(error)
             else:
                 if response.is_success:
                     return response
-                if not _retryable(response) or (delay := budget.wait_for(
-                        attempt, errors.retry_after_seconds(response.headers.get("Retry-After")))) is None:
-                    raise errors.from_response(response)
+                delay = budget.after(response)
             time.sleep(delay)
-            attempt += 1
 
     def close(self) -> None:
         if self._owns_http:
             self.http.close()
 
 
-class AsyncTransport:
+class AsyncTransport(_Transport):
     def __init__(self, base_url: str, headers: dict[str, str], *, timeout: float, retry: RetryPolicy,
                  http: httpx.AsyncClient | None = None) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.retry = retry
-        self.http = http or httpx.AsyncClient(base_url=self.base_url, timeout=timeout)
-        self.headers = headers
+        super().__init__(base_url, headers, retry=retry,
+                         http=http or httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout))
         self._owns_http = http is None
 
     async def request(self, method: str, path: str, *, params: Any = None, json: Any = None,
                       headers: dict[str, str] | None = None) -> httpx.Response:
-        budget = _Budget(self.retry if method in IDEMPOTENT else NO_RETRIES)
-        attempt = 0
+        budget = _Budget(method, self.retry)
         while True:
             try:
-                response = await self.http.request(method, path, params=params, json=json,
-                                                   headers={**self.headers, **(headers or {})})
-            except httpx.TransportError:
-                delay = budget.wait_for(attempt, None)
-                if delay is None:
-                    raise
+                response = await self.http.request(method, path, **self._arguments(params, json, headers))
+            except httpx.TransportError as error:
+                delay = budget.after_error(error)
             else:
                 if response.is_success:
                     return response
-                if not _retryable(response) or (delay := budget.wait_for(
-                        attempt, errors.retry_after_seconds(response.headers.get("Retry-After")))) is None:
-                    raise errors.from_response(response)
+                delay = budget.after(response)
             await asyncio.sleep(delay)
-            attempt += 1
 
     async def close(self) -> None:
         if self._owns_http:
