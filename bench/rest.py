@@ -164,6 +164,7 @@ def endpoints_for(db: Database, key: str, args: argparse.Namespace) -> list[Endp
             "bare Django list + API-key auth", "connect", ["/bench/bare/sessions-auth"], auth, f"items={list_size}"
         ),
         Endpoint("session get", "connect", [f"/api/v1/sessions/{i}" for i in session_ids], auth),
+        Endpoint("bare Django one row (no auth)", "connect", [f"/bench/bare/sessions/{i}" for i in session_ids], {}),
         Endpoint(
             f"transcript ({info['max_transcript_segments']} segments)",
             "connect",
@@ -306,7 +307,7 @@ def bench_database(db: Database, args: argparse.Namespace, run_dir: Path) -> lis
         for e in live:
             row = {"db": db.label, "endpoint": e.name, "server": e.server, "paths": len(e.paths)}
             row |= aggregate(runs[e.name])
-            if args.unloaded and (e.name.startswith(("transcript", "search", "sessions list"))):
+            if args.unloaded and (e.name.startswith(("transcript", "search", "sessions list", "session get"))):
                 # Service time without queueing: one connection, one request at a time.
                 one = wrk(running[e.server].base, e, args.unloaded, 1, 1)
                 drain(running)
