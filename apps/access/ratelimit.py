@@ -141,7 +141,7 @@ class SharedCounters:
 
     SLOTS = 8192  # per half: more distinct buckets than that in one window → CountersFull
     SLOT = struct.Struct("<16sq")  # bucket digest, hits
-    HEADER = struct.Struct("<q8x")  # the window this half counts
+    HEADER = struct.Struct("<qq")  # the window this half counts: its start and length
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -165,12 +165,12 @@ class SharedCounters:
         with self.lock:
             fcntl.flock(self.fd, fcntl.LOCK_EX)
             try:
-                (held,) = self.HEADER.unpack_from(self.map, base)
-                if held != start:
-                    if delta < 0 or held > start:
+                if self.HEADER.unpack_from(self.map, base) != (start, window):
+                    if delta < 0:
                         return [0 for _ in names]
+                    # A new window (or a new window length: the setting changed) starts from zero.
                     self.map[base : base + self.half] = bytes(self.half)
-                    self.HEADER.pack_into(self.map, base, start)
+                    self.HEADER.pack_into(self.map, base, start, window)
                 return [self._add(base + self.HEADER.size, digest, delta) for digest in digests]
             finally:
                 fcntl.flock(self.fd, fcntl.LOCK_UN)

@@ -27,6 +27,15 @@ def test_buckets_count_apart_and_windows_start_from_zero(path):
     assert counters.add(["a"], 600, WINDOW, delta=-1) == [0]  # a window no longer held is left alone
 
 
+def test_another_window_length_starts_from_zero(path):
+    """The setting changed (or a test set another): counts of the old length are not read as
+    counts of the new one, whichever is later."""
+    counters = SharedCounters(path)
+    counters.add(["a"], 1_795_000_020, WINDOW)
+    assert counters.add(["a"], 1_000_000_000, 10**9) == [1]
+    assert counters.add(["a"], 1_795_000_020, WINDOW) == [1]
+
+
 def test_a_refund_takes_one_back_and_never_goes_below_zero(path):
     counters = SharedCounters(path)
     counters.add(["a"], 600, WINDOW)
