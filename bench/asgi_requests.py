@@ -3,9 +3,17 @@ counting instructions per request with callgrind where a shared machine's load c
 
     PYTHONPATH=. valgrind --tool=callgrind --callgrind-out-file=OUT python bench/asgi_requests.py --count 0
     PYTHONPATH=. valgrind --tool=callgrind --callgrind-out-file=OUT python bench/asgi_requests.py --count 200 --endpoint mcp
+    (--endpoint list | get | mcp: the sessions list, session get, MCP get_session)
 
 Per request = (instructions at --count 200 − at --count 0) / 200. Both runs first send
---warmup requests to every endpoint. Reads `bench/data/ab.sqlite3` (bench/ab.py seeds it) with
+--warmup requests to every endpoint.
+
+On a loaded machine, where starting Django under valgrind takes minutes, one run can measure
+every endpoint: `--phases` sends --count requests to each endpoint in turn and asks callgrind
+for a dump after the warm-up and after each endpoint (`callgrind_control -d`), so each dump's
+total is one endpoint's --count requests:
+
+    PYTHONPATH=. valgrind --tool=callgrind --callgrind-out-file=OUT python bench/asgi_requests.py --count 100 --phases Reads `bench/data/ab.sqlite3` (bench/ab.py seeds it) with
 DJANGO_SETTINGS_MODULE=bench.settings; the checkout measured is the one on PYTHONPATH.
 """
 
@@ -27,6 +35,8 @@ def requests_for(endpoint: str, key: str, session_ids: list[str], n: int) -> tup
     auth = [(b"authorization", f"Bearer {key}".encode())]
     if endpoint == "list":
         return "GET", "/api/v1/sessions", b"", auth, b"limit=100"
+    if endpoint == "get":
+        return "GET", f"/api/v1/sessions/{session_ids[n % len(session_ids)]}", b"", auth, b""
     body = json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
                        "params": {"name": "get_session", "arguments": {"sessionId": session_ids[n % len(session_ids)]}}})
     headers = auth + [(b"content-type", b"application/json"), (b"accept", b"application/json"),
@@ -63,7 +73,8 @@ async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=50)
-    parser.add_argument("--endpoint", choices=["list", "mcp"], default="list")
+    parser.add_argument("--endpoint", choices=["list", "get", "mcp"], default="list")
+    parser.add_argument("--phases", action="store_true", help="every endpoint, a callgrind dump after each")
     args = parser.parse_args()
     from connect.asgi import application
     from asgiref.sync import sync_to_async
@@ -78,12 +89,31 @@ async def main() -> int:
         return factories.api_key(membership, factories.ALL_SCOPES), ids
 
     key, ids = await sync_to_async(fixture)()
-    for endpoint in ("list", "mcp"):
+    for endpoint in ("list", "get", "mcp"):
         for n in range(args.warmup):
             assert await one(application, *requests_for(endpoint, key, ids, n)) == 200
-    for n in range(args.count):
-        assert await one(application, *requests_for(args.endpoint, key, ids, n)) == 200
+    if not args.phases:
+        for n in range(args.count):
+            assert await one(application, *requests_for(args.endpoint, key, ids, n)) == 200
+        return 0
+    dump("warmup")
+    for endpoint in ("list", "get", "mcp"):
+        for n in range(args.count):
+            assert await one(application, *requests_for(endpoint, key, ids, n)) == 200
+        dump(endpoint)
     return 0
+
+
+def dump(label: str) -> None:
+    """A callgrind dump now. callgrind reads its commands while this process runs code, so wait
+    busily (a blocking wait would run none, and the dump would never come)."""
+    import subprocess
+    import time
+
+    control = subprocess.Popen(["callgrind_control", "-d", label, str(os.getpid())], stdout=subprocess.DEVNULL)
+    while control.poll() is None:
+        time.sleep(0)  # a thread switch, and bytecode between them
+    print(f"dumped {label}", flush=True)
 
 
 if __name__ == "__main__":

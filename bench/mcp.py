@@ -9,7 +9,10 @@ exposing the same two tools over the same database through Django's ORM.
 Load comes from wrk (32 connections by default) posting JSON-RPC bodies that rotate through
 the seeded sessions and search words. Each series is the median of `--rounds` rounds, the two
 servers alternating round by round so machine noise falls on both. Then get_session's p50 at
-one connection (target ≤ 15 ms). Targets: Connect ≥ 1.5× the SDK server's calls/s.
+one connection. Targets (issue 24 point 4): Connect ≥ 2× the SDK server's calls/s for
+get_session, p50 ≤ 2 ms at one connection; search_transcripts within 10 % of REST search's
+req/s on the same queries (`GET /api/v1/transcripts/search?query=…&limit=20`, loaded in the same
+rounds against the same Connect server).
 """
 
 from __future__ import annotations
@@ -158,9 +161,16 @@ def sanity(target: Target, key: str, tool: str, bodies: list[str]) -> None:
 
 def wrk(target: Target, key: str, tool: str, bodies: list[str], duration: float, connections: int,
         threads: int) -> dict:
-    endpoint = Endpoint(tool, "mcp", bodies, headers_for(key, tool))
-    run = harness_wrk(target.base, endpoint, duration, connections, threads, lua=MCP_POST_LUA, path="/mcp")
+    if target.name == "rest":  # REST search: `bodies` are GET paths
+        run = harness_wrk(target.base, Endpoint(tool, "rest", bodies, {"Authorization": f"Bearer {key}"}),
+                          duration, connections, threads)
+    else:
+        endpoint = Endpoint(tool, "mcp", bodies, headers_for(key, tool))
+        run = harness_wrk(target.base, endpoint, duration, connections, threads, lua=MCP_POST_LUA, path="/mcp")
     return {k: run[k] for k in ("rps", "p50_ms", "p99_ms", "non_2xx", "socket_errors")}
+
+
+REST_SEARCH_PATHS = [f"/api/v1/transcripts/search?query={w}&limit=20" for w in SEARCH_WORDS]
 
 
 def main() -> int:
@@ -188,16 +198,22 @@ def main() -> int:
     try:
         bodies = workload(connect, key)
         log(f"{len(bodies['get_session'])} sessions, {len(bodies['search_transcripts'])} search words")
+        # REST search on the same Connect server, same queries, same rounds (the protocol's cost).
+        rest = Target("rest", connect.base, connect.process)
         for tool, tool_bodies in bodies.items():
-            for target in (connect, sdk):
-                sanity(target, key, tool, tool_bodies)
-                wrk(target, key, tool, tool_bodies, args.warmup, args.connections, args.threads)
-            runs: dict[str, list[dict]] = {"connect": [], "sdk": []}
+            targets = (connect, sdk, rest) if tool == "search_transcripts" else (connect, sdk)
+            for target in targets:
+                if target is not rest:
+                    sanity(target, key, tool, tool_bodies)
+                wrk(target, key, tool, REST_SEARCH_PATHS if target is rest else tool_bodies, args.warmup,
+                    args.connections, args.threads)
+            runs: dict[str, list[dict]] = {target.name: [] for target in targets}
             for round_no in range(args.rounds):
-                order = (connect, sdk) if round_no % 2 == 0 else (sdk, connect)
+                order = targets if round_no % 2 == 0 else targets[::-1]
                 for target in order:
                     drain({}, limit_s=15)
-                    run = wrk(target, key, tool, tool_bodies, args.duration, args.connections, args.threads)
+                    run = wrk(target, key, tool, REST_SEARCH_PATHS if target is rest else tool_bodies, args.duration,
+                              args.connections, args.threads)
                     runs[target.name].append(run)
                     log(f"{tool:18} {target.name:7} round {round_no + 1}: {run['rps']:7.1f} calls/s "
                         f"p50 {run['p50_ms']:.1f} ms non-2xx {run['non_2xx']} socket errors {run['socket_errors']}")
@@ -211,6 +227,8 @@ def main() -> int:
                     "runs": name_runs,
                 }
             series["ratio"] = series["connect"]["rps_median"] / series["sdk"]["rps_median"]
+            if "rest" in series:
+                series["ratio_to_rest"] = series["connect"]["rps_median"] / series["rest"]["rps_median"]
             results["series"][tool] = series
         drain({}, limit_s=15)
         one = [wrk(connect, key, "get_session", bodies["get_session"], args.duration, 1, 1) for _ in range(args.rounds)]
@@ -235,8 +253,12 @@ def main() -> int:
         c, s = series["connect"], series["sdk"]
         print(f"| {tool} | {c['rps_median']:.0f} | {s['rps_median']:.0f} | {series['ratio']:.2f}× "
               f"| {c['p50_ms_median']:.1f} ms | {s['p50_ms_median']:.1f} ms |")
-    print(f"\nget_session p50 at 1 connection: Connect {results['get_session_1_connection_p50_ms']:.1f} ms, "
-          f"SDK server {results['sdk_get_session_1_connection_p50_ms']:.1f} ms (target ≤ 15 ms)")
+    search = results["series"]["search_transcripts"]
+    print(f"\nsearch_transcripts over MCP ÷ REST search (same queries, same server, same rounds): "
+          f"{search['ratio_to_rest']:.2f} (REST {search['rest']['rps_median']:.0f} req/s, "
+          f"p50 {search['rest']['p50_ms_median']:.1f} ms; target ≥ 0.90)")
+    print(f"get_session p50 at 1 connection: Connect {results['get_session_1_connection_p50_ms']:.1f} ms, "
+          f"SDK server {results['sdk_get_session_1_connection_p50_ms']:.1f} ms (target ≤ 2 ms)")
     print(f"load average before/after: {results['loadavg_before'][0]:.1f}/{results['loadavg_after'][0]:.1f}; "
           f"results: {out.relative_to(ROOT)}")
     return 0

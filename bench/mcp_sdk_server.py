@@ -27,7 +27,7 @@ from apps.access.credentials import authenticate_bearer  # noqa: E402
 from apps.access.ratelimit import check_rate_limit_sync  # noqa: E402
 from apps.core.errors import ApiError  # noqa: E402
 from apps.recordings import search, selectors  # noqa: E402
-from apps.recordings.representations import search_hit_repr, session_repr  # noqa: E402
+from apps.recordings.representations import search_hit_repr, session_row_repr  # noqa: E402
 
 server = MCPServer("connect-sdk-reference")
 
@@ -37,7 +37,8 @@ def _get_session(authorization: str | None, session_id: str) -> dict:
     try:
         principal = authenticate_bearer(authorization)
         check_rate_limit_sync(principal)  # Connect counts every call; so does the reference
-        return {"session": session_repr(selectors.get_session(workspace=principal.workspace, session_id=session_id))}
+        row = selectors.session_row(workspace=principal.workspace, session_id=session_id)
+        return {"session": session_row_repr(row)}
     except ApiError as error:
         raise ValueError(error.code) from None
     finally:
@@ -50,7 +51,7 @@ def _search(authorization: str | None, query: str, limit: int) -> dict:
         principal = authenticate_bearer(authorization)
         check_rate_limit_sync(principal)
         hits, next_cursor = search.search_transcripts(workspace=principal.workspace, query=query, limit=limit)
-        return {"items": [search_hit_repr(h.transcript, h.session, h.snippet) for h in hits], "nextCursor": next_cursor}
+        return {"items": [search_hit_repr(h) for h in hits], "nextCursor": next_cursor}
     except ApiError as error:
         raise ValueError(error.code) from None
     finally:

@@ -6,6 +6,9 @@
 authentication, no DRF, no representation functions. The workspace is resolved once per
 process, so the request does one query.
 
+`/bench/bare/sessions/<id>` is the same for one row (session get's ceiling): one query of the
+same columns by workspace and id, `.values()`, `JsonResponse`, no authentication.
+
 `/bench/bare/sessions-auth` is the same plus the production API-key lookup
 (`authenticate_bearer`, one query with two joins): the gap between the two is the price of
 authentication, the gap between it and `/api/v1/sessions` the price of DRF and our code.
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from django.http import HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, JsonResponse
 from django.urls import path
 
 from apps.access.credentials import authenticate_bearer
@@ -44,6 +47,13 @@ def bare_sessions(request: HttpRequest) -> JsonResponse:
     return _page(_workspace_id())
 
 
+def bare_session(request: HttpRequest, id: str) -> JsonResponse:
+    row = Session.objects.filter(workspace_id=_workspace_id(), id=id).values(*FIELDS).first()
+    if row is None:
+        raise Http404
+    return JsonResponse({"session": row})
+
+
 def bare_sessions_auth(request: HttpRequest) -> JsonResponse:
     principal = authenticate_bearer(request.META.get("HTTP_AUTHORIZATION"))
     return _page(principal.workspace.id)
@@ -52,5 +62,6 @@ def bare_sessions_auth(request: HttpRequest) -> JsonResponse:
 urlpatterns = [
     path("bench/bare/sessions", bare_sessions),
     path("bench/bare/sessions-auth", bare_sessions_auth),
+    path("bench/bare/sessions/<str:id>", bare_session),
     *connect_urlpatterns,
 ]

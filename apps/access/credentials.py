@@ -15,12 +15,16 @@ What makes a credential hold is written once here (`key_holds`, `token_holds`,
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from typing import Literal
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
@@ -65,30 +69,95 @@ def bearer_credential(header: str | None) -> str:
 
 
 def principal_for_api_key(key: str) -> Principal:
-    """One query (the key with its workspace, issuer and user); an update of `last_used_at` at
-    most once per `CONNECT_API_KEY_TOUCH_SECONDS`."""
-    try:
-        api_key = ApiKey.objects.select_related("workspace", "issued_by__user").get(key_hash=hash_api_key(key))
-    except ApiKey.DoesNotExist:
-        raise Unauthorized() from None
-    now = timezone.now()
-    if not key_holds(api_key.revoked_at, api_key.expires_at, now):
+    """One query of only the columns admission reads (the key, its workspace, issuer and the
+    issuer's user: `KEY_LOOKUP`), no ORM query building; an update of `last_used_at` at most
+    once per `CONNECT_API_KEY_TOUCH_SECONDS`."""
+    row = _lookup_key(hash_api_key(key))
+    if row is None:
         raise Unauthorized()
-    if not workspace_is_available(api_key.workspace.suspended_at):
+    key_id, scopes, revoked_at, expires_at, last_used_at = row[:5]
+    now = timezone.now()
+    if not key_holds(_aware(revoked_at), _aware(expires_at), now):
+        raise Unauthorized()
+    workspace = Workspace.from_db(connection.alias, KEY_LOOKUP.workspace_fields, row[5:10])
+    workspace.suspended_at = _aware(workspace.suspended_at)
+    workspace.created_at = _aware(workspace.created_at)
+    if not workspace_is_available(workspace.suspended_at):
         raise WorkspaceNotFound()
-    if not member_is_active(api_key.issued_by.is_active, api_key.issued_by.user.is_active):
+    membership_id, user_id, membership_active, user_active = row[10:]
+    if not member_is_active(bool(membership_active), bool(user_active)):
         raise Forbidden()
-    if api_key.last_used_at is None or now - api_key.last_used_at > timedelta(
-        seconds=settings.CONNECT_API_KEY_TOUCH_SECONDS
-    ):
-        ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+    last_used_at = _aware(last_used_at)
+    if last_used_at is None or now - last_used_at > timedelta(seconds=settings.CONNECT_API_KEY_TOUCH_SECONDS):
+        ApiKey.objects.filter(pk=key_id).update(last_used_at=now)
+    # The issuer and its user as admission read them; any other field loads on first use.
+    issuer = Membership.from_db(connection.alias, ("id", "workspace_id", "user_id", "is_active"),
+                                (membership_id, workspace.id, user_id, bool(membership_active)))
+    issuer.workspace = workspace
+    issuer.user = get_user_model().from_db(connection.alias, ("id", "is_active"), (user_id, bool(user_active)))
     return Principal(
-        workspace=api_key.workspace,
-        scopes=frozenset(api_key.scopes),
+        workspace=workspace,
+        scopes=frozenset(json.loads(scopes) if isinstance(scopes, (str, bytes)) else scopes),
         kind="api_key",
-        credential_id=api_key.id,
-        issuer=api_key.issued_by,
+        credential_id=key_id,
+        issuer=issuer,
     )
+
+
+class _KeyLookup:
+    """The API-key lookup's SQL, written once per database vendor from the models' tables and
+    columns: the key's state, its workspace's fields, the issuer's and its user's `is_active`."""
+
+    workspace_fields = ("id", "slug", "name", "suspended_at", "created_at")
+    key_fields = ("id", "scopes", "revoked_at", "expires_at", "last_used_at")
+
+    def __init__(self) -> None:
+        self._sql: dict[str, str] = {}
+
+    def sql(self) -> str:
+        vendor = connection.vendor
+        if vendor not in self._sql:
+            q = connection.ops.quote_name
+            user = get_user_model()._meta
+
+            def cols(alias: str, model_meta, names) -> list[str]:
+                return [f"{alias}.{q(model_meta.get_field(n).column)}" for n in names]
+
+            select = [
+                *cols("k", ApiKey._meta, self.key_fields),
+                *cols("w", Workspace._meta, self.workspace_fields),
+                *cols("m", Membership._meta, ("id", "user", "is_active")),
+                f"u.{q(user.get_field('is_active').column)}",
+            ]
+            self._sql[vendor] = (
+                f"SELECT {', '.join(select)} FROM {q(ApiKey._meta.db_table)} k "  # noqa: S608 - our own names
+                f"JOIN {q(Workspace._meta.db_table)} w ON w.{q(Workspace._meta.pk.column)} = "
+                f"k.{q(ApiKey._meta.get_field('workspace').column)} "
+                f"JOIN {q(Membership._meta.db_table)} m ON m.{q(Membership._meta.pk.column)} = "
+                f"k.{q(ApiKey._meta.get_field('issued_by').column)} "
+                f"JOIN {q(user.db_table)} u ON u.{q(user.pk.column)} = m.{q(Membership._meta.get_field('user').column)} "
+                f"WHERE k.{q(ApiKey._meta.get_field('key_hash').column)} = %s"
+            )
+        return self._sql[vendor]
+
+
+KEY_LOOKUP = _KeyLookup()
+
+
+def _lookup_key(key_hash: str) -> tuple | None:
+    with connection.cursor() as cursor:
+        cursor.execute(KEY_LOOKUP.sql(), [key_hash])
+        return cursor.fetchone()
+
+
+def _aware(value: datetime | str | None) -> datetime | None:
+    """A timestamp read by a raw cursor: SQLite gives naive UTC (Django's converter), or text
+    when the column's declared type is not recognised; PostgreSQL an aware datetime."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt_timezone.utc)
 
 
 def token_checksum(token: str) -> str:

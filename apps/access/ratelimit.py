@@ -8,7 +8,11 @@ Refused requests count too, so a client that ignores `Retry-After` stays limited
 
 Counting costs one round trip per request: a pipelined INCR/EXPIRE of both buckets on Redis
 when `REDIS_URL` is set, else one upsert of both rows (`INSERT … ON CONFLICT … RETURNING`) in
-the database. Both are shared by every process and machine on that Redis or database.
+PostgreSQL. Both are shared by every process and machine on that Redis or database. On a
+SQLite file, whose processes all run on the one machine that holds it, the counters live in a
+small file mapped into memory beside it (`SharedCounters`, `<database>-ratelimit`), under an
+exclusive `flock`: no database write per request (a write there takes SQLite's one writer lock,
+which every other process's request waits behind).
 
 Every entry point counts through `apps.access.admission.admit`, right after the credential
 resolves and before scopes (a refused scope still costs a request); the REST adapter and the
@@ -23,8 +27,13 @@ back (`refund_sync`): polling with `If-None-Match` does not use up the limit.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import logging
 import math
+import mmap
+import os
+import struct
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -118,6 +127,84 @@ def count_in_redis(names: list[str], start: int, window: int) -> list[int]:
     return [int(n) for n in replies[0::2]]
 
 
+class CountersFull(Exception):
+    """More buckets in one window than the shared file holds."""
+
+
+class SharedCounters:
+    """Fixed-window hit counters in one file every process of this machine maps, each change
+    under an exclusive `flock` of the file (and a thread lock, as `flock` does not exclude the
+    threads of one process). Two halves, one per window parity: the first count of a new window
+    clears its half, so the previous window stays readable for a refund and nothing else is
+    ever deleted. Within a half, buckets are slots found by open addressing on a 16-byte digest
+    of the bucket name."""
+
+    SLOTS = 8192  # per half: more distinct buckets than that in one window → CountersFull
+    SLOT = struct.Struct("<16sq")  # bucket digest, hits
+    HEADER = struct.Struct("<qq")  # the window this half counts: its start and length
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.half = self.HEADER.size + self.SLOTS * self.SLOT.size
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            if os.fstat(fd).st_size < 2 * self.half:
+                os.ftruncate(fd, 2 * self.half)  # zeros: every slot empty, both halves at window 0
+            self.map = mmap.mmap(fd, 2 * self.half)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        self.lock = threading.Lock()
+
+    def add(self, names: list[str], start: int, window: int, delta: int = 1) -> list[int]:
+        """Add `delta` to each bucket in the window beginning at `start`; their new counts.
+        A decrement of a window no longer held (its half was cleared since) changes nothing."""
+        digests = [hashlib.blake2b(name.encode(), digest_size=16).digest() for name in names]
+        base = (start // window) % 2 * self.half
+        with self.lock:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            try:
+                if self.HEADER.unpack_from(self.map, base) != (start, window):
+                    if delta < 0:
+                        return [0 for _ in names]
+                    # A new window (or a new window length: the setting changed) starts from zero.
+                    self.map[base : base + self.half] = bytes(self.half)
+                    self.HEADER.pack_into(self.map, base, start, window)
+                return [self._add(base + self.HEADER.size, digest, delta) for digest in digests]
+            finally:
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def _add(self, slots: int, digest: bytes, delta: int) -> int:
+        first = int.from_bytes(digest[:8], "little") % self.SLOTS
+        for probe in range(self.SLOTS):
+            offset = slots + (first + probe) % self.SLOTS * self.SLOT.size
+            held, hits = self.SLOT.unpack_from(self.map, offset)
+            if held == digest or held == EMPTY:
+                if held == EMPTY and delta < 0:
+                    return 0
+                hits = max(0, hits + delta)
+                self.SLOT.pack_into(self.map, offset, digest, hits)
+                return hits
+        raise CountersFull(self.path)
+
+
+EMPTY = bytes(16)
+_shared: tuple[int, str, SharedCounters] | None = None  # (pid, path, counters): mapped once per process
+
+
+def shared_counters() -> SharedCounters | None:
+    """This process's mapping of the counter file beside the SQLite database; None when the
+    database is not a SQLite file (PostgreSQL, or an in-memory test database)."""
+    global _shared
+    if connection.vendor != "sqlite" or connection.is_in_memory_db():
+        return None
+    path = f"{settings.DATABASES['default']['NAME']}-ratelimit"
+    if _shared is None or _shared[0] != os.getpid() or _shared[1] != path:
+        _shared = (os.getpid(), path, SharedCounters(path))
+    return _shared[2]
+
+
 _pruned_before = 0  # per process: windows older than this were already deleted
 
 
@@ -143,6 +230,17 @@ def count_in_database(names: list[str], start: int, window: int) -> list[int]:
     return [hits[name] for name in names]
 
 
+def count_beside_database(names: list[str], start: int, window: int) -> list[int]:
+    """The shared file on a SQLite database, else (or when the file is full) the database."""
+    counters = shared_counters()
+    if counters is not None:
+        try:
+            return counters.add(names, start, window)
+        except CountersFull:
+            logger.warning("rate limit counted in the database: the shared counter file is full")
+    return count_in_database(names, start, window)
+
+
 def check_rate_limit_sync(principal: Principal, *, now: float | None = None) -> RateDecision | None:
     """Count this request for the principal; None when every limit is off."""
     pairs = buckets(principal)
@@ -159,7 +257,7 @@ def check_rate_limit_sync(principal: Principal, *, now: float | None = None) -> 
             logger.warning("rate limit not counted: Redis unavailable", exc_info=True)
             return None
     else:
-        counts = count_in_database(names, start, window)
+        counts = count_beside_database(names, start, window)
     return decide([(hits, limit) for hits, (_, limit) in zip(counts, pairs)], window=window, now=now)
 
 
@@ -184,7 +282,13 @@ def refund_sync(principal: Principal, decision: RateDecision | None) -> RateDeci
             logger.warning("rate limit not refunded: Redis unavailable", exc_info=True)
             return decision
     else:
-        RateLimitCounter.objects.filter(bucket__in=names, window_start=start, hits__gt=0).update(
-            hits=models.F("hits") - 1
-        )
+        counters = shared_counters()
+        if counters is not None:
+            # (A hit the file was full for went to the database and is not given back: the
+            # limit errs on the strict side, without a database write per 304.)
+            counters.add(names, start, settings.CONNECT_RATE_LIMIT_WINDOW_SECONDS, delta=-1)
+        else:
+            RateLimitCounter.objects.filter(bucket__in=names, window_start=start, hits__gt=0).update(
+                hits=models.F("hits") - 1
+            )
     return replace(decision, remaining=min(decision.limit, decision.remaining + 1))

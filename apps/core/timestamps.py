@@ -31,14 +31,34 @@ class IsoMs(Func):
         raise NotImplementedError(f"IsoMs has no SQL for {connection.vendor}")
 
     def as_sqlite(self, compiler, connection, **extra_context):
-        # Django stores an aware datetime as naive UTC text, `YYYY-MM-DD HH:MM:SS[.ffffff]`.
         sql, params = compiler.compile(self.source_expressions[0])
-        wire = (
-            f"(substr({sql}, 1, 10) || 'T' || substr({sql}, 12, 8) || '.' || "
-            f"substr(substr({sql}, 21) || '000', 1, 3) || 'Z')"
-        )
-        return wire, (*params, *params, *params)
+        return iso_ms_sql("sqlite", sql), params * 3
 
     def as_postgresql(self, compiler, connection, **extra_context):
         sql, params = compiler.compile(self.source_expressions[0])
-        return f"""to_char({sql} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')""", params
+        return iso_ms_sql("postgresql", sql), params
+
+
+def iso_ms_sql(vendor: str, column: str) -> str:
+    """IsoMs's SQL for a column (SQLite reads it three times): for queries written by hand."""
+    if vendor == "sqlite":
+        # Django stores an aware datetime as naive UTC text, `YYYY-MM-DD HH:MM:SS[.ffffff]`.
+        return (
+            f"(substr({column}, 1, 10) || 'T' || substr({column}, 12, 8) || '.' || "
+            f"substr(substr({column}, 21) || '000', 1, 3) || 'Z')"
+        )
+    if vendor == "postgresql":
+        return f"""to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
+    raise NotImplementedError(f"IsoMs has no SQL for {vendor}")
+
+
+def iso_us_sql(vendor: str, column: str) -> str:
+    """A timestamp column as `datetime.isoformat()` writes an aware UTC value, to the
+    microsecond (`+00:00`): an exact keyset key read without a datetime object
+    (apps/recordings/selectors.py `sessions_page`). `parse_iso` reads it back; PostgreSQL
+    always writes six fraction digits, SQLite what Django stored (none for a whole second)."""
+    if vendor == "sqlite":
+        return f"(replace({column}, ' ', 'T') || '+00:00')"
+    if vendor == "postgresql":
+        return f"""to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"""
+    raise NotImplementedError(f"iso_us_sql has no SQL for {vendor}")

@@ -27,7 +27,7 @@ from apps.recordings.representations import (
     board_repr,
     flat_segment_row_repr,
     search_hit_repr,
-    session_repr,
+    session_row_repr,
 )
 
 # get_transcript answers in one result up to this many segments; a longer transcript comes in
@@ -116,13 +116,13 @@ def list_sessions(principal: Principal, arguments: dict[str, Any]) -> dict[str, 
         sessions, next_cursor = selectors.sessions_page(workspace=principal.workspace, limit=limit, cursor=cursor)
     except InvalidRequest:
         raise _cursor_error() from None
-    return {"items": [session_repr(s) for s in sessions], "nextCursor": next_cursor}
+    return {"items": [session_row_repr(s) for s in sessions], "nextCursor": next_cursor}
 
 
 def get_session(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
     _only(arguments, {"sessionId"})
     session_id = _string(arguments, "sessionId", required=True)
-    return {"session": session_repr(selectors.get_session(workspace=principal.workspace, session_id=session_id))}
+    return {"session": session_row_repr(selectors.session_row(workspace=principal.workspace, session_id=session_id))}
 
 
 def search_transcripts(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -37,12 +37,11 @@ from apps.core.params import (
 from apps.recordings import exports, search, selectors, shapes
 from apps.recordings.models import SessionStatus
 from apps.recordings.representations import (
-    SESSION_FIELDS,
     board_repr,
     board_summary_repr,
     flat_transcript_rows_repr,
     search_hit_repr,
-    session_repr,
+    session_row_repr,
     transcript_revision_rows_repr,
 )
 
@@ -130,7 +129,7 @@ class SessionListApi(APIView):
         parameters=[QueryIn],
         responses={200: shapes.SESSION_PAGE.ref(), **error_responses(400)},
     )
-    def get(self, request: Request) -> Response:
+    def get(self, request: Request) -> HttpResponse:
         query = validate_query(self.QueryIn, request)
         sessions, next_cursor = selectors.sessions_page(
             workspace=request.auth.workspace,
@@ -140,7 +139,7 @@ class SessionListApi(APIView):
             created_after=query.get("createdAfter"),
             created_before=query.get("createdBefore"),
         )
-        return Response({"items": [session_repr(s) for s in sessions], "nextCursor": next_cursor})
+        return json_response({"items": [session_row_repr(s) for s in sessions], "nextCursor": next_cursor})
 
 
 class SessionDetailApi(APIView):
@@ -155,10 +154,10 @@ class SessionDetailApi(APIView):
     )
     def get(self, request: Request, id: str) -> HttpResponse:
         validate_query(NoQuery, request)
-        session = selectors.get_session(workspace=request.auth.workspace, session_id=id)
-        # Every field the answer shows, read already: the tag costs no query.
-        tag = strong_etag("session", *(getattr(session, name) for name in SESSION_FIELDS))
-        return conditional(request, tag, lambda: json_response({"session": session_repr(session)}))
+        session = selectors.session_row(workspace=request.auth.workspace, session_id=id)
+        # Every field the answer shows, in wire form, read already: the tag costs no query.
+        tag = strong_etag("session", *session)
+        return conditional(request, tag, lambda: json_response({"session": session_row_repr(session)}))
 
 
 class TranscriptQuery(serializers.Serializer):

@@ -18,6 +18,10 @@ search_hit_repr = shapes.SEARCH_HIT.encode
 board_summary_repr = shapes.BOARD_SUMMARY.encode
 board_repr = shapes.BOARD.encode
 
+# A session row whose timestamps the database wrote in wire form (selectors.SESSION_ROWS): the
+# sessions list and session get, REST and MCP.
+session_row_repr = shapes.SESSION.encode_formatted
+
 # The fields session_repr reads: a listing can fetch just these as named rows
 # (`values_list(*SESSION_FIELDS, named=True)`), which cost far less than model instances.
 SESSION_FIELDS = shapes.SESSION.source_attributes()

@@ -8,15 +8,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from django.db.models import Count, Max, Q, QuerySet
+from django.db import connection
+from django.db.models import Count, Max, QuerySet
 
 from apps.core.cursors import InvalidCursor, decode_cursor, encode_cursor
 from apps.core.errors import NotFound
 from apps.core.shapes import TIMESTAMP, Shape
-from apps.core.timestamps import IsoMs, parse_iso
+from apps.core.timestamps import IsoMs, iso_ms_sql, iso_us_sql, parse_iso
 from apps.recordings.models import BoardContent, RevisionKind, Segment, Session
 from apps.recordings import shapes
-from apps.recordings.representations import SESSION_FIELDS
 from apps.tenancy.models import Workspace
 
 
@@ -25,6 +25,71 @@ def get_session(*, workspace: Workspace, session_id: str) -> Session:
         return Session.objects.get(workspace=workspace, id=session_id)
     except Session.DoesNotExist:
         raise NotFound() from None
+
+
+def session_row(*, workspace: Workspace, session_id: str) -> Any:
+    """The session as a row of the fields its wire shape reads, timestamps in wire form
+    (`session_row_repr` takes it): what REST's and MCP's session get answer from. One query
+    written once (`_SessionSql`), no ORM query building."""
+    with connection.cursor() as cursor:
+        cursor.execute(_SESSION_SQL.one(), [workspace.pk, session_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFound()
+    return SESSION_ROWS.make(row)
+
+
+class _SessionSql:
+    """The session reads of the two hottest answers (the list and one session), written by
+    hand once per database vendor and filter shape from the model's columns: the same SQL the
+    ORM would build from `SESSION_ROWS` (tests/recordings/test_session_rows.py compares them),
+    without building it per request."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple, str] = {}
+
+    def _columns(self) -> tuple[str, str, dict[str, str]]:
+        q = connection.ops.quote_name
+        table = q(Session._meta.db_table)
+        names = {f: f"{table}.{q(Session._meta.get_field(f).column)}" for f in ("workspace", "created_at", "status")}
+        names["id"] = f"{table}.{q(Session._meta.pk.column)}"
+        select = ", ".join(
+            iso_ms_sql(connection.vendor, f"{table}.{q(Session._meta.get_field(f).column)}")
+            if f in SESSION_ROWS.stamps
+            else f"{table}.{q(Session._meta.get_field(f).column)}"
+            for f in SESSION_ROWS.fields
+        )
+        return table, select, names
+
+    def one(self) -> str:
+        key = (connection.vendor, "one")
+        if key not in self._cache:
+            table, select, c = self._columns()
+            self._cache[key] = f"SELECT {select} FROM {table} WHERE {c['workspace']} = %s AND {c['id']} = %s"  # noqa: S608
+        return self._cache[key]
+
+    def page(self, statuses: int, after: bool, before: bool, cursor: bool) -> str:
+        """Newest first, at most %s rows (the last parameter), with the next key last."""
+        key = (connection.vendor, "page", statuses, after, before, cursor)
+        if key not in self._cache:
+            table, select, c = self._columns()
+            where = [f"{c['workspace']} = %s"]
+            if statuses:
+                where.append(f"{c['status']} IN ({', '.join(['%s'] * statuses)})")
+            if after:
+                where.append(f"{c['created_at']} >= %s")
+            if before:
+                where.append(f"{c['created_at']} < %s")
+            if cursor:
+                where.append(f"({c['created_at']} < %s OR ({c['created_at']} = %s AND {c['id']} < %s))")
+            self._cache[key] = (
+                f"SELECT {select}, {iso_us_sql(connection.vendor, c['created_at'])} FROM {table} "  # noqa: S608
+                f"WHERE {' AND '.join(where)} ORDER BY {c['created_at']} DESC, {c['id']} DESC LIMIT %s"
+            )
+        return self._cache[key]
+
+
+_SESSION_SQL = _SessionSql()
 
 
 def sessions_page(
@@ -36,23 +101,27 @@ def sessions_page(
     created_after: datetime | None = None,
     created_before: datetime | None = None,
 ) -> tuple[list[Any], str | None]:
-    """Newest first, keyset-paginated on (created_at, id). Items are named rows of
-    SESSION_FIELDS (the hot listing skips model instances); session_repr takes them.
+    """Newest first, keyset-paginated on (created_at, id).
     Filters: `statuses` (any of), `created_after` < createdAt < `created_before` (both
-    exclusive); the cursor is bound to them (a cursor sent with other filters is 400)."""
-    sessions = Session.objects.filter(workspace=workspace)
+    exclusive); the cursor is bound to them (a cursor sent with other filters is 400).
+
+    Items are rows of SESSION_ROWS (timestamps written by the database in wire form, no
+    datetime per row; `session_row_repr` takes them); the next page's key is read the same way,
+    in microseconds (`iso_us_sql`)."""
+    params: list[Any] = [workspace.pk]
     if statuses:
         statuses = sorted(set(statuses))
-        sessions = sessions.filter(status__in=statuses)
+        params += statuses
     # Compared as the wire shows createdAt, in whole milliseconds: `createdAfter=<a session's
     # createdAt>` never returns that session again, though it is stored in microseconds.
+    stamp = connection.ops.adapt_datetimefield_value
     if created_after is not None:
-        sessions = sessions.filter(created_at__gte=_floor_ms(created_after) + timedelta(milliseconds=1))
+        params.append(stamp(_floor_ms(created_after) + timedelta(milliseconds=1)))
     if created_before is not None:
         ceiling = _floor_ms(created_before)
         if ceiling != created_before:
             ceiling += timedelta(milliseconds=1)
-        sessions = sessions.filter(created_at__lt=ceiling)
+        params.append(stamp(ceiling))
     # Bound as the instant in UTC microseconds: `…Z` and `…+00:00` are the same filter.
     filters = {
         "status": statuses or None,
@@ -65,14 +134,17 @@ def sessions_page(
             created_at, last_id = parse_iso(key[0]), str(key[1])
         except (IndexError, TypeError, ValueError):
             raise InvalidCursor() from None
-        sessions = sessions.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=last_id))
-    page = list(sessions.order_by("-created_at", "-id").values_list(*SESSION_FIELDS, named=True)[: limit + 1])
-    if len(page) <= limit:
-        return page, None
-    page = page[:limit]
-    last = page[-1]
+        params += [stamp(created_at), stamp(created_at), last_id]
+    sql = _SESSION_SQL.page(len(statuses or ()), created_after is not None, created_before is not None, bool(cursor))
+    with connection.cursor() as db:
+        db.execute(sql, [*params, limit + 1])
+        rows = db.fetchall()
+    make = SESSION_ROWS.make
+    if len(rows) <= limit:
+        return [make(row[:-1]) for row in rows], None
+    page = [make(row[:-1]) for row in rows[:limit]]
     # Microseconds, not the wire's milliseconds: the key must be exact for the keyset to hold.
-    return page, encode_cursor("sessions", workspace.id, [last.created_at.isoformat(), last.id], filters)
+    return page, encode_cursor("sessions", workspace.id, [rows[limit - 1][-1], page[-1].id], filters)
 
 
 def _floor_ms(value: datetime) -> datetime:
@@ -122,6 +194,7 @@ class WireRows:
 
 
 FLAT_SEGMENT_ROWS = WireRows.of("FlatSegmentRow", shapes.FLAT_SEGMENT)
+SESSION_ROWS = WireRows.of("SessionWireRow", shapes.SESSION)
 REVISION_SEGMENT_ROWS = WireRows.of("RevisionSegmentRow", shapes.REVISION_SEGMENT)
 # What TRANSCRIPT_REVISION reads of `transcript` (its kind also orders the revisions).
 TRANSCRIPT_ROWS = WireRows("TranscriptRow", ("id", "revision_kind", "created_at"), frozenset({"created_at"}))

@@ -8,10 +8,12 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 from oauth2_provider.models import set_token_value
 
 from apps.access.admission import admit
+from apps.access.ratelimit import shared_counters
 from apps.access.audience import accepted_audiences, rest_audiences
 from apps.core.errors import Forbidden, RateLimited, Unauthorized, WorkspaceNotFound
 from apps.oauth.models import AccessToken
@@ -107,8 +109,14 @@ def test_admission_adds_no_query_of_its_own(alice, alice_key, settings, django_a
         assert admit(f"Bearer {token}", audiences=rest()).error is None
 
 
-def test_counting_in_the_database_is_one_statement(alice, alice_key, settings, django_assert_num_queries):
+def test_counting_without_redis_is_one_statement_at_most(alice, alice_key, settings, django_assert_num_queries):
+    """PostgreSQL: one upsert of both buckets. A SQLite file: none (the counter file beside
+    it, apps/access/ratelimit.py `SharedCounters`), and the count still holds."""
     settings.REDIS_URL = ""
+    settings.CONNECT_RATE_LIMIT_PER_CREDENTIAL = 2
     admit(f"Bearer {alice_key}", audiences=rest())  # last_used_at, and this window's pruning
-    with django_assert_num_queries(2):  # the key, then one upsert of both buckets
+    beside = shared_counters() is not None
+    assert beside == (connection.vendor == "sqlite" and not connection.is_in_memory_db())
+    with django_assert_num_queries(1 if beside else 2):  # the key (then one upsert of both buckets)
         assert admit(f"Bearer {alice_key}", audiences=rest()).error is None
+    assert isinstance(admit(f"Bearer {alice_key}", audiences=rest()).error, RateLimited)
