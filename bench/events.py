@@ -416,8 +416,9 @@ def main() -> None:
                 conn.execute(f'DROP DATABASE IF EXISTS "{args.db_name}"')
                 conn.execute(f'CREATE DATABASE "{args.db_name}"')
         manage(db, "migrate", "--no-input", "-v", "0")
-    # A/B reads only the first workspace: the others' keys (three manage commands each) would be unused.
-    count = 1 if args.baseline else args.workspaces
+    # A/B and --reuse read only the first workspace (the others are seeded already, or only by
+    # A/B's own phases): the others' keys, three manage commands each, would be unused.
+    count = 1 if args.baseline or args.reuse else args.workspaces
     workspaces = [workspace_and_key(db, f"bench-ev-{i}") for i in range(count)]
     first_id, first_key = workspaces[0]
     if not args.reuse:
