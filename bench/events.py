@@ -6,6 +6,10 @@ commit-to-receipt lag against a producer.
     .venv/bin/python bench/events.py --postgres            # PostgreSQL: connect_eventlog_bench
     .venv/bin/python bench/events.py --events 100000 --quick
     .venv/bin/python bench/events.py --postgres --reuse --baseline 81b8b7d   # A/B on a seeded database
+    # PostgreSQL, seeded outside the bench lock: one workspace alone in its own database, ten in another
+    .venv/bin/python bench/events.py --postgres --db-name connect_eventlog_one --workspaces 1 --seed-only
+    .venv/bin/python bench/events.py --postgres --seed-only
+    flock /tmp/bench.lock .venv/bin/python bench/events.py --postgres --reuse --alone-db connect_eventlog_one
 
 Phases, one `serve --workers 2` each:
 1. one workspace's log (`--events`, bulk-inserted: ids spread over the last 20 hours, 90 %
@@ -389,6 +393,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="short runs (a smoke test)")
     parser.add_argument("--reuse", action="store_true", help="keep an already seeded database")
     parser.add_argument("--lag-only", action="store_true", help="with --reuse: only the poller lag phase")
+    parser.add_argument("--workspaces", type=int, default=WORKSPACES,
+                        help="workspaces to seed (with --seed-only: 1 for an --alone-db database)")
+    parser.add_argument("--alone-db", help="with --postgres --reuse: phase 1 (one workspace alone) reads this "
+                        "database, seeded with --workspaces 1 --seed-only, so that no seeding runs under the lock")
     args = parser.parse_args()
     duration = 3 if args.quick else args.duration
     db = database(args.postgres, args.db_name)
@@ -408,8 +416,9 @@ def main() -> None:
                 conn.execute(f'DROP DATABASE IF EXISTS "{args.db_name}"')
                 conn.execute(f'CREATE DATABASE "{args.db_name}"')
         manage(db, "migrate", "--no-input", "-v", "0")
-    # A/B reads only the first workspace: the others' keys (three manage commands each) would be unused.
-    count = 1 if args.baseline else WORKSPACES
+    # A/B and --reuse read only the first workspace (the others are seeded already, or only by
+    # A/B's own phases): the others' keys, three manage commands each, would be unused.
+    count = 1 if args.baseline or args.reuse else args.workspaces
     workspaces = [workspace_and_key(db, f"bench-ev-{i}") for i in range(count)]
     first_id, first_key = workspaces[0]
     if not args.reuse:
@@ -438,10 +447,18 @@ def main() -> None:
             results["lag"] = lag_run(db, server, first_key, first_id, args.lag_seconds)
         print(lag_line(results["lag"]))
         return
+    if args.alone_db:
+        alone = database(True, args.alone_db)
+        alone.extra_env.update(db.extra_env)
+        alone_id, alone_key = workspace_and_key(alone, "bench-ev-0")
+        with connect_server(alone, 2) as server:
+            log(f"phase 1: one workspace alone (database {args.alone_db})")
+            results["one_workspace"] = measure(server, alone_key, sample_cursors(alone, alone_id), duration)
     cursors = sample_cursors(db, first_id)
-    with connect_server(db, 2) as server:
-        log("phase 1: one workspace")
-        results["one_workspace"] = measure(server, first_key, cursors, duration)
+    if not args.alone_db:
+        with connect_server(db, 2) as server:
+            log("phase 1: one workspace")
+            results["one_workspace"] = measure(server, first_key, cursors, duration)
     if not args.reuse:
         for workspace_id, _ in workspaces[1:]:
             seed_events(db, workspace_id, args.events)

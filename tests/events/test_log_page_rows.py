@@ -74,8 +74,10 @@ def test_rows_answer_what_the_model_path_answers(acme, globex):
     mine = record_mixed(acme)
     record_mixed(globex)  # another workspace's rows interleave in the log and never show
     for limit in (1, 3, 100):
-        for after in (None, *(Position(e.position, e.id, 0) for e in mine[:3])):
-            for types, session_id in ((None, None), ({EventType.SESSION_STATUS_CHANGED}, None), (None, "s2")):
+        # A place after an id, and "all of a position" (where a poll that reached the horizon stands).
+        for after in (None, *(Position(e.position, e.id, 0) for e in mine[:3]), Position(mine[1].position, "", 0)):
+            for types, session_id in ((None, None), ({EventType.SESSION_STATUS_CHANGED}, None), (None, "s2"),
+                                      ({EventType.SESSION_CREATED, EventType.TRANSCRIPT_SEGMENT_CREATED}, "s2")):
                 events, place = selectors.read_log(after=after, limit=limit, workspace_id=acme.id, types=types,
                                                    session_id=session_id)
                 rows, row_place = selectors.read_log_rows(after=after, limit=limit, workspace_id=acme.id,
