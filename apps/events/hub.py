@@ -117,6 +117,10 @@ class Stream:
         self.queue: deque[tuple[tuple[int, str], bytes]] = deque()
         self.queue_size = queue_size
         self.wakeup = asyncio.Event()
+        # Set once the stream runs without a task of its own (consumer.LiveStream): called instead
+        # of `wakeup.set()` when there is something to do (frames queued, a ping, a resume after
+        # a pause, the stream closed).
+        self.kick: Callable[[], None] | None = None
         self.ping_due = False
         self.closed_reason: str | None = None
         # Set by the consumer once the stream is live: writes bytes to the client now (buffered
@@ -155,7 +159,7 @@ class Stream:
                 self.close("overflow")
                 return False
             self.queue.append(item)
-        self.wakeup.set()
+        self.wake()
         return False
 
     def ping(self) -> None:
@@ -165,7 +169,33 @@ class Stream:
             self._write_now(PING)
         else:
             self.ping_due = True
+            self.wake()
+
+    def wake(self) -> None:
+        """Something to do for whoever delivers what cannot be written at once."""
+        if self.kick is not None:
+            self.kick()
+        else:
             self.wakeup.set()
+
+    def drain(self) -> None:
+        """Write what waited (a ping, queued frames) in one write, if the stream can take it now.
+        For a stream without a task (`kick`); the task does the same itself."""
+        if self.closed_reason is not None or self.paused or self.write is None:
+            return
+        parts = []
+        if self.ping_due:
+            self.ping_due = False
+            parts.append(PING)
+        floor = self.floor
+        queue = self.queue
+        while queue:
+            key, frame = queue.popleft()
+            if floor is None or key > floor:
+                parts.append(frame)
+                self.sent += 1
+        if parts:
+            self._write_now(b"".join(parts))
 
     def _write_now(self, data: bytes) -> None:
         try:
@@ -179,7 +209,7 @@ class Stream:
             self.closed_reason = reason
             self.write = None
             self.queue.clear()
-            self.wakeup.set()
+            self.wake()
             hub = _hub
             if hub is not None:
                 hub.unregister(self)
@@ -210,12 +240,30 @@ class Hub:
         self._awaited: dict[str, float] = {}
         self._lately_read: dict[str, float] = {}
         self.direct_writes = 0  # batches written straight to a stream (stats, tests)
+        self._resumes: dict[tuple, _SharedResume] = {}
+        self.resume_reads = 0  # resume reads run (stats: a reconnect storm shares them)
 
     # --- database on the hub's threads ---------------------------------------------------
     def run_db(self, fn: Callable, *args, retry: bool = False, **kwargs) -> asyncio.Future:
         """`fn(*args, **kwargs)` on a hub thread (see `_db_job` for `retry`). Submitted at once:
         the job runs even if the caller stops waiting for the returned future."""
         return self.loop.run_in_executor(self.db, partial(_db_job, fn, retry, *args, **kwargs))
+
+    async def resume(self, *, workspace_id: int, last_event_id: str, subscription: Subscription,
+                     types: frozenset[str]) -> tuple[list[tuple[tuple[int, str], bytes]], tuple[int, str]] | None:
+        """`resume_frames`, with one read for every stream that resumes from the same id with the
+        same types while that read waits for a hub thread (a reconnect storm: thousands of clients
+        of one workspace, most of them holding the same last id). Call after `register`."""
+        key = (workspace_id, last_event_id, types)
+        shared = self._resumes.get(key)
+        if shared is None or shared.started:
+            shared = self._resumes[key] = _SharedResume()
+            self.resume_reads += 1
+            shared.future = self.run_db(
+                shared.run, retry=True, workspace_id=workspace_id, last_event_id=last_event_id, types=types)
+            shared.future.add_done_callback(lambda _: self._resumes.get(key) is shared and self._resumes.pop(key))
+        read = await asyncio.shield(shared.future)
+        return None if read is None else for_subscription(read, subscription)
 
     def release_acquired_slot(self, acquiring: asyncio.Future) -> None:
         """Done-callback for an acquire whose stream was abandoned before it finished."""
@@ -328,10 +376,12 @@ class Hub:
                 next_poll = max(next_poll + period, self.loop.time())
             delay = next_poll - self.loop.time()
             if delay > 0 and not self._poke.is_set():
+                # A timer, not `wait_for` (which wraps the wait in a task of its own each poll).
+                timer = self.loop.call_later(delay, self._poke.set)
                 try:
-                    await asyncio.wait_for(self._poke.wait(), delay)
-                except asyncio.TimeoutError:
-                    pass
+                    await self._poke.wait()
+                finally:
+                    timer.cancel()
             self._poke.clear()
             try:
                 rows = await self.run_db(self._poll, retry=True)
@@ -377,8 +427,7 @@ class Hub:
             now = time.monotonic()
             if now >= next_ping:
                 next_ping = now + heartbeat
-                for stream in self.all_streams():
-                    stream.ping()
+                self._ping_all()  # not a loop here: its variable would keep a stream alive
             # Each duty on its own: a failing credential check must not starve lease renewal.
             if now >= next_lease:
                 next_lease = now + renew_every
@@ -386,6 +435,10 @@ class Hub:
             if now >= next_check:
                 next_check = now + check_every
                 await self._duty(self._close_revoked)
+
+    def _ping_all(self) -> None:
+        for stream in self.all_streams():
+            stream.ping()
 
     @staticmethod
     async def _duty(job: Callable) -> None:
@@ -489,6 +542,7 @@ class Hub:
             "live": sum(1 for s in streams if s.write is not None),
             "paused": sum(1 for s in streams if s.paused),
             "directWrites": self.direct_writes,
+            "resumeReads": self.resume_reads,
         }
 
 
@@ -519,6 +573,14 @@ def resume_frames(
     and filters: streams carry events in log order (the follower), so the client holds every
     event of its subscription up to its last id and none after it; rows not settled yet come
     live, in order, once they are."""
+    read = resume_rows(workspace_id=workspace_id, last_event_id=last_event_id, types=types)
+    return None if read is None else for_subscription(read, subscription)
+
+
+def resume_rows(*, workspace_id: int, last_event_id: str, types: frozenset[str]) -> ResumeRead | None:
+    """`resume_frames` before the stream's filters: every event of `types` after the id, each as
+    (log key, type, session id, frame), and the place reached. One read serves every stream that
+    resumes from the same id with the same types (`Hub.resume`)."""
     ms = event_id_ms(last_event_id)
     window_ms = settings.CONNECT_SSE_RESUME_SECONDS * 1000
     if ms is None or ms < int(time.time() * 1000) - window_ms or not types:
@@ -531,5 +593,29 @@ def resume_frames(
     rows, reached = selectors.read_log(after=place, limit=RESUME_MAX_EVENTS + 1, workspace_id=workspace_id, types=types)
     if len(rows) > RESUME_MAX_EVENTS:
         return None
-    frames = [((e.position, e.id), frame_for(e)) for e in rows if subscription.matches(e.type, e.session_id)]
-    return frames, reached.key()
+    return [((e.position, e.id), e.type, e.session_id, frame_for(e)) for e in rows], reached.key()
+
+
+ResumeRead = tuple[list[tuple[tuple[int, str], str, "str | None", bytes]], tuple[int, str]]
+
+
+def for_subscription(read: ResumeRead, subscription: Subscription):
+    rows, reached = read
+    return [(key, frame) for key, type_, session_id, frame in rows if subscription.matches(type_, session_id)], reached
+
+
+class _SharedResume:
+    """One resume read that streams resuming from the same place join while it waits for a hub
+    thread. A stream may join only a read that has not started: it registered before it asked,
+    so a read that starts later covers everything its live queue does not (the rule every
+    resume keeps: subscribe, then read). `started` is set on the hub thread before the read."""
+
+    __slots__ = ("started", "future")
+
+    def __init__(self) -> None:
+        self.started = False
+        self.future: asyncio.Future | None = None
+
+    def run(self, **kwargs) -> ResumeRead | None:
+        self.started = True
+        return resume_rows(**kwargs)
