@@ -9,8 +9,9 @@ in the issue, that does not scale past a few hundred streams).
   transaction began first and committed last waits for it instead of being overtaken).
 - Carrier = the follower's wake-up. Production (`REDIS_URL`): one Redis pub/sub subscription per
   process; each commit anywhere is published (fanout.announce_committed) and wakes every
-  process's follower at once. Embedded (no Redis): a commit made in this process wakes it; other
-  processes see it on the next poll. Waking on Redis instead of carrying the frame costs one log
+  process's follower at once. Embedded (no Redis): a commit made in this process wakes it, one
+  made in another process of the host sends it a datagram (fanout.commit_listener), and the
+  100 ms poll covers a lost one. Waking on Redis instead of carrying the frame costs one log
   read per process and burst, never per stream.
 - All database work of the hub (follower, slot leases, batched credential checks,
   and each connect's authentication, slot and resume) runs on the hub's own two threads, not
@@ -241,6 +242,8 @@ class Hub:
         self._lately_read: dict[str, float] = {}
         self.direct_writes = 0  # batches written straight to a stream (stats, tests)
         self._resumes: dict[tuple, _SharedResume] = {}
+        self._commit_socket = None  # embedded: woken by other processes' commits (fanout.py)
+        self.commit_wakeups = 0
         self.resume_reads = 0  # resume reads run (stats: a reconnect storm shares them)
 
     # --- database on the hub's threads ---------------------------------------------------
@@ -289,6 +292,7 @@ class Hub:
             self._place = await self.run_db(self._start_place, retry=True)
             if self._follower is None:
                 fanout.local_wakeups.append(self._wake_from_any_thread)
+                self._listen_for_commits()
                 self._follower = asyncio.ensure_future(self._follow())
         if settings.REDIS_URL:
             import redis.asyncio as aioredis
@@ -349,6 +353,26 @@ class Hub:
         except (orjson.JSONDecodeError, KeyError, TypeError):
             logger.warning("ignored a message on the event channel that is not an event announcement")
             return None
+
+    def _listen_for_commits(self) -> None:
+        """Embedded: another process's commit wakes the follower through a datagram (fanout.py)."""
+        sock = fanout.commit_listener(self._poke.set)
+        if sock is None:
+            return
+        self._commit_socket = sock
+
+        def readable() -> None:
+            try:
+                while True:
+                    sock.recv(64)
+                    self.commit_wakeups += 1
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                return
+            self._poke.set()
+
+        self.loop.add_reader(sock.fileno(), readable)
 
     def _wake_from_any_thread(self) -> None:
         self.loop.call_soon_threadsafe(self._poke.set)
@@ -480,6 +504,9 @@ class Hub:
                 task.cancel()
         if self._wake_from_any_thread in fanout.local_wakeups:
             fanout.local_wakeups.remove(self._wake_from_any_thread)
+        if self._commit_socket is not None:
+            self.loop.remove_reader(self._commit_socket.fileno())
+            self._commit_socket.close()
         self.db.shutdown(wait=True)
 
     # --- streams -------------------------------------------------------------------------
@@ -543,6 +570,7 @@ class Hub:
             "paused": sum(1 for s in streams if s.paused),
             "directWrites": self.direct_writes,
             "resumeReads": self.resume_reads,
+            "commitWakeups": self.commit_wakeups,
         }
 
 

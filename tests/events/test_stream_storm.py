@@ -188,3 +188,22 @@ def test_a_burst_of_opens_then_resets_leaves_no_stream_task_object_slot_or_socke
         wait_closed(server, ends)
     finally:
         server.stop()
+
+
+@pytest.mark.skipif(bool(__import__("django.conf").conf.settings.REDIS_URL), reason="embedded only: Redis wakes the followers")
+def test_embedded_a_commit_in_another_process_wakes_the_server_without_waiting_for_its_poll(acme, alice_key, tmp_path):
+    """This test process commits; the server's follower is woken by its datagram (counted), not
+    only found by the 100 ms poll, and the stream gets the event."""
+    server = start_server(tmp_path)
+    try:
+        session = factories.session(acme)
+        path = STREAM + "?filters=" + quote(json.dumps([{"type": "transcript.segment.created", "sessionId": session.id}]))
+        client = Client(server.port, alice_key, path)
+        run([client], lambda: client.status is not None, what="the stream to open")
+        before = server.stats()["commitWakeups"]
+        append(session, 0)
+        run([client], lambda: len(client.ids()) == 1, what="the event")
+        assert server.stats()["commitWakeups"] > before
+        client.sock.close()
+    finally:
+        server.stop()
