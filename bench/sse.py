@@ -160,7 +160,7 @@ def write_raw(out: str, status, connected_at, closed_at, duplicates, received: a
 
 
 def summarize(out: str, size: int, commits: dict[int, float], latencies: array, first: array,
-              last: array) -> tuple[list[dict], float, float]:
+              last: array, steady: array | None = None, cutoff: float = 0.0) -> tuple[list[dict], float, float]:
     """Per stream: events committed while it was connected, how many of those arrived, duplicates.
     Per event (`first`, `last`): the earliest and latest receipt over all streams."""
     received = array("d")
@@ -182,6 +182,8 @@ def summarize(out: str, size: int, commits: dict[int, float], latencies: array, 
                     if at:
                         got += 1
                         latencies.append(at - t)
+                        if steady is not None and t < cutoff:
+                            steady.append(at - t)
                         if not first[seq] or at < first[seq]:
                             first[seq] = at
                         if at > last[seq]:
@@ -499,14 +501,17 @@ def tell(readers: list, command: str) -> None:
         process.stdin.flush()
 
 
-def collect(readers: list, producer_out: dict, commits_path: Path, size: int) -> dict:
+def collect(readers: list, producer_out: dict, commits_path: Path, size: int, cutoff: float = 0.0) -> dict:
+    """`cutoff` (a wall time, the storm's signal less a second): latency also over the events
+    committed before it, the steady state before the restart."""
     tell(readers, "stop")
     commits = {int(k): v for k, v in json.loads(commits_path.read_text()).items()}
     streams, latencies, reader_cpu, reader_wall = [], array("d"), 0.0, 0.0
+    steady = array("d")
     first, last = array("d", bytes(8 * size)), array("d", bytes(8 * size))
     for process, out in readers:
         process.wait(timeout=300)
-        mine, cpu, wall = summarize(str(out), size, commits, latencies, first, last)
+        mine, cpu, wall = summarize(str(out), size, commits, latencies, first, last, steady, cutoff)
         streams += mine
         reader_cpu += cpu
         reader_wall = max(reader_wall, wall)
@@ -542,6 +547,8 @@ def collect(readers: list, producer_out: dict, commits_path: Path, size: int) ->
         "max_ms": round(1000 * ordered[-1], 1) if ordered else float("nan"),
         "reader_cpu_pct": round(100 * reader_cpu / reader_wall, 1) if reader_wall else None,
         "stream_rows": streams,
+        **({"before_storm_p50_ms": pct(0.50, sorted(steady)), "before_storm_p99_ms": pct(0.99, sorted(steady)),
+            "before_storm_deliveries": len(steady)} if cutoff else {}),
     }
 
 
@@ -581,7 +588,8 @@ def load(args: argparse.Namespace, label: str, readers: list, producer: subproce
     queued = None
     if stats_url:
         queued = [httpx.get(stats_url, timeout=5).json() for _ in range(4)]
-    result = collect(readers, out, commits_path, int(args.rate * args.duration))
+    cutoff = storm_result["killed_wall"] - 1 if storm_result else 0.0
+    result = collect(readers, out, commits_path, int(args.rate * args.duration), cutoff)
     result.update({"target": label, "server": server, "hub_stats": queued, "publish_failures": out.get("failures")})
     if storm_result is not None:
         result["storm"] = storm_result
@@ -643,7 +651,7 @@ def bench_connect(name: str, args: argparse.Namespace, tmp: Path, root: Path = R
         def storm(old_meter: Meter) -> tuple[dict, Meter]:
             """Restart `serve` under load (SIGTERM, or SIGKILL of every process of it), then every
             reader reconnects at once with its Last-Event-ID."""
-            killed_at = time.monotonic()
+            killed_at, killed_wall = time.monotonic(), time.time()
             before = old_meter.stop()
             old = servers[-1]
             if args.storm == "kill":
@@ -672,7 +680,8 @@ def bench_connect(name: str, args: argparse.Namespace, tmp: Path, root: Path = R
                 f"{all_back:.2f} s after the reconnect")
             time.sleep(1)
             figures = {
-                "mode": args.storm, "at_s": round(args.duration * args.storm_at, 1), "stopped_s": round(down, 2),
+                "mode": args.storm, "at_s": round(args.duration * args.storm_at, 1), "killed_wall": killed_wall,
+                "stopped_s": round(down, 2),
                 "accepting_s": round(up, 2), "reconnected": sum(l["reconnected"] for l in lines),
                 "of": sum(l["of"] for l in lines), "all_streaming_s": all_back,
                 "all_streaming_from_kill_s": round(up + all_back, 2),
@@ -837,7 +846,9 @@ def markdown(results: list[dict], meta: dict) -> str:
                 f"{st['reconnect_p99_s']} s; refused {st['reconnect_refused']} {st['reconnect_statuses']}); "
                 f"streams missing events {st['streams_missing']}, with duplicates {st['streams_duplicated']}; "
                 f"{st['memory']['kb_per_stream']} KB per reconnected stream; peak RSS of the new processes "
-                f"{r['server']['rss_peak_mb']} MB.")
+                f"{r['server']['rss_peak_mb']} MB, of the old ones {st['server_before']['rss_peak_mb']} MB; "
+                f"latency before the restart p50 {r.get('before_storm_p50_ms')} / p99 {r.get('before_storm_p99_ms')} ms "
+                f"over {r.get('before_storm_deliveries')} deliveries.")
     lines.append("")
     for setup in dict.fromkeys(r["setup"] for r in results):
         ours = next((r for r in results if r["setup"] == setup and r["target"].startswith("connect")), None)
