@@ -587,7 +587,7 @@ def load(args: argparse.Namespace, label: str, readers: list, producer: subproce
     server = meter.stop()
     queued = None
     if stats_url:
-        queued = [httpx.get(stats_url, timeout=5).json() for _ in range(4)]
+        queued = [httpx_get_json(stats_url) for _ in range(4)]
     cutoff = storm_result["killed_wall"] - 1 if storm_result else 0.0
     result = collect(readers, out, commits_path, int(args.rate * args.duration), cutoff)
     result.update({"target": label, "server": server, "hub_stats": queued, "publish_failures": out.get("failures")})
@@ -741,9 +741,14 @@ def baseline_worktree(ref: str, tmp: Path):
 
 
 def httpx_get_json(url: str) -> dict:
+    """The hub's stats; a server still busy (right after a storm, 5,000 replays) may answer late:
+    a figure lost is reported, never a run."""
     import httpx
 
-    return httpx.get(url, timeout=5).json()
+    try:
+        return httpx.get(url, timeout=30).json()
+    except httpx.HTTPError as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 NGINX_CONF = """
