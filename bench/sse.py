@@ -36,6 +36,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -48,6 +49,7 @@ from urllib.parse import quote
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import ROOT, free_port, log  # noqa: E402
+from tests.servers import descendants  # noqa: E402
 
 STREAM = "/api/v1/events/stream"
 MARK = re.compile(rb"bench#(\d+)#")
@@ -118,7 +120,10 @@ class Meter:
 
     def idle(self) -> None:
         """RSS before any stream opens."""
-        self.idle_rss_mb = round(sum(status_kb(pid, "VmRSS") for pid in self.pids) / 1024, 1)
+        self.idle_rss_mb = self.rss_mb()
+
+    def rss_mb(self) -> float:
+        return round(sum(status_kb(pid, "VmRSS") for pid in self.pids) / 1024, 1)
 
     def start(self) -> None:
         self.t0 = time.monotonic()
@@ -155,7 +160,7 @@ def write_raw(out: str, status, connected_at, closed_at, duplicates, received: a
 
 
 def summarize(out: str, size: int, commits: dict[int, float], latencies: array, first: array,
-              last: array) -> tuple[list[dict], float, float]:
+              last: array, steady: array | None = None, cutoff: float = 0.0) -> tuple[list[dict], float, float]:
     """Per stream: events committed while it was connected, how many of those arrived, duplicates.
     Per event (`first`, `last`): the earliest and latest receipt over all streams."""
     received = array("d")
@@ -164,8 +169,9 @@ def summarize(out: str, size: int, commits: dict[int, float], latencies: array, 
     ordered = sorted(commits.items())
     streams = []
     for i, line in enumerate(Path(out + ".meta").read_text().splitlines()):
-        status, start, end, dups = line.split()
+        status, start, end, dups, *storm = line.split()
         start, end = float(start), float(end) or float("inf")
+        reconnected_at, restatus = (float(storm[0]), int(storm[1])) if storm else (0.0, 0)
         base = i * size
         expected = got = 0
         if status == "200":
@@ -176,13 +182,16 @@ def summarize(out: str, size: int, commits: dict[int, float], latencies: array, 
                     if at:
                         got += 1
                         latencies.append(at - t)
+                        if steady is not None and t < cutoff:
+                            steady.append(at - t)
                         if not first[seq] or at < first[seq]:
                             first[seq] = at
                         if at > last[seq]:
                             last[seq] = at
         unknown = sum(1 for seq in range(size) if received[base + seq] and seq not in commits)
         streams.append({"status": int(status), "expected": expected, "delivered": got,
-                        "closed_early": end != float("inf"), "duplicates": int(dups), "unknown": unknown})
+                        "closed_early": end != float("inf"), "duplicates": int(dups), "unknown": unknown,
+                        "reconnected_at": reconnected_at, "reconnect_status": restatus})
     return streams, cpu, wall
 
 
@@ -418,11 +427,11 @@ def setup_env(name: str, args: argparse.Namespace, tmp: Path) -> tuple[dict, int
     if name == "embedded":
         env["DATABASE_URL"] = f"sqlite:///{tmp / 'sse-bench.sqlite3'}"
         return env, 1
-    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-c", f"CREATE DATABASE {args.postgres_db}"],
-                   capture_output=True)
-    env["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{args.postgres_db}"
+    subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(args.postgres_port), "-U", "postgres", "-c",
+                    f"CREATE DATABASE {args.postgres_db}"], capture_output=True)
+    env["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:{args.postgres_port}/{args.postgres_db}"
     env["REDIS_URL"] = f"redis://127.0.0.1:6379/{args.redis_db}"
-    return env, 2
+    return env, args.workers or 2
 
 
 def prepare(env: dict) -> tuple[str, str]:
@@ -474,14 +483,16 @@ def start_readers(args: argparse.Namespace, port: int, path: str, key: str, tmp:
                 command += ["--key", key]
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
         readers.append((process, out))
+    seconds = 0.0
     for process, _ in readers:
         line = process.stdout.readline()
         if not line:
             raise RuntimeError(f"{label}: a reader exited before its streams were open")
         ready = json.loads(line)
+        seconds = max(seconds, ready["seconds"])
         log(f"{label}: reader {process.pid} holds {ready['ready']}/{ready['of']} streams "
             f"(opened in {ready['seconds']} s, statuses {ready['statuses']})")
-    return readers
+    return readers, seconds
 
 
 def tell(readers: list, command: str) -> None:
@@ -490,14 +501,17 @@ def tell(readers: list, command: str) -> None:
         process.stdin.flush()
 
 
-def collect(readers: list, producer_out: dict, commits_path: Path, size: int) -> dict:
+def collect(readers: list, producer_out: dict, commits_path: Path, size: int, cutoff: float = 0.0) -> dict:
+    """`cutoff` (a wall time, the storm's signal less a second): latency also over the events
+    committed before it, the steady state before the restart."""
     tell(readers, "stop")
     commits = {int(k): v for k, v in json.loads(commits_path.read_text()).items()}
     streams, latencies, reader_cpu, reader_wall = [], array("d"), 0.0, 0.0
+    steady = array("d")
     first, last = array("d", bytes(8 * size)), array("d", bytes(8 * size))
     for process, out in readers:
         process.wait(timeout=300)
-        mine, cpu, wall = summarize(str(out), size, commits, latencies, first, last)
+        mine, cpu, wall = summarize(str(out), size, commits, latencies, first, last, steady, cutoff)
         streams += mine
         reader_cpu += cpu
         reader_wall = max(reader_wall, wall)
@@ -532,20 +546,29 @@ def collect(readers: list, producer_out: dict, commits_path: Path, size: int) ->
         "spread_p99_ms": pct(0.99, spread),
         "max_ms": round(1000 * ordered[-1], 1) if ordered else float("nan"),
         "reader_cpu_pct": round(100 * reader_cpu / reader_wall, 1) if reader_wall else None,
+        "stream_rows": streams,
+        **({"before_storm_p50_ms": pct(0.50, sorted(steady)), "before_storm_p99_ms": pct(0.99, sorted(steady)),
+            "before_storm_deliveries": len(steady)} if cutoff else {}),
     }
 
 
 def load(args: argparse.Namespace, label: str, readers: list, producer: subprocess.Popen, meter: Meter,
-         commits_path: Path, stats_url: str | None = None) -> dict:
+         commits_path: Path, stats_url: str | None = None, storm=None) -> dict:
+    """`storm`: a callable run `--storm-at` into the load (the server restart and the readers'
+    reconnect, bench_connect); it returns its figures and the meter of the new processes."""
     import httpx
 
     tell(readers, "mark")
     meter.start()
     producer.stdin.write("go\n")
     producer.stdin.flush()
+    storm_result = None
+    if storm is not None:
+        time.sleep(args.duration * args.storm_at)
+        storm_result, meter = storm(meter)
     profilers = []
     if args.profile and label.startswith("connect"):
-        time.sleep(min(10, args.duration / 4))
+        time.sleep(min(10, args.duration / 4) if storm is None else 1)
         for pid in meter.pids:
             out_file = ROOT / "var" / "bench" / f"sse-profile-{label}-{pid}.txt"
             out_file.parent.mkdir(parents=True, exist_ok=True)
@@ -564,9 +587,12 @@ def load(args: argparse.Namespace, label: str, readers: list, producer: subproce
     server = meter.stop()
     queued = None
     if stats_url:
-        queued = [httpx.get(stats_url, timeout=5).json() for _ in range(4)]
-    result = collect(readers, out, commits_path, int(args.rate * args.duration))
+        queued = [httpx_get_json(stats_url) for _ in range(4)]
+    cutoff = storm_result["killed_wall"] - 1 if storm_result else 0.0
+    result = collect(readers, out, commits_path, int(args.rate * args.duration), cutoff)
     result.update({"target": label, "server": server, "hub_stats": queued, "publish_failures": out.get("failures")})
+    if storm_result is not None:
+        result["storm"] = storm_result
     log(f"{label}: {result['delivered']}/{result['expected']} delivered, missed {result['missed']}, "
         f"p50 {result['p50_ms']} ms p99 {result['p99_ms']} ms, server CPU {server['cpu_pct']}% "
         f"RSS peak {server['rss_peak_mb']} MB, readers CPU {result['reader_cpu_pct']}%")
@@ -584,16 +610,28 @@ def bench_connect(name: str, args: argparse.Namespace, tmp: Path, root: Path = R
     label = f"{label}-{name}"
     server_log = open(tmp / f"{label}-server.log", "w")
     server_env = {**env, "PYTHONPATH": str(root)}
-    server = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--workers", str(workers)],
-                              cwd=root, env=server_env, stdout=server_log, stderr=subprocess.STDOUT,
-                              start_new_session=True)
+    stats_url = f"http://127.0.0.1:{port}/api/v1/events/_stats"
+
+    def start_server() -> tuple[subprocess.Popen, list[int]]:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", str(workers)],
+            cwd=root, env=server_env, stdout=server_log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_http(stats_url, process, "connect")
+        deadline = time.monotonic() + 60
+        while True:  # every daphne process up, not just the first to answer
+            daphnes = [pid for pid in children_of(process.pid) if "daphne" in cmdline(pid)]
+            if len(daphnes) == workers or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert len(daphnes) == workers, (daphnes, workers)
+        return process, daphnes
+
+    servers: list[subprocess.Popen] = []
     producer = readers = None
     try:
-        stats_url = f"http://127.0.0.1:{port}/api/v1/events/_stats"
-        wait_http(stats_url, server, "connect")
+        server, daphnes = start_server()
+        servers.append(server)
         time.sleep(1)
-        daphnes = [pid for pid in children_of(server.pid) if "daphne" in cmdline(pid)]
-        assert len(daphnes) == workers, (daphnes, workers)
         meter = Meter(daphnes)
         meter.idle()
         producer = subprocess.Popen(
@@ -604,18 +642,91 @@ def bench_connect(name: str, args: argparse.Namespace, tmp: Path, root: Path = R
         sessions = json.loads(producer.stdout.readline())["sessions"]
         filters = json.dumps([{"type": "transcript.segment.created", "sessionId": s} for s in sessions])
         path = f"{STREAM}?filters={quote(filters)}"
-        readers = start_readers(args, port, path, key, tmp, label)
+        readers, open_seconds = start_readers(args, port, path, key, tmp, label)
+        time.sleep(1)
+        memory = per_stream_memory(meter, args.streams, "open")
         stats = [httpx_get_json(stats_url) for _ in range(4)]
-        log(f"{label}: hub stats {stats}")
-        result = load(args, label, readers, producer, meter, tmp / f"{label}-commits.json", stats_url)
-        result["workers"] = workers
+        log(f"{label}: hub stats {stats}; {memory}")
+
+        def storm(old_meter: Meter) -> tuple[dict, Meter]:
+            """Restart `serve` under load (SIGTERM, or SIGKILL of every process of it), then every
+            reader reconnects at once with its Last-Event-ID."""
+            killed_at, killed_wall = time.monotonic(), time.time()
+            before = old_meter.stop()
+            old = servers[-1]
+            if args.storm == "kill":
+                for pid in [old.pid, *descendants(old.pid)]:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                old.wait()
+                for pid in current["pids"]:
+                    while Path(f"/proc/{pid}").exists() and "daphne" in cmdline(pid):
+                        time.sleep(0.05)
+            else:
+                old.terminate()
+                old.wait(timeout=60)
+            down = time.monotonic() - killed_at
+            server, pids = start_server()
+            servers.append(server)
+            up = time.monotonic() - killed_at
+            new_meter = Meter(pids)
+            new_meter.idle()
+            new_meter.start()
+            tell(readers, "reconnect")
+            lines = [json.loads(process.stdout.readline()) for process, _ in readers]
+            all_back = max(line["seconds"] for line in lines)
+            log(f"{label}: storm ({args.storm}): down in {down:.2f} s, accepting after {up:.2f} s, "
+                f"{sum(l['reconnected'] for l in lines)}/{sum(l['of'] for l in lines)} streaming again "
+                f"{all_back:.2f} s after the reconnect")
+            time.sleep(1)
+            figures = {
+                "mode": args.storm, "at_s": round(args.duration * args.storm_at, 1), "killed_wall": killed_wall,
+                "stopped_s": round(down, 2),
+                "accepting_s": round(up, 2), "reconnected": sum(l["reconnected"] for l in lines),
+                "of": sum(l["of"] for l in lines), "all_streaming_s": all_back,
+                "all_streaming_from_kill_s": round(up + all_back, 2),
+                "reconnect_started": min(l["started"] for l in lines),
+                "server_before": before, "memory": per_stream_memory(new_meter, args.streams, "reconnected"),
+                "hub_stats": [httpx_get_json(stats_url) for _ in range(4)],
+            }
+            current["pids"] = pids
+            return figures, new_meter
+
+        current = {"pids": daphnes}
+        result = load(args, label, readers, producer, meter, tmp / f"{label}-commits.json", stats_url,
+                      storm=storm if args.storm else None)
+        result.update({"workers": workers, "memory": memory, "open_seconds": open_seconds, "hub_stats_open": stats})
+        if args.storm:
+            result["storm"].update(storm_streams(result.pop("stream_rows"), result["storm"]["reconnect_started"]))
         return result
     finally:
         for process in [producer] + [r[0] for r in readers or []]:
             if process is not None:
                 stop(process)
-        stop(server)
+        for server in servers:
+            stop(server)
         server_log.close()
+
+
+def per_stream_memory(meter: Meter, streams: int, when: str) -> dict:
+    """RSS of the server processes now against before any stream opened, per stream."""
+    now = meter.rss_mb()
+    return {"when": when, "rss_idle_mb": meter.idle_rss_mb, "rss_mb": now,
+            "kb_per_stream": round((now - meter.idle_rss_mb) * 1024 / max(streams, 1), 1)}
+
+
+def storm_streams(streams: list[dict], started: float) -> dict:
+    """Per stream: how long after the reconnect it had its 200 again, and what was missed or repeated."""
+    back = sorted(s["reconnected_at"] - started for s in streams if s["reconnect_status"] == 200)
+    refused = [s["reconnect_status"] for s in streams if s["status"] == 200 and s["reconnect_status"] != 200]
+
+    def pct(p: float) -> float:
+        return round(back[min(len(back) - 1, int(p * len(back)))], 3) if back else float("nan")
+
+    return {"reconnect_p50_s": pct(0.5), "reconnect_p99_s": pct(0.99), "reconnect_max_s": pct(1.0),
+            "reconnect_refused": len(refused), "reconnect_statuses": sorted(set(refused)),
+            "streams_missing": sum(1 for s in streams if s["status"] == 200 and s["expected"] != s["delivered"]),
+            "streams_duplicated": sum(1 for s in streams if s["status"] == 200 and s["duplicates"])}
 
 
 @contextlib.contextmanager
@@ -630,9 +741,14 @@ def baseline_worktree(ref: str, tmp: Path):
 
 
 def httpx_get_json(url: str) -> dict:
+    """The hub's stats; a server still busy (right after a storm, 5,000 replays) may answer late:
+    a figure lost is reported, never a run."""
     import httpx
 
-    return httpx.get(url, timeout=5).json()
+    try:
+        return httpx.get(url, timeout=30).json()
+    except httpx.HTTPError as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 NGINX_CONF = """
@@ -682,9 +798,12 @@ def bench_nchan(name: str, workers: int, args: argparse.Namespace, tmp: Path) ->
              "--rate", str(args.rate), "--duration",
              str(args.duration), "--out", str(tmp / f"{label}-commits.json")],
             cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        readers = start_readers(args, port, "/sub", "", tmp, label)
+        readers, open_seconds = start_readers(args, port, "/sub", "", tmp, label)
+        time.sleep(1)
+        memory = per_stream_memory(meter, args.streams, "open")
         result = load(args, label, readers, publisher, meter, tmp / f"{label}-commits.json")
-        result["workers"] = workers
+        result.pop("stream_rows", None)
+        result.update({"workers": workers, "memory": memory, "open_seconds": open_seconds})
         return result
     finally:
         for process in [publisher] + [r[0] for r in readers or []]:
@@ -709,8 +828,8 @@ def markdown(results: list[dict], meta: dict) -> str:
         "",
         "| setup | target | processes | streams open | delivered / expected | missed | dup | p50 ms | p99 ms | "
         "max ms | commit → first stream p50 / p99 ms | first → last stream p50 / p99 ms | server CPU % | "
-        "server run-queue wait % | server peak RSS MB (idle) | readers CPU % |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "server run-queue wait % | server peak RSS MB (idle) | KB per open stream | time to open all s | readers CPU % |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         s = r["server"]
@@ -720,7 +839,21 @@ def markdown(results: list[dict], meta: dict) -> str:
             f"{r['p99_ms']} | {r['max_ms']} | {r['first_stream_p50_ms']} / {r['first_stream_p99_ms']} | "
             f"{r['spread_p50_ms']} / {r['spread_p99_ms']} | {s['cpu_pct']} | {s['runqueue_wait_pct']} | "
             f"{s['rss_peak_mb']} = {' + '.join(str(x) for x in s['rss_peak_mb_per_process'])} ({s['rss_idle_mb']}) | "
-            f"{r['reader_cpu_pct']} |")
+            f"{r.get('memory', {}).get('kb_per_stream')} | {r.get('open_seconds')} | {r['reader_cpu_pct']} |")
+    lines.append("")
+    for r in results:
+        st = r.get("storm")
+        if st:
+            lines.append(
+                f"- storm ({r['setup']}, {st['mode']} at {st['at_s']} s): old processes gone in {st['stopped_s']} s, "
+                f"new ones accepting {st['accepting_s']} s after the signal; {st['reconnected']}/{st['of']} streaming "
+                f"again {st['all_streaming_s']} s after the reconnect (p50 {st['reconnect_p50_s']} s, p99 "
+                f"{st['reconnect_p99_s']} s; refused {st['reconnect_refused']} {st['reconnect_statuses']}); "
+                f"streams missing events {st['streams_missing']}, with duplicates {st['streams_duplicated']}; "
+                f"{st['memory']['kb_per_stream']} KB per reconnected stream; peak RSS of the new processes "
+                f"{r['server']['rss_peak_mb']} MB, of the old ones {st['server_before']['rss_peak_mb']} MB; "
+                f"latency before the restart p50 {r.get('before_storm_p50_ms')} / p99 {r.get('before_storm_p99_ms')} ms "
+                f"over {r.get('before_storm_deliveries')} deliveries.")
     lines.append("")
     for setup in dict.fromkeys(r["setup"] for r in results):
         ours = next((r for r in results if r["setup"] == setup and r["target"].startswith("connect")), None)
@@ -762,14 +895,24 @@ def main() -> int:
     parser.add_argument("--profile", type=float, default=0, metavar="SECONDS",
                         help="py-spy record each daphne process for SECONDS during the load (var/bench/sse-profile-*)")
     parser.add_argument("--postgres-db", default="connect_ssebench")
+    parser.add_argument("--postgres-port", type=int, default=5432,
+                        help="a cluster of the bench's own: streams follow the log below the cluster-wide horizon, "
+                             "which another database's long transaction (a bulk seed) holds back")
     parser.add_argument("--redis-db", type=int, default=6)
     parser.add_argument("--quick", action="store_true", help="200 streams, 10 s (a smoke run)")
     parser.add_argument("--baseline", metavar="REF",
                         help="also run Connect at this git commit (a worktree), alternating with this checkout")
     parser.add_argument("--repeat", type=int, default=1, help="run every target this many times, in turn")
+    parser.add_argument("--storm", choices=["term", "kill"],
+                        help="Connect: restart serve under load (SIGTERM, or SIGKILL of all its processes) and "
+                             "reconnect every reader at once with its Last-Event-ID (C reader only)")
+    parser.add_argument("--storm-at", type=float, default=0.4, help="when, as a fraction of --duration")
+    parser.add_argument("--workers", type=int, help="daphne processes in production (default 2)")
     args = parser.parse_args()
     if args.quick:
         args.streams, args.duration = 200, 10
+    if args.storm and args.reader != "c":
+        parser.error("--storm needs the C reader")
     raise_nofile()
     meta = {"started": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"), "streams": args.streams,
             "rate": args.rate, "duration": args.duration, "readers": args.readers,
@@ -782,7 +925,7 @@ def main() -> int:
         args.c_reader = build_c_reader(tmp) if args.reader == "c" else None
         meta["reader"] = "c (bench/sse_reader.c)" if args.c_reader else "python asyncio"
         for setup in args.setups:
-            workers = 1 if setup == "embedded" else 2
+            workers = 1 if setup == "embedded" else (args.workers or 2)
             for repeat in range(args.repeat):
                 for target in targets if repeat % 2 == 0 else targets[::-1]:
                     log(f"{setup}: {target}, {args.streams} streams, {args.rate}/s for {args.duration} s")
@@ -792,6 +935,7 @@ def main() -> int:
                         row = bench_connect(setup, args, tmp, root=baseline_root, label=f"baseline-{args.baseline}")
                     else:
                         row = bench_nchan(setup, workers, args, tmp)
+                    row.pop("stream_rows", None)
                     row["setup"] = setup
                     results.append(row)
         if os.environ.get("BENCH_SSE_KEEP"):

@@ -2,9 +2,15 @@
  * wall time at which each event's frame (the "\n\n" after its `bench#<n>#` marker) was read.
  * Same stdin protocol as the Python reader: prints one JSON line when every stream has its
  * response status, then `mark` starts the CPU window and `stop` writes the results:
- *   OUT.meta  one line per stream: status connected_at closed_at duplicates
+ *   OUT.meta  one line per stream: status connected_at closed_at duplicates reconnected_at
+ *             reconnect_status (the last two 0 without a storm)
  *   OUT.recv  count * max_seq doubles (0 = not received), stream-major
  *   OUT.cpu   cpu_seconds wall_seconds
+ * The storm (`reconnect` on stdin, after bench/sse.py restarted the server): every stream that
+ * was streaming reads what is left in its socket, then all reconnect at once (no ramp) with
+ * `Last-Event-ID: <the last id: it read>`; one JSON line when all have answered. A stream's
+ * window then runs from its first connect to the end, so an event lost or repeated across the
+ * restart counts as missed or duplicated.
  * Built by bench/sse.py with `cc -O2`; it parses nothing but the marker, so 1,000 streams at
  * 50 events/s cost a few percent of a core (the Python reader spends most of one on nchan). */
 #define _GNU_SOURCE
@@ -28,10 +34,13 @@ typedef struct {
     int fd, state, status, match, in_num, npending, prev_nl;
     long num;
     int pending[64];
-    double connected_at, closed_at;
+    double connected_at, closed_at, reconnected_at;
     long dups;
     char head[4096];
     int headlen;
+    /* the SSE `id:` field: `idline` matches "id: " at a line start, then the value is read */
+    int idmatch, inid, idlen, reconnecting, restatus;
+    char lastid[72], curid[72];
 } Conn;
 
 static const char MARK[] = "bench#";
@@ -41,6 +50,7 @@ static Conn *conns;
 static double *recv_at;
 static char request[8192];
 static int reqlen;
+static const char IDF[] = "id: ";
 
 static double now(void) {
     struct timespec ts;
@@ -65,6 +75,19 @@ static void feed(int i, const char *p, long n, double t) {
     double *mine = recv_at + (long)i * max_seq;
     for (long k = 0; k < n; k++) {
         char ch = p[k];
+        if (c->inid) {
+            if (ch == '\n') {
+                c->curid[c->idlen] = 0;
+                memcpy(c->lastid, c->curid, c->idlen + 1);
+                c->inid = 0;
+            } else if (ch != '\r' && c->idlen < 70) {
+                c->curid[c->idlen++] = ch;
+            }
+        } else if (c->idmatch >= 0 && ch == IDF[c->idmatch]) {
+            if (++c->idmatch == 4) c->inid = 1, c->idlen = 0, c->idmatch = -1;
+        } else {
+            c->idmatch = -1;
+        }
         if (c->in_num) {
             if (ch >= '0' && ch <= '9') {
                 c->num = c->num * 10 + (ch - '0');
@@ -93,10 +116,48 @@ static void feed(int i, const char *p, long n, double t) {
                 c->npending = 0;
             }
             c->prev_nl = 1;
+            c->idmatch = 0; /* a line starts */
         } else if (ch != '\r') {
             c->prev_nl = 0;
         }
     }
+}
+
+static int open_conn(int ep, int i);
+
+/* The storm: read what is left in every stream that was streaming (the server is gone, so the
+ * rest of its bytes are in our socket buffer), then reconnect them all at once, each with its
+ * Last-Event-ID. Returns how many were reopened. */
+static void feed(int i, const char *p, long n, double t);
+static void close_conn(int ep, int i, int status_if_none);
+
+static int storm(int ep) {
+    static char buf[1 << 16];
+    int opened = 0;
+    for (int i = 0; i < count; i++) {
+        Conn *c = &conns[i];
+        if (c->status != 200) continue;
+        if (c->state == STREAMING) {
+            for (;;) {
+                long r = read(c->fd, buf, sizeof buf);
+                if (r <= 0) break;
+                feed(i, buf, r, now());
+            }
+            close_conn(ep, i, 200);
+        }
+        c->closed_at = 0; /* the stream's window runs on: what the restart loses counts as missed */
+        c->reconnecting = 1;
+        c->restatus = 0;
+        c->headlen = 0;
+        c->npending = 0, c->in_num = 0, c->match = 0, c->prev_nl = 0, c->inid = 0, c->idmatch = 0;
+        if (open_conn(ep, i) < 0) {
+            c->state = CLOSED;
+            c->restatus = -1;
+            continue;
+        }
+        opened++;
+    }
+    return opened;
 }
 
 static int open_conn(int ep, int i) {
@@ -122,7 +183,11 @@ static void close_conn(int ep, int i, int status_if_none) {
     if (c->state == CLOSED) return;
     epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
-    if (!c->status) c->status = status_if_none;
+    if (c->reconnecting) {
+        if (!c->restatus) c->restatus = status_if_none;
+    } else if (!c->status) {
+        c->status = status_if_none;
+    }
     if (c->state == STREAMING) c->closed_at = now();
     c->state = CLOSED;
 }
@@ -132,7 +197,8 @@ static void write_results(double cpu_mark, double wall_mark) {
     snprintf(name, sizeof name, "%s.meta", out);
     FILE *f = fopen(name, "w");
     for (int i = 0; i < count; i++)
-        fprintf(f, "%d %.6f %.6f %ld\n", conns[i].status, conns[i].connected_at, conns[i].closed_at, conns[i].dups);
+        fprintf(f, "%d %.6f %.6f %ld %.6f %d\n", conns[i].status, conns[i].connected_at, conns[i].closed_at,
+                conns[i].dups, conns[i].reconnected_at, conns[i].restatus);
     fclose(f);
     snprintf(name, sizeof name, "%s.recv", out);
     f = fopen(name, "wb");
@@ -160,7 +226,8 @@ int main(int argc, char **argv) {
     struct epoll_event sev = {.events = EPOLLIN, .data.u32 = 0xffffffffu};
     epoll_ctl(ep, EPOLL_CTL_ADD, 0, &sev);
     int next = 0, pending = 0, answered = 0, ready_printed = 0;
-    double t0 = mono(), cpu_mark = cpu(), wall_mark = mono();
+    int storming = 0, re_answered = 0, re_open = 0;
+    double t0 = mono(), cpu_mark = cpu(), wall_mark = mono(), storm_t0 = 0, storm_wall = 0;
     static char buf[1 << 16];
     static char line[256];
     int linelen = 0;
@@ -190,6 +257,14 @@ int main(int argc, char **argv) {
             fflush(stdout);
             ready_printed = 1;
         }
+        if (storming && re_answered == re_open) {
+            int ok = 0;
+            for (int i = 0; i < count; i++) ok += conns[i].reconnecting && conns[i].restatus == 200;
+            printf("{\"reconnected\": %d, \"of\": %d, \"seconds\": %.3f, \"started\": %.6f}\n", ok, re_open,
+                   mono() - storm_t0, storm_wall);
+            fflush(stdout);
+            storming = 0;
+        }
         int n = epoll_wait(ep, evs, 256, ready_printed ? -1 : 120000);
         if (n == 0 && !ready_printed) {  /* 120 s without progress: give up on the rest */
             for (int i = 0; i < count; i++)
@@ -211,6 +286,12 @@ int main(int argc, char **argv) {
                 while ((nl = strchr(line, '\n'))) {
                     *nl = 0;
                     if (!strcmp(line, "mark")) cpu_mark = cpu(), wall_mark = mono();
+                    if (!strcmp(line, "reconnect")) {
+                        storm_t0 = mono(), storm_wall = now();
+                        re_open = storm(ep);
+                        re_answered = 0;
+                        storming = 1;
+                    }
                     if (!strncmp(line, "stop", 4)) {
                         write_results(cpu_mark, wall_mark);
                         return 0;
@@ -221,13 +302,23 @@ int main(int argc, char **argv) {
                 continue;
             }
             Conn *c = &conns[i];
+/* An open answered (status known or failed): the storm's reconnects are counted apart. */
+#define ANSWERED() (c->reconnecting ? (void)re_answered++ : (void)(pending--, answered++))
             if (c->state == CONNECTING) {
                 if (evs[e].events & (EPOLLERR | EPOLLHUP)) {
-                    close_conn(ep, i, -1), pending--, answered++;
+                    close_conn(ep, i, -1), ANSWERED();
                     continue;
                 }
-                if (write(c->fd, request, reqlen) != reqlen) {
-                    close_conn(ep, i, -1), pending--, answered++;
+                char req[8400];
+                int len = reqlen;
+                const char *send_req = request;
+                if (c->reconnecting && c->lastid[0]) {
+                    /* the request without its final CRLF, then the header, then the CRLF */
+                    len = snprintf(req, sizeof req, "%.*sLast-Event-ID: %s\r\n\r\n", reqlen - 2, request, c->lastid);
+                    send_req = req;
+                }
+                if (write(c->fd, send_req, len) != len) {
+                    close_conn(ep, i, -1), ANSWERED();
                     continue;
                 }
                 c->state = HEADERS;
@@ -239,7 +330,7 @@ int main(int argc, char **argv) {
                 long r = read(c->fd, buf, sizeof buf);
                 if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
                 if (r <= 0) {
-                    if (c->state == HEADERS) pending--, answered++;
+                    if (c->state == HEADERS) ANSWERED();
                     close_conn(ep, i, -1);
                     break;
                 }
@@ -249,11 +340,16 @@ int main(int argc, char **argv) {
                     c->headlen += take;
                     char *end = memmem(c->head, c->headlen, "\r\n\r\n", 4);
                     if (!end) continue;
-                    c->status = atoi(c->head + 9);
-                    c->connected_at = t;
-                    pending--, answered++;
-                    if (c->status != 200) {
-                        close_conn(ep, i, c->status);
+                    int status = atoi(c->head + 9);
+                    ANSWERED();
+                    if (c->reconnecting) {
+                        c->restatus = status, c->reconnected_at = t;
+                        c->closed_at = 0; /* one window from the first connect: gaps count as missed */
+                    } else {
+                        c->status = status, c->connected_at = t;
+                    }
+                    if (status != 200) {
+                        close_conn(ep, i, status);
                         break;
                     }
                     c->state = STREAMING;

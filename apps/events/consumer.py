@@ -28,8 +28,11 @@ dependency (Redis, the database) cannot be reached, `500 internal_server_error` 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import gc
 import logging
 import secrets
+from functools import partial
 from urllib.parse import parse_qs
 
 import orjson
@@ -60,7 +63,7 @@ from apps.core.errors import (
 from apps.core.params import unknown_parameters
 from apps.events import filters, slots
 from apps.access.credentials import CredentialRef
-from apps.events.hub import PING, Stream, get_hub, resume_frames
+from apps.events.hub import PING, Stream, get_hub
 from connect.engine import daphne_stream
 
 logger = logging.getLogger("connect.events")
@@ -116,7 +119,9 @@ class EventStreamConsumer(AsyncHttpConsumer):
         except Exception as exc:  # noqa: BLE001 - never leak details; the body is the contract's
             await self.send_error(self._error_for(exc))
             streaming = False
-        if not streaming:
+        if not streaming or self.stream is None:
+            # Refused, or live under daphne: a LiveStream holds it now, with no task, and this
+            # consumer (its task, its scope) ends here.
             raise StopConsumer()
 
     @staticmethod
@@ -213,13 +218,8 @@ class EventStreamConsumer(AsyncHttpConsumer):
             types = (
                 frozenset(e.type for e in subscription.entries) if subscription.entries else subscription.default_types
             )
-            resumed = await hub.run_db(
-                resume_frames,
-                retry=True,  # a read
-                workspace_id=workspace_id,
-                last_event_id=last_event_id.strip(),
-                subscription=subscription,
-                types=types,
+            resumed = await hub.resume(
+                workspace_id=workspace_id, last_event_id=last_event_id.strip(), subscription=subscription, types=types
             )
             if resumed is None:
                 first = b": resume-unavailable\n\n"
@@ -230,8 +230,28 @@ class EventStreamConsumer(AsyncHttpConsumer):
         await self.send_headers(status=200, headers=STREAM_HEADERS + self._rate_headers())
         await self.send_body(first, more_body=True)
         self._register_producer()
-        self.delivery = asyncio.ensure_future(self.deliver())
         self.opened_at = door.stream_opened()
+        request = self._daphne_request()
+        direct = daphne_stream.direct_write(request, self.producer)
+        if direct is None:
+            # Not under daphne (or no flow control): a task delivers everything through `send`.
+            self.delivery = asyncio.ensure_future(self.deliver())
+            return True
+        # Under daphne the stream runs with no task once live (LiveStream): the replay is
+        # written here, then this consumer ends and the stream, its slot and its end belong to
+        # the LiveStream. This consumer lets go of them first, so its own end releases nothing.
+        live = LiveStream(self.stream, request, self.producer, self.slot_id, self.opened_at, direct)
+        self.stream = self.producer = self.slot_id = self.opened_at = None
+        replay, self.replay = self.replay, None
+        try:
+            await self._replay(live.stream, replay)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001
+            logger.exception("event stream replay failed")
+            live.stream.close("write_failed")
+        finally:
+            live.start()
         return True
 
     async def _acquire_slot(self, hub, workspace_id: int) -> None:
@@ -261,19 +281,24 @@ class EventStreamConsumer(AsyncHttpConsumer):
             self.producer = daphne_stream.register_producer(request, self.stream)
 
     # --- streaming -------------------------------------------------------------------------
+    async def _replay(self, stream: Stream, replay) -> None:
+        """What the client missed, in chunks, each written once its socket takes more."""
+        for start in range(0, len(replay or ()), REPLAY_CHUNK):
+            chunk = replay[start : start + REPLAY_CHUNK]
+            while stream.paused and stream.closed_reason is None:
+                stream.wakeup.clear()
+                await stream.wakeup.wait()
+            if stream.closed_reason is not None:
+                break
+            await self.send_body(b"".join(frame for _, frame in chunk), more_body=True)
+            stream.sent += len(chunk)
+
     async def deliver(self) -> None:
+        """The stream's task when it cannot run without one (not under daphne, no flow control)."""
         stream = self.stream
         try:
-            for start in range(0, len(self.replay or ()), REPLAY_CHUNK):
-                chunk = self.replay[start : start + REPLAY_CHUNK]
-                while stream.paused and stream.closed_reason is None:
-                    stream.wakeup.clear()
-                    await stream.wakeup.wait()
-                if stream.closed_reason is not None:
-                    break
-                await self.send_body(b"".join(frame for _, frame in chunk), more_body=True)
-                stream.sent += len(chunk)
-            self.replay = None
+            replay, self.replay = self.replay, None
+            await self._replay(stream, replay)
             # Live: the hub now writes straight to the transport whenever nothing is queued.
             direct = daphne_stream.direct_write(self._daphne_request(), self.producer)
             if stream.closed_reason is None:
@@ -336,6 +361,96 @@ class EventStreamConsumer(AsyncHttpConsumer):
                 logger.exception("could not release stream slot %s", slot_id)
 
 
+class LiveStream:
+    """A stream under daphne once its replay is written: it runs with no task of its own. The hub
+    writes its frames straight into the request (`Stream.write`); what cannot go at once (queued
+    behind Twisted's flow control, a ping, the stream closed by the server) calls `kick`, which
+    does it in one loop callback; the response's end (the client gone, or finished by us) is
+    Twisted's `notifyFinish`. Holds only what its end needs, not the consumer and its scope.
+
+    Its end, once: the stream closed and unregistered, the response finished (or aborted after
+    an overflow), the close line written in the request's logging context, the producer
+    unregistered and the slot released (a failed release lapses with its lease)."""
+
+    __slots__ = ("stream", "request", "producer", "slot_id", "opened_at", "direct", "context", "kicked",
+                 "started", "ended", "loop")
+
+    def __init__(self, stream: Stream, request, producer, slot_id, opened_at: float, direct) -> None:
+        self.stream, self.request, self.producer, self.slot_id = stream, request, producer, slot_id
+        self.opened_at, self.direct = opened_at, direct
+        self.context = contextvars.copy_context()  # the request's id and principal, for the close line
+        self.kicked = self.started = self.ended = False
+        self.loop = asyncio.get_running_loop()
+        if not daphne_stream.when_done(request, self._done):
+            stream.close("client_gone")
+
+    def start(self) -> None:
+        """Live from here: direct writes, and whatever queued during the replay written now."""
+        self.started = True
+        stream = self.stream
+        stream.kick = self.kick
+        if stream.closed_reason is not None:
+            self.context.run(self._end)
+            return
+        stream.write = self.direct
+        stream.drain()
+
+    def kick(self) -> None:
+        if not self.kicked:
+            self.kicked = True
+            self.loop.call_soon(self._run)
+
+    def _run(self) -> None:
+        self.kicked = False
+        if self.stream.closed_reason is None:
+            self.stream.drain()
+        else:
+            self.context.run(self._end)
+
+    def _done(self) -> None:
+        """Twisted: the response finished or its connection was lost."""
+        self.stream.close("client_gone")  # nothing if we closed it first
+        if self.started:
+            self.context.run(self._end)
+
+    def _end(self) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        stream = self.stream
+        stream.close("client_gone")
+        stream.kick = None
+        reason = stream.closed_reason
+        # Closed by the server: a client that fell behind is cut off at once (its unread bytes
+        # would sit in our buffers); otherwise the response ends normally.
+        if reason == "overflow":
+            daphne_stream.abort(self.request)
+        elif reason != "client_gone":
+            daphne_stream.finish(self.request)
+        door.stream_closed(self.opened_at, reason, stream.sent)
+        daphne_stream.unregister_producer(self.request, self.producer)
+        self.request = self.producer = None
+        if self.slot_id is not None:
+            slot_id, self.slot_id = self.slot_id, None
+            get_hub().run_db(slots.release_slot, slot_id, retry=True).add_done_callback(
+                partial(_released, slot_id))
+
+
+def _released(slot_id, future: asyncio.Future) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        # Nobody renews it now: its lease lapses.
+        logger.error("could not release stream slot %s", slot_id, exc_info=future.exception())
+
+
+def _runs_a_consumer(task: asyncio.Task) -> bool:
+    awaited = task.get_coro()
+    while awaited is not None:
+        if getattr(awaited, "__qualname__", "").startswith("EventStreamConsumer."):
+            return True
+        awaited = getattr(awaited, "cr_await", None)
+    return False
+
+
 async def stream_stats(scope, receive, send) -> None:
     """Test-only (routed when CONNECT_SSE_STATS is set): this process's open streams, queued
     frames and live delivery tasks, so tests can see an abrupt disconnect free everything."""
@@ -343,8 +458,14 @@ async def stream_stats(scope, receive, send) -> None:
 
     hub = current_hub()
     body = hub.stats() if hub is not None else {"streams": 0, "queued": 0}
-    body["deliveryTasks"] = sum(
-        1 for t in asyncio.all_tasks() if not t.done() and getattr(t.get_coro(), "__qualname__", "") == "EventStreamConsumer.deliver"
-    )
+    tasks = [t for t in asyncio.all_tasks() if not t.done()]
+    body["deliveryTasks"] = sum(1 for t in tasks if getattr(t.get_coro(), "__qualname__", "") == "EventStreamConsumer.deliver")
+    # Tasks running a stream consumer anywhere down their await chain (daphne's task per request
+    # runs the door, the router, then the consumer): a live stream under daphne has none.
+    body["streamTasks"] = sum(1 for t in tasks if _runs_a_consumer(t))
+    body["tasks"] = len(tasks)
+    # What a stream leaves behind in memory once it is gone: none of its objects (test-only cost).
+    gc.collect()
+    body["streamObjects"] = sum(1 for o in gc.get_objects() if type(o) in (Stream, LiveStream))
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": orjson.dumps(body)})

@@ -7,7 +7,11 @@ Two carriers, one per deployment (DESIGN.md §2):
   (`hub.py`). No database read per event.
 - embedded default (no Redis): every server process follows the outbox table itself (one
   follower thread per process, `hub.py`); a commit made inside a server process also wakes that
-  process's follower at once, others see it on their next poll.
+  process's follower at once, and any process on the host (another daphne process of `serve`,
+  a task worker, a management command) wakes the others with one datagram each: every server
+  process binds a Unix datagram socket in `<database file>.wake/` (`commit_listener`), and a
+  commit sends one empty datagram to each socket there (`_wake_other_processes`). Lost or
+  refused datagrams only cost latency: the follower's 100 ms poll still finds the event.
 
 `announce_committed` runs after commit (`transaction.on_commit` in `services.record_event`).
 """
@@ -15,7 +19,10 @@ Two carriers, one per deployment (DESIGN.md §2):
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -63,5 +70,73 @@ def announce_committed(event: Event) -> None:
             redis_client().publish(redis_channel(), wire_message(event))
         except Exception:  # noqa: BLE001 - the event is committed; live delivery is best effort
             logger.exception("could not publish %s to Redis; open streams miss it (resume still has it)", event.id)
+    else:
+        _wake_other_processes()
     for wake in list(local_wakeups):
         wake()
+
+
+# --- the embedded wake-up: one datagram per server process, no broker ---------------------------
+SUN_PATH_MAX = 100  # AF_UNIX paths are at most 107 bytes on Linux
+_sender: socket.socket | None = None
+
+
+def wake_dir() -> Path | None:
+    """Where the server processes of an embedded deployment listen for commits: beside its
+    SQLite file (one host by nature). None with Redis or without a database file."""
+    from django.db import connections
+
+    db = connections["default"].settings_dict
+    name = str(db.get("NAME") or "")
+    if settings.REDIS_URL or not db["ENGINE"].endswith("sqlite3") or not name or name == ":memory:" or name.startswith("file:"):
+        return None
+    directory = Path(f"{name}.wake")
+    return directory if len(str(directory)) + 12 <= SUN_PATH_MAX else None
+
+
+def _wake_other_processes() -> None:
+    global _sender
+    directory = wake_dir()
+    if directory is None:
+        return
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return  # no server process listens
+    mine = str(os.getpid())
+    if _sender is None:
+        _sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        _sender.setblocking(False)
+    for name in names:
+        if name == mine:
+            continue  # woken through local_wakeups
+        path = directory / name
+        try:
+            _sender.sendto(b"", str(path))
+        except ConnectionRefusedError:
+            path.unlink(missing_ok=True)  # bound by a process that is gone
+        except OSError:
+            pass  # a full queue (that process is awake anyway), a race with its exit
+
+
+def commit_listener(on_commit) -> socket.socket | None:
+    """This process's datagram socket in `wake_dir()` (None when there is none): the caller
+    reads it on its loop and calls `on_commit()`. Removed when the process exits normally; a
+    killed process's socket is removed by the first sender it refuses."""
+    directory = wake_dir()
+    if directory is None:
+        return None
+    try:
+        directory.mkdir(exist_ok=True)
+        path = directory / str(os.getpid())
+        path.unlink(missing_ok=True)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(str(path))
+        sock.setblocking(False)
+    except OSError:
+        logger.warning("no commit wake-up socket in %s; other processes' commits are seen by polling", directory)
+        return None
+    import atexit
+
+    atexit.register(path.unlink, missing_ok=True)
+    return sock

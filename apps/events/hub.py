@@ -9,8 +9,9 @@ in the issue, that does not scale past a few hundred streams).
   transaction began first and committed last waits for it instead of being overtaken).
 - Carrier = the follower's wake-up. Production (`REDIS_URL`): one Redis pub/sub subscription per
   process; each commit anywhere is published (fanout.announce_committed) and wakes every
-  process's follower at once. Embedded (no Redis): a commit made in this process wakes it; other
-  processes see it on the next poll. Waking on Redis instead of carrying the frame costs one log
+  process's follower at once. Embedded (no Redis): a commit made in this process wakes it, one
+  made in another process of the host sends it a datagram (fanout.commit_listener), and the
+  100 ms poll covers a lost one. Waking on Redis instead of carrying the frame costs one log
   read per process and burst, never per stream.
 - All database work of the hub (follower, slot leases, batched credential checks,
   and each connect's authentication, slot and resume) runs on the hub's own two threads, not
@@ -117,6 +118,10 @@ class Stream:
         self.queue: deque[tuple[tuple[int, str], bytes]] = deque()
         self.queue_size = queue_size
         self.wakeup = asyncio.Event()
+        # Set once the stream runs without a task of its own (consumer.LiveStream): called instead
+        # of `wakeup.set()` when there is something to do (frames queued, a ping, a resume after
+        # a pause, the stream closed).
+        self.kick: Callable[[], None] | None = None
         self.ping_due = False
         self.closed_reason: str | None = None
         # Set by the consumer once the stream is live: writes bytes to the client now (buffered
@@ -155,7 +160,7 @@ class Stream:
                 self.close("overflow")
                 return False
             self.queue.append(item)
-        self.wakeup.set()
+        self.wake()
         return False
 
     def ping(self) -> None:
@@ -165,7 +170,33 @@ class Stream:
             self._write_now(PING)
         else:
             self.ping_due = True
+            self.wake()
+
+    def wake(self) -> None:
+        """Something to do for whoever delivers what cannot be written at once."""
+        if self.kick is not None:
+            self.kick()
+        else:
             self.wakeup.set()
+
+    def drain(self) -> None:
+        """Write what waited (a ping, queued frames) in one write, if the stream can take it now.
+        For a stream without a task (`kick`); the task does the same itself."""
+        if self.closed_reason is not None or self.paused or self.write is None:
+            return
+        parts = []
+        if self.ping_due:
+            self.ping_due = False
+            parts.append(PING)
+        floor = self.floor
+        queue = self.queue
+        while queue:
+            key, frame = queue.popleft()
+            if floor is None or key > floor:
+                parts.append(frame)
+                self.sent += 1
+        if parts:
+            self._write_now(b"".join(parts))
 
     def _write_now(self, data: bytes) -> None:
         try:
@@ -179,7 +210,7 @@ class Stream:
             self.closed_reason = reason
             self.write = None
             self.queue.clear()
-            self.wakeup.set()
+            self.wake()
             hub = _hub
             if hub is not None:
                 hub.unregister(self)
@@ -210,12 +241,32 @@ class Hub:
         self._awaited: dict[str, float] = {}
         self._lately_read: dict[str, float] = {}
         self.direct_writes = 0  # batches written straight to a stream (stats, tests)
+        self._resumes: dict[tuple, _SharedResume] = {}
+        self._commit_socket = None  # embedded: woken by other processes' commits (fanout.py)
+        self.commit_wakeups = 0
+        self.resume_reads = 0  # resume reads run (stats: a reconnect storm shares them)
 
     # --- database on the hub's threads ---------------------------------------------------
     def run_db(self, fn: Callable, *args, retry: bool = False, **kwargs) -> asyncio.Future:
         """`fn(*args, **kwargs)` on a hub thread (see `_db_job` for `retry`). Submitted at once:
         the job runs even if the caller stops waiting for the returned future."""
         return self.loop.run_in_executor(self.db, partial(_db_job, fn, retry, *args, **kwargs))
+
+    async def resume(self, *, workspace_id: int, last_event_id: str, subscription: Subscription,
+                     types: frozenset[str]) -> tuple[list[tuple[tuple[int, str], bytes]], tuple[int, str]] | None:
+        """`resume_frames`, with one read for every stream that resumes from the same id with the
+        same types while that read waits for a hub thread (a reconnect storm: thousands of clients
+        of one workspace, most of them holding the same last id). Call after `register`."""
+        key = (workspace_id, last_event_id, types)
+        shared = self._resumes.get(key)
+        if shared is None or shared.started:
+            shared = self._resumes[key] = _SharedResume()
+            self.resume_reads += 1
+            shared.future = self.run_db(
+                shared.run, retry=True, workspace_id=workspace_id, last_event_id=last_event_id, types=types)
+            shared.future.add_done_callback(lambda _: self._resumes.get(key) is shared and self._resumes.pop(key))
+        read = await asyncio.shield(shared.future)
+        return None if read is None else for_subscription(read, subscription)
 
     def release_acquired_slot(self, acquiring: asyncio.Future) -> None:
         """Done-callback for an acquire whose stream was abandoned before it finished."""
@@ -241,6 +292,7 @@ class Hub:
             self._place = await self.run_db(self._start_place, retry=True)
             if self._follower is None:
                 fanout.local_wakeups.append(self._wake_from_any_thread)
+                self._listen_for_commits()
                 self._follower = asyncio.ensure_future(self._follow())
         if settings.REDIS_URL:
             import redis.asyncio as aioredis
@@ -302,6 +354,26 @@ class Hub:
             logger.warning("ignored a message on the event channel that is not an event announcement")
             return None
 
+    def _listen_for_commits(self) -> None:
+        """Embedded: another process's commit wakes the follower through a datagram (fanout.py)."""
+        sock = fanout.commit_listener(self._poke.set)
+        if sock is None:
+            return
+        self._commit_socket = sock
+
+        def readable() -> None:
+            try:
+                while True:
+                    sock.recv(64)
+                    self.commit_wakeups += 1
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                return
+            self._poke.set()
+
+        self.loop.add_reader(sock.fileno(), readable)
+
     def _wake_from_any_thread(self) -> None:
         self.loop.call_soon_threadsafe(self._poke.set)
 
@@ -328,10 +400,12 @@ class Hub:
                 next_poll = max(next_poll + period, self.loop.time())
             delay = next_poll - self.loop.time()
             if delay > 0 and not self._poke.is_set():
+                # A timer, not `wait_for` (which wraps the wait in a task of its own each poll).
+                timer = self.loop.call_later(delay, self._poke.set)
                 try:
-                    await asyncio.wait_for(self._poke.wait(), delay)
-                except asyncio.TimeoutError:
-                    pass
+                    await self._poke.wait()
+                finally:
+                    timer.cancel()
             self._poke.clear()
             try:
                 rows = await self.run_db(self._poll, retry=True)
@@ -377,8 +451,7 @@ class Hub:
             now = time.monotonic()
             if now >= next_ping:
                 next_ping = now + heartbeat
-                for stream in self.all_streams():
-                    stream.ping()
+                self._ping_all()  # not a loop here: its variable would keep a stream alive
             # Each duty on its own: a failing credential check must not starve lease renewal.
             if now >= next_lease:
                 next_lease = now + renew_every
@@ -386,6 +459,10 @@ class Hub:
             if now >= next_check:
                 next_check = now + check_every
                 await self._duty(self._close_revoked)
+
+    def _ping_all(self) -> None:
+        for stream in self.all_streams():
+            stream.ping()
 
     @staticmethod
     async def _duty(job: Callable) -> None:
@@ -427,6 +504,9 @@ class Hub:
                 task.cancel()
         if self._wake_from_any_thread in fanout.local_wakeups:
             fanout.local_wakeups.remove(self._wake_from_any_thread)
+        if self._commit_socket is not None:
+            self.loop.remove_reader(self._commit_socket.fileno())
+            self._commit_socket.close()
         self.db.shutdown(wait=True)
 
     # --- streams -------------------------------------------------------------------------
@@ -489,6 +569,8 @@ class Hub:
             "live": sum(1 for s in streams if s.write is not None),
             "paused": sum(1 for s in streams if s.paused),
             "directWrites": self.direct_writes,
+            "resumeReads": self.resume_reads,
+            "commitWakeups": self.commit_wakeups,
         }
 
 
@@ -519,6 +601,14 @@ def resume_frames(
     and filters: streams carry events in log order (the follower), so the client holds every
     event of its subscription up to its last id and none after it; rows not settled yet come
     live, in order, once they are."""
+    read = resume_rows(workspace_id=workspace_id, last_event_id=last_event_id, types=types)
+    return None if read is None else for_subscription(read, subscription)
+
+
+def resume_rows(*, workspace_id: int, last_event_id: str, types: frozenset[str]) -> ResumeRead | None:
+    """`resume_frames` before the stream's filters: every event of `types` after the id, each as
+    (log key, type, session id, frame), and the place reached. One read serves every stream that
+    resumes from the same id with the same types (`Hub.resume`)."""
     ms = event_id_ms(last_event_id)
     window_ms = settings.CONNECT_SSE_RESUME_SECONDS * 1000
     if ms is None or ms < int(time.time() * 1000) - window_ms or not types:
@@ -531,5 +621,29 @@ def resume_frames(
     rows, reached = selectors.read_log(after=place, limit=RESUME_MAX_EVENTS + 1, workspace_id=workspace_id, types=types)
     if len(rows) > RESUME_MAX_EVENTS:
         return None
-    frames = [((e.position, e.id), frame_for(e)) for e in rows if subscription.matches(e.type, e.session_id)]
-    return frames, reached.key()
+    return [((e.position, e.id), e.type, e.session_id, frame_for(e)) for e in rows], reached.key()
+
+
+ResumeRead = tuple[list[tuple[tuple[int, str], str, "str | None", bytes]], tuple[int, str]]
+
+
+def for_subscription(read: ResumeRead, subscription: Subscription):
+    rows, reached = read
+    return [(key, frame) for key, type_, session_id, frame in rows if subscription.matches(type_, session_id)], reached
+
+
+class _SharedResume:
+    """One resume read that streams resuming from the same place join while it waits for a hub
+    thread. A stream may join only a read that has not started: it registered before it asked,
+    so a read that starts later covers everything its live queue does not (the rule every
+    resume keeps: subscribe, then read). `started` is set on the hub thread before the read."""
+
+    __slots__ = ("started", "future")
+
+    def __init__(self) -> None:
+        self.started = False
+        self.future: asyncio.Future | None = None
+
+    def run(self, **kwargs) -> ResumeRead | None:
+        self.started = True
+        return resume_rows(**kwargs)

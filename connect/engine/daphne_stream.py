@@ -48,7 +48,8 @@ class FlowControlled(Protocol):
     """What a producer drives: the hub's Stream."""
 
     paused: bool
-    wakeup: Any
+
+    def wake(self) -> None: ...
 
     def close(self, reason: str) -> None: ...
 
@@ -65,7 +66,7 @@ class Producer:
 
     def resumeProducing(self) -> None:  # noqa: N802
         self.stream.paused = False
-        self.stream.wakeup.set()  # the stream's task drains what queued meanwhile
+        self.stream.wake()  # what queued meanwhile is written now
 
     def stopProducing(self) -> None:  # noqa: N802
         self.stream.paused = True
@@ -108,6 +109,22 @@ def abort(request: Any | None) -> None:
     transport = getattr(getattr(request, "channel", None), "transport", None)
     if transport is not None and hasattr(transport, "abortConnection"):
         transport.abortConnection()
+
+
+def finish(request: Any | None) -> None:
+    """End the response normally (the last chunk), as daphne does for `more_body: False`."""
+    if request is not None and _usable(request):
+        request.finish()
+
+
+def when_done(request: Any, callback: Callable[[], None]) -> bool:
+    """`callback()` once the response is finished or its connection lost (twisted.web's
+    `notifyFinish`, which daphne's own disconnect handling runs beside). False, and no callback,
+    when that has already happened: `notifyFinish` would then never fire."""
+    if not _usable(request):
+        return False
+    request.notifyFinish().addBoth(lambda _: callback())
+    return True
 
 
 def _usable(request: Any) -> bool:

@@ -29,8 +29,8 @@ class Stream:
     paused = False
     closed = None
 
-    class wakeup:  # noqa: N801 - stands in for the stream's asyncio.Event
-        set = staticmethod(lambda: None)
+    def wake(self) -> None:
+        pass
 
     def close(self, reason: str) -> None:
         self.closed = reason
