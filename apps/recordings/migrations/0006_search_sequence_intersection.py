@@ -40,20 +40,16 @@ def forwards(apps, schema_editor) -> None:
 
 
 def backwards(apps, schema_editor) -> None:
+    """The function, and intarray with its schema when this migration installed them there."""
     if schema_editor.connection.vendor != "postgresql":
         return
     with schema_editor.connection.cursor() as db:
         db.execute("DROP FUNCTION IF EXISTS recordings_sequences_and(integer[], integer[])")
-        db.execute(f"SELECT 1 FROM pg_extension WHERE extname = 'intarray' AND extnamespace = '{SCHEMA}'::regnamespace"
-                   if _schema_exists(db) else "SELECT 1 WHERE false")  # fmt: skip
+        db.execute("SELECT 1 FROM pg_extension AS e JOIN pg_namespace AS n ON n.oid = e.extnamespace"
+                   " WHERE e.extname = 'intarray' AND n.nspname = %s", [SCHEMA])  # fmt: skip
         if db.fetchone() is not None:
             db.execute("DROP EXTENSION intarray")
             db.execute(f"DROP SCHEMA IF EXISTS {SCHEMA}")
-
-
-def _schema_exists(db) -> bool:
-    db.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [SCHEMA])
-    return db.fetchone() is not None
 
 
 class Migration(migrations.Migration):
