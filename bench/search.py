@@ -217,7 +217,10 @@ def bench_database(db: Database, args: argparse.Namespace) -> dict:
                     raise RuntimeError(f"{e.name}: {problem}")
             for round_ in range(args.rounds):
                 for e in endpoints:
+                    cpu_before = rest.cpu_seconds(running[e.server].proc.pid) + backends_cpu_seconds(db)
                     r = rest.wrk(running[e.server].base, e, args.duration, args.connections, args.threads)
+                    cpu = rest.cpu_seconds(running[e.server].proc.pid) + backends_cpu_seconds(db) - cpu_before
+                    r["cpu_ms_per_request"] = 1000 * cpu / max(1, r["requests"])
                     r.pop("wrk_output", None)
                     r["drained_s"] = rest.drain(running, limit_s=args.drain)
                     load[e.name].append(r)
@@ -226,6 +229,7 @@ def bench_database(db: Database, args: argparse.Namespace) -> dict:
             out["load"] = [
                 {"endpoint": name, "server": server, "rps": median_of(rs, "rps"), "p50_ms": median_of(rs, "p50_ms"),
                  "p99_ms": median_of(rs, "p99_ms"), "errors": sum(r["non_2xx"] + r["socket_errors"] for r in rs),
+                 "cpu_ms_per_request": median_of(rs, "cpu_ms_per_request"),
                  "requests": sum(r["requests"] for r in rs), "rounds": rs}
                 for (name, rs), server in zip(load.items(), [e.server for e in endpoints])
             ]  # fmt: skip
@@ -233,6 +237,25 @@ def bench_database(db: Database, args: argparse.Namespace) -> dict:
     if "ten" in args.parts:
         out["ten"] = ten_workspaces(db, args)
     return out
+
+
+def backends_cpu_seconds(db: Database) -> float:
+    """CPU time used so far by the database's PostgreSQL backends (every server's; the idle
+    ones add nothing): with the server's own, the CPU an endpoint costs per request, the figure
+    a busy machine disturbs least. 0 on SQLite (in the server's process)."""
+    if db.kind != "postgres":
+        return 0.0
+    import psycopg
+
+    with psycopg.connect(db.url, autocommit=True) as conn:
+        pids = [pid for (pid,) in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")]  # fmt: skip
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def solo_latency(db: Database, args: argparse.Namespace) -> dict:
@@ -302,11 +325,11 @@ def report(results: list[dict], meta: dict, args: argparse.Namespace) -> str:
                              f"{row['max_ms']:.1f} |{then} {target} |")  # fmt: skip
             lines.append("")
         if "load" in r:
-            lines += [f"| at {args.connections} connections | req/s | p50 ms | p99 ms | errors |",
-                      "|---|---:|---:|---:|---:|"]
+            lines += [f"| at {args.connections} connections | req/s | p50 ms | p99 ms | errors | CPU ms per request |",
+                      "|---|---:|---:|---:|---:|---:|"]
             for row in r["load"]:
                 lines.append(f"| {row['endpoint']} | {row['rps']:.1f} | {row['p50_ms']:.0f} | {row['p99_ms']:.0f} | "
-                             f"{row['errors']} of {row['requests']} |")  # fmt: skip
+                             f"{row['errors']} of {row['requests']} | {row.get('cpu_ms_per_request', 0):.1f} |")  # fmt: skip
             connect = r["load"][0]
             lines.append("")
             ok = connect["rps"] >= TARGET_RPS
@@ -317,6 +340,10 @@ def report(results: list[dict], meta: dict, args: argparse.Namespace) -> str:
                     ok = ratio >= TARGET_VS_LIST
                     lines.append(f"- search / {row['endpoint']}: {ratio:.2f}× the req/s (target ≥ {TARGET_VS_LIST:g}×), "
                                  f"**{'met' if ok else 'NOT met'}**")  # fmt: skip
+                    if connect.get("cpu_ms_per_request") and row.get("cpu_ms_per_request"):
+                        lines.append(f"- the same by CPU per request (list ÷ search, servers and database together; "
+                                     f"what an idle machine's req/s would follow when both are CPU-bound): "
+                                     f"{row['cpu_ms_per_request'] / connect['cpu_ms_per_request']:.2f}×")  # fmt: skip
                     continue
                 if row["server"] == "baseline":
                     lines.append(f"- vs {row['endpoint']}: {ratio:.2f}× the req/s, same rounds")

@@ -5,7 +5,9 @@
     python -m bench.search_probe append --segments 5000 --appends 200
 
 `info`: the workspace's id and segment count, a fresh API key, and for each query the number of
-the workspace's segments it matches (the frequency the benchmark prints).
+the workspace's segments it matches (the frequency the benchmark prints); with `--sessions N`
+also the database's segment count and the ids of the workspace's newest N sessions with a
+transcript (bench/scale.py).
 `time`: search_transcripts() in process, per query p50/p99/max in ms (no HTTP).
 `append`: a session with N committed segments (bulk-written), then `appends` single-segment
 appends through services.append_committed_segments (the realtime path, with its event and
@@ -38,7 +40,7 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from apps.recordings import services  # noqa: E402
-from apps.recordings.models import Segment  # noqa: E402
+from apps.recordings.models import Segment, Session  # noqa: E402
 from apps.recordings.search import query_terms, search_transcripts  # noqa: E402
 from apps.recordings.search.sqlite import WORKSPACE_SHIFT  # noqa: E402
 from apps.recordings.search.terms import fts5_match  # noqa: E402
@@ -82,7 +84,11 @@ def info(args) -> dict:
         "segments": Segment.objects.filter(workspace=workspace).count(),
         "api_key": key,
         "matches": {q: matching_segments(workspace, q) for q in queries},
-    }
+        **({"total_segments": Segment.objects.count(),
+            "session_ids": list(Session.objects.filter(workspace=workspace, transcripts__isnull=False).distinct()
+                                .order_by("-created_at", "-id").values_list("id", flat=True)[: args.sessions])}
+           if args.sessions else {}),
+    }  # fmt: skip
 
 
 def time_queries(args) -> dict:
@@ -150,6 +156,7 @@ def main() -> None:
     p = sub.add_parser("info")
     p.add_argument("--workspace", required=True)
     p.add_argument("--queries", default="[]")
+    p.add_argument("--sessions", type=int, default=0, help="also the ids of the newest N sessions with a transcript")
     p = sub.add_parser("time")
     p.add_argument("--workspace", required=True)
     p.add_argument("--queries", required=True)

@@ -136,6 +136,48 @@ def test_postgresql_batches_give_the_same_pages(api, acme, alice_key, monkeypatc
     assert len(results["one"][0]) == 15 and len(results["one"][1]) == 12
 
 
+def test_postgresql_longer_queries_read_fewer_revisions():
+    """A window reads every word's row of each revision it reads, so its bound on revisions
+    shrinks with the words beyond SCANNED_WORDS, down to the first batch."""
+    read = postgresql.max_revisions_read
+    assert [read(n) for n in (1, 2, 3)] == [postgresql.MAX_SCANNED] * 3
+    assert read(4) == postgresql.MAX_SCANNED * 3 // 4 < read(3)
+    assert read(12) == read(60) == postgresql.FIRST_BATCH
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_postgresql_windows_of_many_words_still_reach_every_match(api, acme, alice_key, monkeypatch):
+    """With a window of a four-word query bounded to one revision read, paging still finds
+    every revision holding the four words in one segment, newest first, and no other."""
+    for i in range(6):
+        texts = ["the plan for the budget review" if i % 2 == 0 else "the plan", "budget review"]
+        factories.session(acme, committed=texts, at=at(i))
+    expected = walk(api, alice_key, query="the plan budget review")
+    monkeypatch.setattr(postgresql, "FIRST_BATCH", 1)
+    monkeypatch.setattr(postgresql, "MAX_SCANNED", 2)
+    monkeypatch.setattr(postgresql, "SCANNED_WORDS", 1)
+    assert postgresql.max_revisions_read(4) == 1
+    assert walk(api, alice_key, query="the plan budget review", limit=1) == expected
+    assert len(expected) == 3
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_postgresql_sequences_are_intersected_by_intarray_in_its_own_schema(db):
+    """Migration 0006: `recordings_sequences_and` is the sorted intersection (empty when there
+    is none, NULL for a missing row), and intarray's operators stay out of the search path, so
+    the built-in ones on integer[] are what every other query gets."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT recordings_sequences_and('{1,3,5,9}', '{3,4,5,10}'),"
+                       " recordings_sequences_and('{1,2}', '{3}'), recordings_sequences_and('{1}', NULL)")  # fmt: skip
+        assert cursor.fetchone() == ([3, 5], [], None)
+        cursor.execute("SELECT count(*) FROM pg_operator AS o JOIN pg_namespace AS n ON n.oid = o.oprnamespace"
+                       " WHERE o.oprname = '&' AND o.oprleft = 'integer[]'::regtype"
+                       " AND n.nspname = ANY (current_schemas(true))")  # fmt: skip
+        assert cursor.fetchone() == (0,)
+        cursor.execute("SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'intarray'")
+        assert cursor.fetchone() == ("connect_intarray",)
+
+
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
 def test_postgresql_the_rarest_word_leads(acme, globex):
     """Words are counted through the index by revision, in the workspace only, each count
@@ -358,7 +400,8 @@ def test_query_plan_is_keyed_by_workspace(acme, globex):
             for name, (query, values) in {
                 "driver": (sql, params),
                 "words": (postgresql_queries.WORDS_SQL, [acme.id, 500, "budget review"]),
-                "batch": postgresql_queries.batch_sql(acme.id, ["review", "budget"], None, None, None, None, 128, 4),
+                "batch": postgresql_queries.batch_sql(acme.id, ["review", "budget", "routine"], None, None, None,
+                                                      None, 128, 4),  # fmt: skip
                 "other word": (postgresql_queries.OTHER_WORD_SQL, [["t1", "t2"], "budget"]),
                 "texts": (postgresql_queries.TEXTS_SQL, [["t1", "t2"], [0, 1]]),
             }.items():
@@ -377,6 +420,10 @@ def test_query_plan_is_keyed_by_workspace(acme, globex):
             # A batch: the driver's range, and each other word's row of a revision by primary key.
             batch = explained["batch"]
             assert "revision_word_newest" in batch and "recordings_revisionword_pkey" in batch, batch
+            # The third word's row is read only while the first two share a sequence (a one-time
+            # filter over the intersection so far, in C), never merged into a join filter.
+            assert "One-Time Filter: (cardinality(" in batch and "OPERATOR(connect_intarray.&)" in batch, batch
+            assert "Join Filter" not in batch and "HashSetOp" not in batch, batch
             assert "segment_unique_sequence" in explained["texts"], explained["texts"]
             for name, plan in explained.items():
                 assert "Seq Scan" not in plan and "recordings_segment_search_vector" not in plan, (name, plan)

@@ -91,7 +91,7 @@ def search_transcripts(
     page = page[:limit]
 
     transcripts = Transcript.objects.select_related("session").in_bulk([hit.transcript_id for hit in page])
-    starts = segment_starts([(hit.transcript_id, hit.sequence) for hit in page])
+    starts = window.starts or segment_starts([(hit.transcript_id, hit.sequence) for hit in page])
     hits = [
         SearchHit(transcripts[hit.transcript_id], transcripts[hit.transcript_id].session,
                   make_snippet(window.texts[hit.transcript_id, hit.sequence], terms),

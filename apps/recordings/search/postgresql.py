@@ -6,16 +6,19 @@ transcript id DESC): "the newest revisions containing this word" is one index ra
 order. A window is found by reading the query's rarest word's range from where the window
 starts, in batches, and keeping the revisions whose other words' rows (looked up by primary
 key) share a sequence with it: those segments hold every word. The sequence lists are
-intersected in the database for the SQL_WORDS rarest words (no long list leaves it), in
-Python for any further ones, stopping once no revision of the batch is left. So a query costs the revisions it reads, never a whole
-posting list, whatever its words' frequencies; a window reads at most MAX_SCANNED revisions
-of the rarest word, and when those hold fewer than a window's matches it ends there (a page
-can then be short or empty, with a cursor, as on SQLite).
+intersected in the database for the SQL_WORDS rarest words (in C, one word after the other,
+each word's row read only while the intersection so far is not empty; no long list leaves
+the database), in Python for any further ones, stopping once no revision of the batch is left.
+So a query costs the revisions it reads, never a whole posting list, whatever its words'
+frequencies; a window reads at most MAX_SCANNED revisions of the rarest word (fewer for
+queries of more than SCANNED_WORDS words: `max_revisions_read`), and when those hold fewer
+than a window's matches it ends there (a page can then be short or empty, with a cursor, as
+on SQLite).
 
 Which word is rarest is counted through the same index, each count stopping at COUNT_CAP
 rows; among words of COUNT_CAP revisions or more (common ones) the order is alphabetical.
 
-The candidates' texts and session times are read in one more query. "Newest" is transcript
+The candidates' texts, starts and session times are read in one more query. "Newest" is transcript
 created_at (then id); a window's bounds are such pairs, both inclusive.
 """
 
@@ -32,7 +35,8 @@ from apps.recordings.search.postgresql_queries import OTHER_WORD_SQL, TEXTS_SQL,
 from apps.recordings.search.windows import CandidateWindow, WindowBounds
 
 FIRST_BATCH = 128  # revisions of the rarest word read first; each next batch is twice as many
-MAX_SCANNED = 400  # revisions of the rarest word one window reads at most
+MAX_SCANNED = 400  # revisions of the rarest word one window of up to SCANNED_WORDS words reads at most
+SCANNED_WORDS = 3  # longer queries read proportionally fewer revisions (never fewer than FIRST_BATCH)
 COUNT_CAP = 500  # a word's revisions are counted up to this many (which word is rarest)
 
 def rarest_first(db, terms: list[str], workspace_id: Any) -> list[str] | None:
@@ -60,7 +64,8 @@ def find_window(
             window.last, window.more = unchanged
             return window.settle(shown)
         matched: list[tuple[str, datetime, list[int]]] = []
-        resume, scanned, batch, oldest, exhausted = start, 0, min(FIRST_BATCH, MAX_SCANNED), None, False
+        max_scanned = max_revisions_read(len(words))
+        resume, scanned, batch, oldest, exhausted = start, 0, min(FIRST_BATCH, max_scanned), None, False
         while True:
             db.execute(*batch_sql(workspace_id, words, revision_kind, resume, through, down_to, batch, per_revision))
             rows = db.fetchall()
@@ -81,9 +86,9 @@ def find_window(
             if len(rows) < batch:
                 exhausted = True  # no older revisions contain the word (in a window shown: none left in it)
                 break
-            if scanned >= MAX_SCANNED:
+            if scanned >= max_scanned:
                 break
-            resume, batch = oldest, min(2 * batch, MAX_SCANNED - scanned)
+            resume, batch = oldest, min(2 * batch, max_scanned - scanned)
         _add_texts(db, matched[:max_revisions], window)
     if len(matched) > max_revisions:
         window.last, window.more = window_position(matched[max_revisions - 1]), True
@@ -97,6 +102,12 @@ def find_window(
     return window.settle(shown)
 
 
+def max_revisions_read(words: int) -> int:
+    """How many revisions of the rarest word a window of a query of `words` words reads at most:
+    every word's row of each is read, so the bound is on revisions times words."""
+    return min(MAX_SCANNED, max(FIRST_BATCH, MAX_SCANNED * SCANNED_WORDS // max(1, words)))
+
+
 def window_position(match: tuple[str, datetime, list[int]]) -> tuple[datetime, str]:
     transcript_id, created_at, _ = match
     return (created_at, transcript_id)
@@ -104,13 +115,14 @@ def window_position(match: tuple[str, datetime, list[int]]) -> tuple[datetime, s
 
 def _add_texts(db, matched: list[tuple[str, datetime, list[int]]], window: CandidateWindow) -> None:
     """The matched revisions (newest first) as the window's candidates, with their candidate
-    segments' texts and their sessions' times."""
+    segments' texts and starts and their sessions' times."""
     if not matched:
         return
     pairs = [(tid, seq) for tid, _, sequences in matched for seq in sequences]
     db.execute(TEXTS_SQL, [[tid for tid, _ in pairs], [seq for _, seq in pairs]])
-    for transcript_id, session_created, sequences, texts in db.fetchall():
+    for transcript_id, session_created, sequences, texts, starts in db.fetchall():
         window.created[transcript_id] = session_created
         window.texts.update(((transcript_id, seq), text) for seq, text in zip(sequences, texts))
+        window.starts.update(((transcript_id, seq), start) for seq, start in zip(sequences, starts))
     for transcript_id, _, sequences in matched:
         window.candidates[transcript_id] = sequences

@@ -20,7 +20,8 @@ WORDS_SQL = """
     FROM unnest(tsvector_to_array(to_tsvector('connect_search'::regconfig, %s))) AS q(word)
 """
 TEXTS_SQL = """
-    SELECT t.id, s.created_at, array_agg(seg.sequence ORDER BY seg.sequence), array_agg(seg.text ORDER BY seg.sequence)
+    SELECT t.id, s.created_at, array_agg(seg.sequence ORDER BY seg.sequence), array_agg(seg.text ORDER BY seg.sequence),
+           array_agg(seg.timestamp_start ORDER BY seg.sequence)
     FROM unnest(%s::varchar[], %s::integer[]) AS c(transcript_id, sequence)
     JOIN recordings_segment AS seg ON seg.transcript_id = c.transcript_id AND seg.sequence = c.sequence
     JOIN recordings_transcript AS t ON t.id = c.transcript_id
@@ -58,19 +59,24 @@ def batch_sql(workspace_id: Any, words: list[str], revision_kind: str | None, re
     with the sequences its rows for `words[:SQL_WORDS]` share (its segments that hold each of
     them), intersected in the database so that no long list leaves it: the first
     `per_revision` of them when that is every word, else all (the rest are checked after);
-    an empty array when they share none."""
+    an empty array or NULL when they share none.
+
+    The words are intersected one after the other in C (`recordings_sequences_and`, migration
+    0006), each in a subquery of its own that reads the word's row by primary key only while
+    the intersection so far is not empty (a one-time filter: OFFSET 0 keeps the subquery from
+    being merged into the join, where the test would come after the read)."""
     driver, params = driver_sql(workspace_id, words[0], revision_kind, resume, through, down_to, limit)
     others = words[1:SQL_WORDS]  # read when called: tests lower it
     cut = len(words) <= SQL_WORDS  # every word is in this batch's SQL
-    if not others:
-        shared = "d.sequences[1:%s]" if cut else "d.sequences"
-    else:
-        common = " INTERSECT ".join(["SELECT unnest(d.sequences)"] + [f"SELECT unnest(o{n}.sequences)"
-                                                                       for n in range(1, len(others) + 1)])  # fmt: skip
-        shared = f"ARRAY(SELECT s FROM ({common}) AS i(s) ORDER BY s{' LIMIT %s' if cut else ''})"
-    joins = "".join(f" LEFT JOIN recordings_revisionword AS o{n} ON o{n}.transcript_id = d.transcript_id"
-                    f" AND o{n}.word = %s" for n in range(1, len(others) + 1))  # fmt: skip
-    sql = (f"SELECT d.transcript_id, d.created_at, {shared} FROM ({driver}) AS d{joins}"
+    shared, joins = "d.sequences", []
+    for n in range(1, len(others) + 1):
+        gate = f"cardinality({shared}) > 0 AND " if n > 1 else ""
+        joins.append(f" LEFT JOIN LATERAL (SELECT recordings_sequences_and({shared}, o.sequences) AS s"
+                     f" FROM recordings_revisionword AS o WHERE {gate}o.transcript_id = d.transcript_id"
+                     f" AND o.word = %s OFFSET 0) AS a{n} ON true")  # fmt: skip
+        shared = f"a{n}.s"
+    selected = f"{shared}[1:%s]" if cut else shared
+    sql = (f"SELECT d.transcript_id, d.created_at, {selected} FROM ({driver}) AS d{''.join(joins)}"
            " ORDER BY d.created_at DESC, d.transcript_id DESC")  # fmt: skip
     # Parameters in the order of their placeholders: the cut, the driver's, the other words.
     return sql, [*([per_revision] if cut else []), *params, *others]

@@ -60,7 +60,9 @@ class CandidateWindow:
 
     `candidates` maps transcript id to candidate segment sequences, in walk order (newest
     first); `texts` holds the candidate segments' texts and `created` each candidate revision's
-    session created_at (the ranking's tie-break). `first` is None when there are no candidates."""
+    session created_at (the ranking's tie-break); `starts`, when the engine reads them with the
+    texts (PostgreSQL), the candidate segments' timestamp_start (else a page reads its hits'
+    starts itself). `first` is None when there are no candidates."""
 
     candidates: dict[str, list[int]]
     first: Position = None
@@ -68,6 +70,7 @@ class CandidateWindow:
     more: bool = False
     texts: dict[tuple[str, int], str] = field(default_factory=dict)
     created: dict[str, datetime] = field(default_factory=dict)
+    starts: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def settle(self, shown: WindowBounds | None) -> CandidateWindow:
         """The window found again for a cursor's `shown` bounds: when it still ends where it
