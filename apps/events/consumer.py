@@ -63,7 +63,7 @@ from apps.core.errors import (
 from apps.core.params import unknown_parameters
 from apps.events import filters, slots
 from apps.access.credentials import CredentialRef
-from apps.events.hub import PING, Stream, get_hub
+from apps.events.hub import Stream, get_hub
 from connect.engine import daphne_stream
 
 logger = logging.getLogger("connect.events")
@@ -308,21 +308,12 @@ class EventStreamConsumer(AsyncHttpConsumer):
                 stream.wakeup.clear()
                 if stream.closed_reason is not None or stream.paused:
                     continue
-                parts = []
-                if stream.ping_due:
-                    stream.ping_due = False
-                    parts.append(PING)
-                floor = stream.floor
-                while stream.queue:
-                    key, frame = stream.queue.popleft()
-                    if floor is None or key > floor:
-                        parts.append(frame)
-                        stream.sent += 1
-                if parts:
+                data = stream.pending()
+                if data:
                     if direct is not None:
-                        direct(b"".join(parts))  # synchronous: nothing can overtake it
+                        direct(data)  # synchronous: nothing can overtake it
                     else:
-                        await self.send_body(b"".join(parts), more_body=True)
+                        await self.send_body(data, more_body=True)
             # Closed by the server: a client that fell behind is cut off at once (its unread
             # bytes would sit in our buffers); otherwise the response ends normally.
             if stream.closed_reason == "overflow":

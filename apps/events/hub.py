@@ -184,6 +184,13 @@ class Stream:
         For a stream without a task (`kick`); the task does the same itself."""
         if self.closed_reason is not None or self.paused or self.write is None:
             return
+        data = self.pending()
+        if data:
+            self._write_now(data)
+
+    def pending(self) -> bytes:
+        """Everything that waited (a due ping, queued frames past the resume floor) as one write,
+        taken off the queue; counted as sent."""
         parts = []
         if self.ping_due:
             self.ping_due = False
@@ -195,8 +202,7 @@ class Stream:
             if floor is None or key > floor:
                 parts.append(frame)
                 self.sent += 1
-        if parts:
-            self._write_now(b"".join(parts))
+        return b"".join(parts)
 
     def _write_now(self, data: bytes) -> None:
         try:
