@@ -583,7 +583,7 @@ def bench_connect(name: str, args: argparse.Namespace, tmp: Path, root: Path = R
     port = free_port()
     label = f"{label}-{name}"
     server_log = open(tmp / f"{label}-server.log", "w")
-    server_env = {**env, "PYTHONPATH": str(root)}
+    server_env = {**env, "PYTHONPATH": str(root), **(args.head_env if root == ROOT else {})}
     server = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--workers", str(workers)],
                               cwd=root, env=server_env, stdout=server_log, stderr=subprocess.STDOUT,
                               start_new_session=True)
@@ -767,13 +767,17 @@ def main() -> int:
     parser.add_argument("--baseline", metavar="REF",
                         help="also run Connect at this git commit (a worktree), alternating with this checkout")
     parser.add_argument("--repeat", type=int, default=1, help="run every target this many times, in turn")
+    parser.add_argument("--head-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a variable for this checkout's server only (repeatable; not --baseline's, not nchan's), "
+                             "e.g. CONNECT_LOG_FORMAT=json LOG_LEVEL=INFO CONNECT_METRICS_TOKEN=x")
     args = parser.parse_args()
+    args.head_env = dict(pair.split("=", 1) for pair in args.head_env)
     if args.quick:
         args.streams, args.duration = 200, 10
     raise_nofile()
     meta = {"started": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"), "streams": args.streams,
             "rate": args.rate, "duration": args.duration, "readers": args.readers,
-            "loadavg_before": [round(x, 2) for x in os.getloadavg()]}
+            "loadavg_before": [round(x, 2) for x in os.getloadavg()], "head_env": sorted(args.head_env)}
     results = []
     targets = list(args.targets) + (["baseline"] if args.baseline else [])
     with tempfile.TemporaryDirectory(prefix="bench-sse-") as tmp_name, contextlib.ExitStack() as stack:
