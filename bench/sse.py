@@ -609,7 +609,7 @@ def bench_connect(name: str, args: argparse.Namespace, tmp: Path, root: Path = R
     port = free_port()
     label = f"{label}-{name}"
     server_log = open(tmp / f"{label}-server.log", "w")
-    server_env = {**env, "PYTHONPATH": str(root)}
+    server_env = {**env, "PYTHONPATH": str(root), **(args.head_env if root == ROOT else {})}
     stats_url = f"http://127.0.0.1:{port}/api/v1/events/_stats"
 
     def start_server() -> tuple[subprocess.Popen, list[int]]:
@@ -908,7 +908,11 @@ def main() -> int:
                              "reconnect every reader at once with its Last-Event-ID (C reader only)")
     parser.add_argument("--storm-at", type=float, default=0.4, help="when, as a fraction of --duration")
     parser.add_argument("--workers", type=int, help="daphne processes in production (default 2)")
+    parser.add_argument("--head-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a variable for this checkout's server only (repeatable; not --baseline's, not nchan's), "
+                             "e.g. CONNECT_LOG_FORMAT=json LOG_LEVEL=INFO CONNECT_METRICS_TOKEN=x")
     args = parser.parse_args()
+    args.head_env = dict(pair.split("=", 1) for pair in args.head_env)
     if args.quick:
         args.streams, args.duration = 200, 10
     if args.storm and args.reader != "c":
@@ -916,7 +920,7 @@ def main() -> int:
     raise_nofile()
     meta = {"started": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"), "streams": args.streams,
             "rate": args.rate, "duration": args.duration, "readers": args.readers,
-            "loadavg_before": [round(x, 2) for x in os.getloadavg()]}
+            "loadavg_before": [round(x, 2) for x in os.getloadavg()], "head_env": sorted(args.head_env)}
     results = []
     targets = list(args.targets) + (["baseline"] if args.baseline else [])
     with tempfile.TemporaryDirectory(prefix="bench-sse-") as tmp_name, contextlib.ExitStack() as stack:

@@ -382,7 +382,8 @@ def _record(attempt_token: str, attempted: list[tuple[Delivery, object, outbound
             key = (status, outcome.http_status, delivery.attempt_count, delivery.kind)
             groups.setdefault(key, (changes, []))[1].append(delivery.id)
             rows.append(DeliveryAttempt(
-                delivery_id=delivery.id, number=delivery.attempt_count + 1, started_at=started_at,
+                delivery_id=delivery.id, endpoint_id=delivery.endpoint_id, number=delivery.attempt_count + 1,
+                started_at=started_at,
                 completed_at=started_at + timedelta(milliseconds=outcome.duration_ms),
                 http_status=outcome.http_status, duration_ms=outcome.duration_ms, error=outcome.error,
             ))

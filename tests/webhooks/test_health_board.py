@@ -322,7 +322,48 @@ def test_aggregates_read_their_indexes(scene):
     ):
         text = plan(active.values("endpoint_id", "status").annotate(n=Count("*")).order_by())
         assert "SCAN webhooks_delivery" not in text and "status=?" in text, text
-    attempts = (DeliveryAttempt.objects.filter(started_at__gte=since)
-                .annotate(bucket=health.duration_bucket()).values("delivery__endpoint_id", "bucket")
-                .annotate(n=Count("*")).order_by())
-    assert "COVERING INDEX attempt_started" in plan(attempts), plan(attempts)
+    attempts = board_attempt_queries(scene["now"])
+    assert attempts and all("COVERING INDEX attempt_endpoint_started" in plan_of(sql) for sql in attempts[:1])
+    assert all("webhooks_delivery " not in plan_of(sql) + " " for sql in attempts), [plan_of(s) for s in attempts]
+
+
+def board_attempt_queries(now) -> list[str]:
+    """The SQL the board ran against the attempts table, as executed (parameters inlined)."""
+    with CaptureQueriesContext(connection) as queries:
+        health.board(now=now + timedelta(seconds=2))
+    return [q["sql"] for q in queries.captured_queries if 'FROM "webhooks_deliveryattempt"' in q["sql"]]
+
+
+def plan_of(sql: str) -> str:
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("EXPLAIN QUERY PLAN " + sql)
+            return " | ".join(row[-1] for row in cursor.fetchall())
+        cursor.execute("EXPLAIN " + sql)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's planner (SQLite: the test above)")
+def test_board_attempts_never_read_the_deliveries_on_postgresql(scene):
+    """At 1,000,000 deliveries the attempts query used to join a sequential scan of every
+    delivery for each attempt's endpoint; it now reads only the attempts' own index."""
+    # Make the tables look large enough that the planner would pick the join it picked at 1M,
+    # and forbid sequential scans so a plan that can only read the table shows itself.
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE webhooks_delivery")
+        cursor.execute("ANALYZE webhooks_deliveryattempt")
+        cursor.execute("SET LOCAL enable_seqscan = off")
+    queries = board_attempt_queries(scene["now"])
+    assert len(queries) == 2, queries  # durations by bucket, then the last errors
+    for sql in queries:
+        plan = plan_of(sql)
+        assert "webhooks_delivery " not in plan + " " and "on webhooks_delivery\n" not in plan + "\n", plan
+        assert "Seq Scan" not in plan and "attempt_endpoint_started" in plan, plan
+    # The old query (attempt -> delivery for the endpoint) does read the deliveries: the check can fail.
+    from django.db.models import Count
+    old = (DeliveryAttempt.objects.filter(started_at__gte=scene["now"] - timedelta(hours=24))
+           .values("delivery__endpoint_id").annotate(n=Count("*")).order_by())
+    sql, params = old.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, params)
+        assert "webhooks_delivery " in "\n".join(row[0] for row in cursor.fetchall()) + " "
