@@ -174,13 +174,21 @@ def model_hit(item: dict, query: str) -> dict:
     return search_hit_repr(SearchHit(transcript, transcript.session, snippet, segment.sequence, segment.timestamp_start))
 
 
+@pytest.mark.parametrize("sql_words", [postgresql_queries.SQL_WORDS, 1])
 @pytest.mark.parametrize(
     ("query", "params"),
     [("budget", {}), ("budget review", {}), ("Zürich", {}), ("budget", {"revisionKind": "final"}), ("budget", {"limit": 2})],
 )
-def test_hits_read_as_rows_are_the_models_hits_on_rest_and_mcp(api, acme, alice_key, query, params):
+def test_hits_read_as_rows_are_the_models_hits_on_rest_and_mcp(api, acme, alice_key, monkeypatch, query, params,
+                                                               sql_words):  # fmt: skip
     """The page reads what its hits show with the candidates' texts (rows, no model instances):
-    every item of every page is what the models give, through REST and MCP alike."""
+    every item of every page is what the models give, through REST and MCP alike. PostgreSQL
+    reads them in the batch that finds the revisions, or (words beyond SQL_WORDS, checked in
+    Python) in a statement of their own: the same."""
+    if sql_words != postgresql_queries.SQL_WORDS:
+        if connection.vendor != "postgresql":
+            pytest.skip("PostgreSQL's batches")
+        monkeypatch.setattr(postgresql_queries, "SQL_WORDS", sql_words)
     long = " ".join(f"word{i}" for i in range(50)) + " the budget review in Zürich " + "tail " * 40
     factories.session(acme, label=None, committed=["budget review", "Budget, budget!"], at=at(0))
     factories.session(acme, label="Zürich budget", committed=["budget in zürich", long], final=["budget review"],

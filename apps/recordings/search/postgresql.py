@@ -69,11 +69,13 @@ def find_window(
         # One word: every revision read matches, so the window's and one more (is there more?).
         first = max_revisions + 1 if len(words) == 1 else FIRST_BATCH
         resume, scanned, batch, oldest, exhausted = start, 0, min(first, max_scanned), None, False
+        in_batch = len(words) <= queries.SQL_WORDS  # the batch reads its matches' texts itself
         while True:
-            db.execute(*batch_sql(workspace_id, words, revision_kind, resume, through, down_to, batch, per_revision))
+            db.execute(*batch_sql(workspace_id, words, revision_kind, resume, through, down_to, batch, per_revision,
+                                  texts_for=max_revisions - len(matched)))  # fmt: skip
             rows = db.fetchall()
             scanned += len(rows)
-            alive = {transcript_id: sequences for transcript_id, _, sequences in rows if sequences}
+            alive = {row[0]: row[2] for row in rows if row[2]}
             for word in words[queries.SQL_WORDS:]:  # beyond those the batch intersected
                 if not alive:
                     break
@@ -81,7 +83,10 @@ def find_window(
                 found = dict(db.fetchall())
                 alive = {tid: kept for tid, sequences in alive.items() if tid in found
                          for also in [set(found[tid])] if (kept := [s for s in sequences if s in also])}  # fmt: skip
-            matched += [(tid, created_at, alive[tid][:per_revision]) for tid, created_at, _ in rows if tid in alive]
+            matched += [(row[0], row[1], alive[row[0]][:per_revision]) for row in rows if row[0] in alive]
+            if in_batch:
+                for transcript_id, _, _, *hit in rows:
+                    _add_hit(window, transcript_id, hit)
             if rows:
                 oldest = (instant(rows[-1][1]), rows[-1][0])
             if len(matched) > max_revisions:
@@ -92,7 +97,10 @@ def find_window(
             if scanned >= max_scanned:
                 break
             resume, batch = oldest, min(2 * batch, max_scanned - scanned)
-        _add_texts(db, matched[:max_revisions], window)
+        if not in_batch:
+            _add_texts(db, matched[:max_revisions], window)
+        for transcript_id, _, sequences in matched[:max_revisions]:
+            window.candidates[transcript_id] = sequences
     if len(matched) > max_revisions:
         window.last, window.more = window_position(matched[max_revisions - 1]), True
     elif exhausted:
@@ -133,17 +141,25 @@ def array_literal(values: list[str] | list[int]) -> str:
 
 
 def _add_texts(db, matched: list[tuple[str, int, list[int]]], window: CandidateWindow) -> None:
-    """The matched revisions (newest first) as the window's candidates, with their candidate
-    segments' texts and starts, and what a hit shows of each revision and its session."""
-    if not matched:
+    """What the window needs of the matched revisions (newest first), for a query whose batches
+    did not read it (`queries.TEXTS_SQL`)."""
+    if matched:
+        db.execute(TEXTS_SQL, [array_literal([tid for tid, _, _ in matched]),
+                               array_literal([array_literal(sequences) for _, _, sequences in matched])])  # fmt: skip
+        for transcript_id, *hit in db.fetchall():
+            _add_hit(window, transcript_id, hit)
+
+
+def _add_hit(window: CandidateWindow, transcript_id: str, hit: list[Any]) -> None:
+    """A matched revision's HIT_COLUMNS into the window: its candidate segments' texts and
+    starts, and what a hit shows of it and its session (nothing when they were not read, or
+    the revision or its segments are gone since)."""
+    kind, session_id, label, status, started, ended, created, sequences, texts, starts = hit
+    if kind is None or sequences is None:
         return
-    pairs = [(tid, seq) for tid, _, sequences in matched for seq in sequences]
-    db.execute(TEXTS_SQL, [array_literal([tid for tid, _ in pairs]), array_literal([seq for _, seq in pairs])])
-    for transcript_id, kind, session_id, label, status, started, ended, created, sequences, texts, starts in db.fetchall():
-        hit_session = HitSession(session_id, label, status, instant(started), instant(ended), instant(created))
-        window.revisions[transcript_id] = (HitTranscript(transcript_id, kind), hit_session)
-        window.created[transcript_id] = hit_session.created_at
-        window.texts.update(((transcript_id, seq), text) for seq, text in zip(sequences, texts))
-        window.starts.update(((transcript_id, seq), start) for seq, start in zip(sequences, starts))
-    for transcript_id, _, sequences in matched:
-        window.candidates[transcript_id] = sequences
+    session = HitSession(session_id, label, status, instant(started), instant(ended), instant(created))
+    window.revisions[transcript_id] = (HitTranscript(transcript_id, kind), session)
+    window.created[transcript_id] = session.created_at
+    for sequence, text, start in zip(sequences, texts, starts):
+        window.texts[transcript_id, sequence] = text
+        window.starts[transcript_id, sequence] = start
