@@ -2,6 +2,7 @@
 
     python -m bench.search_probe info --workspace bench --queries '["release", "zeppelin"]'
     python -m bench.search_probe time --workspace bench --queries '["release"]' --runs 30
+    python -m bench.search_probe cpu --workspace bench --queries '["release"]' --runs 20
     python -m bench.search_probe append --segments 5000 --appends 200
 
 `info`: the workspace's id and segment count, a fresh API key, and for each query the number of
@@ -9,6 +10,9 @@ the workspace's segments it matches (the frequency the benchmark prints); with `
 also the database's segment count and the ids of the workspace's newest N sessions with a
 transcript (bench/scale.py).
 `time`: search_transcripts() in process, per query p50/p99/max in ms (no HTTP).
+`cpu`: the CPU one search costs, per query: this process's (`process_time`) and its PostgreSQL
+backend's (utime + stime from /proc, so the server must run on this machine), in ms per run,
+after one warm-up run.
 `append`: a session with N committed segments (bulk-written), then `appends` single-segment
 appends through services.append_committed_segments (the realtime path, with its event and
 index maintenance), p50/p90/p99/max in ms, and the statements one more (untimed) append
@@ -109,6 +113,32 @@ def time_queries(args) -> dict:
     return out
 
 
+def backend_cpu_ms(pid: int) -> float:
+    """The CPU a PostgreSQL backend on this machine has used: utime + stime, in ms."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def cpu(args) -> dict:
+    if connection.vendor != "postgresql":
+        raise SystemExit("cpu: PostgreSQL only (the backend's CPU is read from /proc)")
+    workspace = Workspace.objects.get(slug=args.workspace)
+    with connection.cursor() as db:
+        db.execute("SELECT pg_backend_pid()")
+        pid = db.fetchone()[0]
+    out = {}
+    for query in json.loads(args.queries):
+        search_transcripts(workspace=workspace, query=query, limit=20)
+        client, backend = time.process_time(), backend_cpu_ms(pid)
+        for _ in range(args.runs):
+            search_transcripts(workspace=workspace, query=query, limit=20)
+        out[query] = {
+            "python_ms": (time.process_time() - client) * 1000 / args.runs,
+            "postgresql_ms": (backend_cpu_ms(pid) - backend) / args.runs,
+        }
+    return out
+
+
 def append(args) -> dict:
     workspace, _ = Workspace.objects.get_or_create(slug="append-probe", defaults={"name": "Append probe"})
     try:
@@ -161,11 +191,15 @@ def main() -> None:
     p.add_argument("--workspace", required=True)
     p.add_argument("--queries", required=True)
     p.add_argument("--runs", type=int, default=30)
+    p = sub.add_parser("cpu")
+    p.add_argument("--workspace", required=True)
+    p.add_argument("--queries", required=True)
+    p.add_argument("--runs", type=int, default=20)
     p = sub.add_parser("append")
     p.add_argument("--segments", type=int, default=5000)
     p.add_argument("--appends", type=int, default=200)
     args = parser.parse_args()
-    result = {"info": info, "time": time_queries, "append": append}[args.command](args)
+    result = {"info": info, "time": time_queries, "cpu": cpu, "append": append}[args.command](args)
     print(json.dumps(result))
 
 

@@ -15,7 +15,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
-from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.access.ratelimit import refund_sync
@@ -313,7 +312,7 @@ class TranscriptSearchApi(APIView):
         parameters=[QueryIn],
         responses={200: shapes.SEARCH_PAGE.ref(), **error_responses(400)},
     )
-    def get(self, request: Request) -> Response:
+    def get(self, request: Request) -> HttpResponse:
         query = validate_query(self.QueryIn, request)
         hits, next_cursor = search.search_transcripts(
             workspace=request.auth.workspace,
@@ -322,8 +321,7 @@ class TranscriptSearchApi(APIView):
             revision_kind=query.get("revisionKind"),
             cursor=query.get("cursor"),
         )
-        items = [search_hit_repr(h) for h in hits]
-        return Response({"items": items, "nextCursor": next_cursor})
+        return json_response({"items": [search_hit_repr(h) for h in hits], "nextCursor": next_cursor})
 
 
 class BoardListApi(APIView):

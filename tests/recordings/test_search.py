@@ -11,11 +11,13 @@ from django.db import IntegrityError, connection, transaction
 
 from apps.core.cursors import encode_cursor
 from apps.recordings import services
-from apps.recordings.models import Segment, Transcript
-from apps.recordings.search import postgresql_queries, sqlite
+from apps.recordings.models import Segment, Session, Transcript
+from apps.recordings.representations import search_hit_repr
+from apps.recordings.search import SearchHit, postgresql_queries, sqlite
 from apps.recordings.search.snippets import ELLIPSIS, make_snippet
 from apps.recordings.search.terms import query_terms
 from tests import factories
+from tests.mcp.test_tools import call, ok
 
 SEARCH = "/api/v1/transcripts/search"
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
@@ -157,6 +159,60 @@ def test_a_hit_says_where_its_match_is(api, acme, alice_key):
     services.append_committed_segments(session=session, segments=factories.segments(["zeppelin", "zeppelin ahead"]))
     (item,) = search(api, alice_key, query="zeppelin ahead")["items"]
     assert (item["sequence"], item["timestampStart"]) == (6, 2000)
+
+
+# --- Hits as rows: the same JSON as from the models -------------------------------------------
+
+
+def model_hit(item: dict, query: str) -> dict:
+    """The hit as the page answered it before it read rows (the revision and its session loaded
+    as model instances, the segment through the ORM), for the revision, segment and snippet
+    the page chose."""
+    transcript = Transcript.objects.select_related("session").get(id=item["transcriptId"])
+    segment = Segment.objects.get(transcript=transcript, sequence=item["sequence"])
+    snippet = make_snippet(segment.text, query_terms(query))
+    return search_hit_repr(SearchHit(transcript, transcript.session, snippet, segment.sequence, segment.timestamp_start))
+
+
+@pytest.mark.parametrize("sql_words", [postgresql_queries.SQL_WORDS, 1])
+@pytest.mark.parametrize(
+    ("query", "params"),
+    [("budget", {}), ("budget review", {}), ("Zürich", {}), ("budget", {"revisionKind": "final"}), ("budget", {"limit": 2})],
+)
+def test_hits_read_as_rows_are_the_models_hits_on_rest_and_mcp(api, acme, alice_key, monkeypatch, query, params,
+                                                               sql_words):  # fmt: skip
+    """The page reads what its hits show with the candidates' texts (rows, no model instances):
+    every item of every page is what the models give, through REST and MCP alike. PostgreSQL
+    reads them in the batch that finds the revisions, or (words beyond SQL_WORDS, checked in
+    Python) in a statement of their own: the same."""
+    if sql_words != postgresql_queries.SQL_WORDS:
+        if connection.vendor != "postgresql":
+            pytest.skip("PostgreSQL's batches")
+        monkeypatch.setattr(postgresql_queries, "SQL_WORDS", sql_words)
+    long = " ".join(f"word{i}" for i in range(50)) + " the budget review in Zürich " + "tail " * 40
+    factories.session(acme, label=None, committed=["budget review", "Budget, budget!"], at=at(0))
+    factories.session(acme, label="Zürich budget", committed=["budget in zürich", long], final=["budget review"],
+                      at=at(1))  # fmt: skip
+    factories.session(acme, label="Live one", committed=["the budget review, live"], at=at(2))
+    factories.session(acme, label="Done", committed=["review of the budget", "budget"], completed=True, at=at(3))
+    for n, session in enumerate(Session.objects.filter(workspace=acme)):  # started apart from created, in µs
+        Session.objects.filter(id=session.id).update(started_at=at(n) + timedelta(seconds=7, microseconds=1234 * n))
+    cursor, rest_items, mcp_items = None, [], []
+    while True:
+        page = search(api, alice_key, query=query, **params, **({"cursor": cursor} if cursor else {}))
+        rest_items += page["items"]
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert rest_items and all(item == model_hit(item, query) for item in rest_items)
+    arguments = {"query": query, **({"limit": params["limit"]} if "limit" in params else {})}
+    while "revisionKind" not in params:  # MCP's search_transcripts takes no revision kind
+        body = ok(call(alice_key, "search_transcripts", arguments))
+        mcp_items += body["items"]
+        if body["nextCursor"] is None:
+            assert mcp_items == rest_items
+            break
+        arguments["cursor"] = body["nextCursor"]
 
 
 # --- Snippets ----------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from apps.recordings.models import Transcript
 from apps.recordings.search import postgresql, postgresql_queries, sqlite, windows
 from apps.recordings.search import query_terms, search_transcripts
 from apps.recordings.search.scoring import segment_score
+from apps.recordings.search.windows import CandidateWindow
 from tests import factories
 from tests.servers import without_request_id
 
@@ -159,6 +160,20 @@ def test_postgresql_windows_of_many_words_still_reach_every_match(api, acme, ali
     assert postgresql.max_revisions_read(4) == 1
     assert walk(api, alice_key, query="the plan budget review", limit=1) == expected
     assert len(expected) == 3
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_postgresql_array_literals_and_instants_read_back_exactly(db):
+    """The engine sends its id and sequence lists as one array literal each, and reads
+    timestamps as microseconds since the epoch."""
+    values = ["plain", 'with "quotes"', "back\\slash", "comma,brace}{", " spaced ", "NULL", ""]
+    stamp = datetime(2026, 3, 1, 9, 0, 0, 123457, tzinfo=timezone.utc)
+    with connection.cursor() as db:
+        db.execute(f"SELECT %s::varchar[], %s::integer[], {postgresql_queries.epoch_us('%s::timestamptz')}",
+                   [postgresql.array_literal(values), postgresql.array_literal([3, -1, 0]), stamp])  # fmt: skip
+        strings, numbers, micros = db.fetchone()
+    assert (strings, numbers, postgresql.instant(micros)) == (values, [3, -1, 0], stamp)
+    assert postgresql.instant(None) is None
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
@@ -425,6 +440,10 @@ def test_query_plan_is_keyed_by_workspace(acme, globex):
             assert "One-Time Filter: (cardinality(" in batch and "OPERATOR(connect_intarray.&)" in batch, batch
             assert "Join Filter" not in batch and "HashSetOp" not in batch, batch
             assert "segment_unique_sequence" in explained["texts"], explained["texts"]
+            # Each candidate revision's transcript and session by key, never a join over all of them.
+            texts = explained["texts"]
+            assert "on recordings_transcript t" in texts and "on recordings_session s" in texts, texts
+            assert "Hash" not in texts, texts
             for name, plan in explained.items():
                 assert "Seq Scan" not in plan and "recordings_segment_search_vector" not in plan, (name, plan)
             db.execute(sql, params)
@@ -503,9 +522,13 @@ def test_sqlite_workspace_keys_are_spent_once_per_workspace(acme, globex):
 
 @pytest.mark.skipif("connection.vendor != 'sqlite'")
 def test_sqlite_candidate_times_are_aware_as_the_orm_returns_them(acme):
-    session = factories.session(acme, committed=["budget review"])
-    transcript = Transcript.objects.get(session=session)
-    texts, created = sqlite.candidate_texts({transcript.id: [0]})
-    assert texts == {(transcript.id, 0): "budget review"}
-    assert created == {transcript.id: Transcript.objects.get(id=transcript.id).session.created_at}
-    assert created[transcript.id].tzinfo is not None
+    session = factories.session(acme, committed=["budget review"], completed=True)  # started and ended
+    transcript = Transcript.objects.select_related("session").get(session=session)
+    window = CandidateWindow({transcript.id: [0]})
+    sqlite.add_candidate_texts(window)
+    assert window.texts == {(transcript.id, 0): "budget review"}
+    assert window.created == {transcript.id: transcript.session.created_at}
+    _, hit_session = window.revisions[transcript.id]
+    for name in ("started_at", "ended_at", "created_at"):
+        value = getattr(hit_session, name)
+        assert value == getattr(transcript.session, name) and (value is None or value.tzinfo is not None), name

@@ -7,11 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q
 
 import apps.recordings.search.postgresql as postgresql
 import apps.recordings.search.sqlite as sqlite
-from apps.recordings.models import Segment, Session, Transcript
 from apps.recordings.search.cursors import (
     PageStart,
     next_window_cursor,
@@ -22,19 +20,20 @@ from apps.recordings.search.cursors import (
 from apps.recordings.search.scoring import rank
 from apps.recordings.search.snippets import make_snippet
 from apps.recordings.search.terms import query_keys, query_terms
-from apps.recordings.search.windows import CandidateWindow, WindowBounds
+from apps.recordings.search.windows import CandidateWindow, HitSession, HitTranscript, WindowBounds
 from apps.tenancy.models import Workspace
 
 
 @dataclass(frozen=True)
 class SearchHit:
-    """One hit: a transcript revision, its session, and where it matches: its best candidate
-    segment (the best-scoring of its first CANDIDATE_SEGMENTS matching segments, the earliest
-    of equal ones, `scoring.rank`), the snippet cut from that segment's text, its sequence and
-    its start (milliseconds from the session start)."""
+    """One hit: a transcript revision, its session (rows of the fields shapes.SEARCH_HIT reads,
+    read with the candidates' texts), and where it matches: its best candidate segment (the
+    best-scoring of its first CANDIDATE_SEGMENTS matching segments, the earliest of equal ones,
+    `scoring.rank`), the snippet cut from that segment's text, its sequence and its start
+    (milliseconds from the session start)."""
 
-    transcript: Transcript
-    session: Session
+    transcript: HitTranscript
+    session: HitSession
     snippet: str
     sequence: int
     timestamp_start: int
@@ -50,17 +49,6 @@ def find_window(
     if connection.vendor == "postgresql":
         return postgresql.find_window(terms, workspace_id, revision_kind, start, shown)
     raise NotImplementedError(f"transcript search has no full-text index for {connection.vendor}")
-
-
-def segment_starts(segments: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    """The start of each (transcript id, sequence) segment that still exists."""
-    if not segments:
-        return {}
-    matching = Q()
-    for transcript_id, sequence in segments:
-        matching |= Q(transcript_id=transcript_id, sequence=sequence)
-    rows = Segment.objects.filter(matching).values_list("transcript_id", "sequence", "timestamp_start")
-    return {(transcript_id, sequence): start for transcript_id, sequence, start in rows}
 
 
 def search_transcripts(
@@ -90,14 +78,11 @@ def search_transcripts(
     has_more = len(page) > limit
     page = page[:limit]
 
-    transcripts = Transcript.objects.select_related("session").in_bulk([hit.transcript_id for hit in page])
-    starts = window.starts or segment_starts([(hit.transcript_id, hit.sequence) for hit in page])
+    # Everything a hit shows was read with the texts (in one statement, so a ranked hit has it all).
     hits = [
-        SearchHit(transcripts[hit.transcript_id], transcripts[hit.transcript_id].session,
-                  make_snippet(window.texts[hit.transcript_id, hit.sequence], terms),
-                  hit.sequence, starts[hit.transcript_id, hit.sequence])
+        SearchHit(*window.revisions[hit.transcript_id], make_snippet(window.texts[hit.transcript_id, hit.sequence], terms),
+                  hit.sequence, window.starts[hit.transcript_id, hit.sequence])
         for hit in page
-        if hit.transcript_id in transcripts and (hit.transcript_id, hit.sequence) in starts
     ]  # fmt: skip
     if not has_more:
         return hits, next_window

@@ -18,13 +18,14 @@ on SQLite).
 Which word is rarest is counted through the same index, each count stopping at COUNT_CAP
 rows; among words of COUNT_CAP revisions or more (common ones) the order is alphabetical.
 
-The candidates' texts, starts and session times are read in one more query. "Newest" is transcript
-created_at (then id); a window's bounds are such pairs, both inclusive.
+The candidates' texts and starts, with what their hits show of each revision and its session,
+are read in one more query. "Newest" is transcript created_at (then id); a window's bounds are
+such pairs, both inclusive.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection
@@ -32,9 +33,9 @@ from django.db import connection
 import apps.recordings.search.windows as windows
 import apps.recordings.search.postgresql_queries as queries
 from apps.recordings.search.postgresql_queries import OTHER_WORD_SQL, TEXTS_SQL, WORDS_SQL, batch_sql
-from apps.recordings.search.windows import CandidateWindow, WindowBounds
+from apps.recordings.search.windows import CandidateWindow, HitSession, HitTranscript, WindowBounds
 
-FIRST_BATCH = 128  # revisions of the rarest word read first; each next batch is twice as many
+FIRST_BATCH = 128  # revisions of the rarest word read first (of a query of one word: a window's and one); each next batch twice as many
 MAX_SCANNED = 400  # revisions of the rarest word one window of up to SCANNED_WORDS words reads at most
 SCANNED_WORDS = 3  # longer queries read proportionally fewer revisions (never fewer than FIRST_BATCH)
 COUNT_CAP = 500  # a word's revisions are counted up to this many (which word is rarest)
@@ -63,24 +64,31 @@ def find_window(
         if words is None:
             window.last, window.more = unchanged
             return window.settle(shown)
-        matched: list[tuple[str, datetime, list[int]]] = []
+        matched: list[tuple[str, int, list[int]]] = []  # (transcript id, created_at in µs, sequences)
         max_scanned = max_revisions_read(len(words))
-        resume, scanned, batch, oldest, exhausted = start, 0, min(FIRST_BATCH, max_scanned), None, False
+        # One word: every revision read matches, so the window's and one more (is there more?).
+        first = max_revisions + 1 if len(words) == 1 else FIRST_BATCH
+        resume, scanned, batch, oldest, exhausted = start, 0, min(first, max_scanned), None, False
+        in_batch = len(words) <= queries.SQL_WORDS  # the batch reads its matches' texts itself
         while True:
-            db.execute(*batch_sql(workspace_id, words, revision_kind, resume, through, down_to, batch, per_revision))
+            db.execute(*batch_sql(workspace_id, words, revision_kind, resume, through, down_to, batch, per_revision,
+                                  texts_for=max_revisions - len(matched)))  # fmt: skip
             rows = db.fetchall()
             scanned += len(rows)
-            alive = {transcript_id: sequences for transcript_id, _, sequences in rows if sequences}
+            alive = {row[0]: row[2] for row in rows if row[2]}
             for word in words[queries.SQL_WORDS:]:  # beyond those the batch intersected
                 if not alive:
                     break
-                db.execute(OTHER_WORD_SQL, [list(alive), word])
+                db.execute(OTHER_WORD_SQL, [array_literal(list(alive)), word])
                 found = dict(db.fetchall())
                 alive = {tid: kept for tid, sequences in alive.items() if tid in found
                          for also in [set(found[tid])] if (kept := [s for s in sequences if s in also])}  # fmt: skip
-            matched += [(tid, created_at, alive[tid][:per_revision]) for tid, created_at, _ in rows if tid in alive]
+            matched += [(row[0], row[1], alive[row[0]][:per_revision]) for row in rows if row[0] in alive]
+            if in_batch:
+                for transcript_id, _, _, *hit in rows:
+                    _add_hit(window, transcript_id, hit)
             if rows:
-                oldest = (rows[-1][1], rows[-1][0])
+                oldest = (instant(rows[-1][1]), rows[-1][0])
             if len(matched) > max_revisions:
                 break
             if len(rows) < batch:
@@ -89,7 +97,10 @@ def find_window(
             if scanned >= max_scanned:
                 break
             resume, batch = oldest, min(2 * batch, max_scanned - scanned)
-        _add_texts(db, matched[:max_revisions], window)
+        if not in_batch:
+            _add_texts(db, matched[:max_revisions], window)
+        for transcript_id, _, sequences in matched[:max_revisions]:
+            window.candidates[transcript_id] = sequences
     if len(matched) > max_revisions:
         window.last, window.more = window_position(matched[max_revisions - 1]), True
     elif exhausted:
@@ -108,21 +119,47 @@ def max_revisions_read(words: int) -> int:
     return min(MAX_SCANNED, max(FIRST_BATCH, MAX_SCANNED * SCANNED_WORDS // max(1, words)))
 
 
-def window_position(match: tuple[str, datetime, list[int]]) -> tuple[datetime, str]:
-    transcript_id, created_at, _ = match
-    return (created_at, transcript_id)
+def window_position(match: tuple[str, int, list[int]]) -> tuple[datetime, str]:
+    transcript_id, created_us, _ = match
+    return (instant(created_us), transcript_id)
 
 
-def _add_texts(db, matched: list[tuple[str, datetime, list[int]]], window: CandidateWindow) -> None:
-    """The matched revisions (newest first) as the window's candidates, with their candidate
-    segments' texts and starts and their sessions' times."""
-    if not matched:
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def instant(microseconds: int | None) -> datetime | None:
+    """A timestamp the queries read as microseconds since the epoch (`queries.epoch_us`), as the
+    ORM returns it (aware, UTC): exact, and a fraction of the cost of a timestamptz column
+    through Django's loader, which parses each in Python."""
+    return None if microseconds is None else EPOCH + timedelta(microseconds=microseconds)
+
+
+def array_literal(values: list[str] | list[int]) -> str:
+    """A PostgreSQL array literal of `values`, sent as one text parameter (the SQL casts it):
+    the client-side binding Django uses would quote each element in Python."""
+    return "{" + ",".join('"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
+
+
+def _add_texts(db, matched: list[tuple[str, int, list[int]]], window: CandidateWindow) -> None:
+    """What the window needs of the matched revisions (newest first), for a query whose batches
+    did not read it (`queries.TEXTS_SQL`)."""
+    if matched:
+        db.execute(TEXTS_SQL, [array_literal([tid for tid, _, _ in matched]),
+                               array_literal([array_literal(sequences) for _, _, sequences in matched])])  # fmt: skip
+        for transcript_id, *hit in db.fetchall():
+            _add_hit(window, transcript_id, hit)
+
+
+def _add_hit(window: CandidateWindow, transcript_id: str, hit: list[Any]) -> None:
+    """A matched revision's HIT_COLUMNS into the window: its candidate segments' texts and
+    starts, and what a hit shows of it and its session (nothing when they were not read, or
+    the revision or its segments are gone since)."""
+    kind, session_id, label, status, started, ended, created, sequences, texts, starts = hit
+    if kind is None or sequences is None:
         return
-    pairs = [(tid, seq) for tid, _, sequences in matched for seq in sequences]
-    db.execute(TEXTS_SQL, [[tid for tid, _ in pairs], [seq for _, seq in pairs]])
-    for transcript_id, session_created, sequences, texts, starts in db.fetchall():
-        window.created[transcript_id] = session_created
-        window.texts.update(((transcript_id, seq), text) for seq, text in zip(sequences, texts))
-        window.starts.update(((transcript_id, seq), start) for seq, start in zip(sequences, starts))
-    for transcript_id, _, sequences in matched:
-        window.candidates[transcript_id] = sequences
+    session = HitSession(session_id, label, status, instant(started), instant(ended), instant(created))
+    window.revisions[transcript_id] = (HitTranscript(transcript_id, kind), session)
+    window.created[transcript_id] = session.created_at
+    for sequence, text, start in zip(sequences, texts, starts):
+        window.texts[transcript_id, sequence] = text
+        window.starts[transcript_id, sequence] = start

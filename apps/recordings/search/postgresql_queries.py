@@ -11,6 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+def epoch_us(column: str) -> str:
+    """A timestamp column as microseconds since the epoch (exact: extract gives a numeric):
+    what the engine reads instead of timestamptz values (`postgresql.instant`)."""
+    return f"(extract(epoch FROM {column}) * 1000000)::bigint"
+
+
 # The query's words as the segments' search_vector holds them (its lexemes without the
 # workspace prefix: migration 0003's connect_search_vector), each with its count of revisions.
 WORDS_SQL = """
@@ -19,16 +25,47 @@ WORDS_SQL = """
     ) AS c)
     FROM unnest(tsvector_to_array(to_tsvector('connect_search'::regconfig, %s))) AS q(word)
 """
-TEXTS_SQL = """
-    SELECT t.id, s.created_at, array_agg(seg.sequence ORDER BY seg.sequence), array_agg(seg.text ORDER BY seg.sequence),
-           array_agg(seg.timestamp_start ORDER BY seg.sequence)
-    FROM unnest(%s::varchar[], %s::integer[]) AS c(transcript_id, sequence)
-    JOIN recordings_segment AS seg ON seg.transcript_id = c.transcript_id AND seg.sequence = c.sequence
-    JOIN recordings_transcript AS t ON t.id = c.transcript_id
-    JOIN recordings_session AS s ON s.id = t.session_id
-    GROUP BY t.id, s.created_at
+def hit_joins(revision: str, sequences: str, gate: str = "true") -> str:
+    """What a page needs of a matched revision (the column `revision`, its candidate sequences
+    `sequences`, an integer[]): its candidate segments' texts and starts (`y`), and what a hit
+    shows of the revision and its session (`x`: windows.HitTranscript, HitSession), selected
+    by HIT_COLUMNS. Each read by key, per revision (OFFSET 0 keeps the transcript's and
+    session's a lookup, not a hash join over every transcript and session of the database),
+    and only where `gate` holds (a one-time filter per revision): NULLs elsewhere. The three
+    aggregates read the same rows in the same order, so their arrays line up."""
+    return f"""
+    LEFT JOIN LATERAL (
+        SELECT t.revision_kind, s.id, s.label, s.status, {epoch_us("s.started_at")} AS started,
+               {epoch_us("s.ended_at")} AS ended, {epoch_us("s.created_at")} AS created
+        FROM recordings_transcript AS t JOIN recordings_session AS s ON s.id = t.session_id
+        WHERE {gate} AND t.id = {revision} OFFSET 0
+    ) AS x ON true
+    LEFT JOIN LATERAL (
+        SELECT array_agg(seg.sequence) AS sequences, array_agg(seg.text) AS texts,
+               array_agg(seg.timestamp_start) AS starts
+        FROM recordings_segment AS seg
+        WHERE {gate} AND seg.transcript_id = {revision} AND seg.sequence = ANY({sequences})
+    ) AS y ON true"""
+
+
+HIT_COLUMNS = "x.revision_kind, x.id, x.label, x.status, x.started, x.ended, x.created, y.sequences, y.texts, y.starts"
+
+# The matched revisions' hit columns, for revisions whose words were not all intersected in
+# their batch (`batch_sql` reads them itself otherwise): the ids, and each one's candidate
+# sequences as an array literal, in two arrays.
+TEXTS_SQL = f"""
+    SELECT r.transcript_id, {HIT_COLUMNS}
+    FROM unnest(%s::varchar[], %s::text[]) AS r(transcript_id, sequences)
+    {hit_joins("r.transcript_id", "r.sequences::integer[]")}
 """
-OTHER_WORD_SQL = "SELECT transcript_id, sequences FROM recordings_revisionword WHERE transcript_id = ANY(%s) AND word = %s"
+OTHER_WORD_SQL = (
+    "SELECT transcript_id, sequences FROM recordings_revisionword WHERE transcript_id = ANY(%s::varchar[]) AND word = %s"
+)
+
+
+def newest_first(alias: str = "") -> str:
+    """The walk order, newest revision first (`alias`: "d." for a subquery's columns)."""
+    return f"ORDER BY {alias}created_at DESC, {alias}transcript_id DESC"
 
 
 def driver_sql(workspace_id: Any, word: str, revision_kind: str | None, resume: Any, through: Any,
@@ -45,7 +82,7 @@ def driver_sql(workspace_id: Any, word: str, revision_kind: str | None, resume: 
             params += list(bound)
     sql = (
         "SELECT transcript_id, created_at, sequences FROM recordings_revisionword"
-        f" WHERE {' AND '.join(where)} ORDER BY created_at DESC, transcript_id DESC LIMIT %s"
+        f" WHERE {' AND '.join(where)} {newest_first()} LIMIT %s"
     )
     return sql, params + [limit]
 
@@ -54,12 +91,16 @@ SQL_WORDS = 8  # words a batch intersects in SQL (the rarest); the others, if an
 
 
 def batch_sql(workspace_id: Any, words: list[str], revision_kind: str | None, resume: Any, through: Any,
-              down_to: Any, limit: int, per_revision: int) -> tuple[str, list[Any]]:  # fmt: skip
+              down_to: Any, limit: int, per_revision: int, texts_for: int = 0) -> tuple[str, list[Any]]:  # fmt: skip
     """One batch: the `limit` newest revisions containing `words[0]` (as `driver_sql`), each
-    with the sequences its rows for `words[:SQL_WORDS]` share (its segments that hold each of
-    them), intersected in the database so that no long list leaves it: the first
-    `per_revision` of them when that is every word, else all (the rest are checked after);
-    an empty array or NULL when they share none.
+    with its created_at (`epoch_us`) and the sequences its rows for `words[:SQL_WORDS]` share
+    (its segments that hold each of them), intersected in the database so that no long list
+    leaves it: the first `per_revision` of them when that is every word, else all (the rest are
+    checked after); an empty array or NULL when they share none.
+
+    When that is every word, each row also has HIT_COLUMNS for the first `texts_for` matching
+    revisions of the batch (those a window still takes; NULLs for the others): a window of
+    such a query needs no other statement.
 
     The words are intersected one after the other in C (`recordings_sequences_and`, migration
     0006), each in a subquery of its own that reads the word's row by primary key only while
@@ -75,8 +116,22 @@ def batch_sql(workspace_id: Any, words: list[str], revision_kind: str | None, re
                      f" FROM recordings_revisionword AS o WHERE {gate}o.transcript_id = d.transcript_id"
                      f" AND o.word = %s OFFSET 0) AS a{n} ON true")  # fmt: skip
         shared = f"a{n}.s"
-    selected = f"{shared}[1:%s]" if cut else shared
-    sql = (f"SELECT d.transcript_id, d.created_at, {selected} FROM ({driver}) AS d{''.join(joins)}"
-           " ORDER BY d.created_at DESC, d.transcript_id DESC")  # fmt: skip
-    # Parameters in the order of their placeholders: the cut, the driver's, the other words.
-    return sql, [*([per_revision] if cut else []), *params, *others]
+    if not cut:
+        sql = (f"SELECT d.transcript_id, {epoch_us('d.created_at')}, {shared} FROM ({driver}) AS d{''.join(joins)}"
+               f" {newest_first('d.')}")  # fmt: skip
+        return sql, [*params, *others]
+    # Numbered in order: how many of the batch's revisions up to each one match (the window
+    # reads the texts of the first `texts_for` of them).
+    sql = f"""
+        SELECT b.transcript_id, {epoch_us("b.created_at")}, b.shared, {HIT_COLUMNS}
+        FROM (
+            SELECT *, count(*) FILTER (WHERE cardinality(shared) > 0) OVER ({newest_first()}) AS matched
+            FROM (SELECT d.transcript_id, d.created_at, {shared}[1:%s] AS shared
+                  FROM ({driver}) AS d{''.join(joins)}) AS i
+        ) AS b
+        {hit_joins("b.transcript_id", "b.shared", "b.matched <= %s AND cardinality(b.shared) > 0")}
+        {newest_first("b.")}
+    """
+    # Parameters in the order of their placeholders: the cut, the driver's, the other words,
+    # the texts' bound (in both joins).
+    return sql, [per_revision, *params, *others, texts_for, texts_for]

@@ -27,7 +27,7 @@ from django.db import connection
 
 import apps.recordings.search.windows as windows
 from apps.recordings.search.terms import fts5_match
-from apps.recordings.search.windows import CandidateWindow, WindowBounds
+from apps.recordings.search.windows import CandidateWindow, HitSession, HitTranscript, WindowBounds
 
 SEQUENCE_BITS = 24  # the rowid's low bits hold the sequence (migrations 0002, 0003)
 SEQUENCE_MASK = (1 << SEQUENCE_BITS) - 1
@@ -116,7 +116,7 @@ def find_window(
         # The step bound: the window ends where the walk stopped, at a revision's end.
         window.last, window.more = (resume + SEQUENCE_MASK) >> SEQUENCE_BITS << SEQUENCE_BITS, True
     if window.candidates:
-        window.texts, window.created = candidate_texts(window.candidates)
+        add_candidate_texts(window)
     return window.settle(shown)
 
 
@@ -165,34 +165,38 @@ def common_words_end(db: sqlite3.Cursor, terms: list[str], workspace_id: Any, st
     return None if row is None else (row[0] + 1) << SEQUENCE_BITS
 
 
-def candidate_texts(candidates: dict[str, list[int]]) -> tuple[dict[tuple[str, int], str], dict[str, datetime]]:
-    """The candidate segments' texts, and when each candidate revision's session was created
-    (the ranking's tie-break), in one query."""
-    pairs = [(t, seq) for t, sequences in candidates.items() for seq in sequences]
+def add_candidate_texts(window: CandidateWindow) -> None:
+    """The candidate segments' texts and starts, and what a hit shows of each candidate revision
+    and its session (its created_at is also the ranking's tie-break), in one query."""
+    pairs = [(t, seq) for t, sequences in window.candidates.items() for seq in sequences]
     values = ", ".join(["(?, ?)"] * len(pairs))
     # From the pairs into segments by the (transcript_id, sequence) index (CROSS JOIN fixes that
     # order, as SQLite would otherwise scan segments for a row-value IN). Up to 800 placeholders.
-    # created_at as text: the connection would parse it once per segment, where once per
+    # Timestamps as text: the connection would parse created_at once per segment, where once per
     # revision is needed.
     with raw_cursor() as raw:
         rows = raw.execute(
-            "SELECT seg.transcript_id, seg.sequence, seg.text, CAST(s.created_at AS TEXT)"
+            "SELECT seg.transcript_id, seg.sequence, seg.text, seg.timestamp_start, tr.revision_kind,"
+            " s.id, s.label, s.status, CAST(s.started_at AS TEXT), CAST(s.ended_at AS TEXT), CAST(s.created_at AS TEXT)"
             f" FROM (SELECT column1 AS t, column2 AS s FROM (VALUES {values}) AS v) AS p"
             " CROSS JOIN recordings_segment AS seg ON seg.transcript_id = p.t AND seg.sequence = p.s"
             " JOIN recordings_transcript AS tr ON tr.id = seg.transcript_id"
             " JOIN recordings_session AS s ON s.id = tr.session_id",
             [v for pair in pairs for v in pair],
         ).fetchall()
-    texts, created = {}, {}
-    for transcript_id, sequence, text, created_at in rows:
-        texts[transcript_id, sequence] = text
-        if transcript_id not in created:
-            created[transcript_id] = _aware(created_at)
-    return texts, created
+    for transcript_id, sequence, text, start, kind, session_id, label, status, started, ended, created in rows:
+        window.texts[transcript_id, sequence] = text
+        window.starts[transcript_id, sequence] = start
+        if transcript_id not in window.revisions:
+            session = HitSession(session_id, label, status, _aware(started), _aware(ended), _aware(created))
+            window.revisions[transcript_id] = (HitTranscript(transcript_id, kind), session)
+            window.created[transcript_id] = session.created_at
 
 
-def _aware(value: str) -> datetime:
+def _aware(value: str | None) -> datetime | None:
     """A timestamp read as text without the ORM: the naive UTC value Django wrote, made aware,
     as the ORM would return it."""
+    if value is None:
+        return None
     parsed = datetime.fromisoformat(value)
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 CANDIDATE_REVISIONS = 100  # the newest matching revisions that are ranked
 CANDIDATE_SEGMENTS = 4  # matching segments scored per revision (its first ones)
@@ -54,15 +54,34 @@ class WindowBounds:
     more: bool
 
 
+class HitTranscript(NamedTuple):
+    """What a hit shows of its revision (shapes.SEARCH_HIT reads these attributes)."""
+
+    id: str
+    revision_kind: str
+
+
+class HitSession(NamedTuple):
+    """What a hit shows of its session: shapes.SESSION_SUMMARY's fields, timestamps as aware
+    datetimes (as the ORM returns them)."""
+
+    id: str
+    label: str | None
+    status: str
+    started_at: datetime | None
+    ended_at: datetime | None
+    created_at: datetime
+
+
 @dataclass
 class CandidateWindow:
     """The candidate revisions of one window as an engine found them, and where the window lies.
 
     `candidates` maps transcript id to candidate segment sequences, in walk order (newest
-    first); `texts` holds the candidate segments' texts and `created` each candidate revision's
-    session created_at (the ranking's tie-break); `starts`, when the engine reads them with the
-    texts (PostgreSQL), the candidate segments' timestamp_start (else a page reads its hits'
-    starts itself). `first` is None when there are no candidates."""
+    first); `texts` holds the candidate segments' texts, `starts` their timestamp_start,
+    `created` each candidate revision's session created_at (the ranking's tie-break) and
+    `revisions` what a hit shows of the revision and its session: all read in the one query of
+    the texts, so a page needs no other. `first` is None when there are no candidates."""
 
     candidates: dict[str, list[int]]
     first: Position = None
@@ -71,6 +90,7 @@ class CandidateWindow:
     texts: dict[tuple[str, int], str] = field(default_factory=dict)
     created: dict[str, datetime] = field(default_factory=dict)
     starts: dict[tuple[str, int], int] = field(default_factory=dict)
+    revisions: dict[str, tuple[HitTranscript, HitSession]] = field(default_factory=dict)
 
     def settle(self, shown: WindowBounds | None) -> CandidateWindow:
         """The window found again for a cursor's `shown` bounds: when it still ends where it
