@@ -29,6 +29,7 @@ callable twice for one request (the read-only retry).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 from collections import deque
@@ -37,8 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
-from channels.db import database_sync_to_async
 from django.core.handlers.asgi import ASGIHandler
+from django.db import close_old_connections
 
 from apps.core.errors import Unavailable
 from connect.engine.faults import READ_ONLY_METHODS, discard_lost_connections
@@ -125,8 +126,37 @@ class Lanes:
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` on a lane, with Django's connection upkeep around it (as a consumer's
-        database_sync_to_async): one hop for a whole sync call. Raises `Overloaded` as `enter`."""
-        return await self.enter(database_sync_to_async(fn), *args)
+        database_sync_to_async does), in a copy of the caller's context: one hop for a whole
+        sync call. Raises `Overloaded` as `enter`.
+
+        The hop is the executor's own (`run_in_executor`), not asgiref's: `fn` is plain sync
+        code that calls no async code and waits for none, so it needs none of what
+        `sync_to_async` sets up per call (the thread-sensitive executor lookup, the event loop
+        recorded for a nested `async_to_sync`, every context variable copied back afterwards),
+        which cost a `get_session` call more than the call's own protocol code."""
+        lane = await self._acquire()
+        try:
+            loop = asyncio.get_running_loop()
+            work = loop.run_in_executor(self._executors[lane], contextvars.copy_context().run, _with_upkeep, fn, args)
+            try:
+                return await asyncio.shield(work)
+            except asyncio.CancelledError:
+                # The caller was cancelled (the client left): the lane stays taken until the
+                # sync code, which cannot be interrupted, has ended.
+                await asyncio.wait([work])
+                raise
+        finally:
+            self._release(lane)
+
+
+def _with_upkeep(fn: Callable[..., Any], args: tuple) -> Any:
+    # channels' database_sync_to_async: connections past their age (or, on PostgreSQL,
+    # every one: CONN_MAX_AGE 0 hands it back to the pool) are closed before and after.
+    close_old_connections()
+    try:
+        return fn(*args)
+    finally:
+        close_old_connections()
 
 
 _process_lanes: Lanes | None = None
