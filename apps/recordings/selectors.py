@@ -11,6 +11,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Count, Max, QuerySet
 
+from apps.access.credentials import ReadAlongside
 from apps.core.cursors import InvalidCursor, decode_cursor, encode_cursor
 from apps.core.errors import NotFound
 from apps.core.shapes import TIMESTAMP, Shape
@@ -27,16 +28,37 @@ def get_session(*, workspace: Workspace, session_id: str) -> Session:
         raise NotFound() from None
 
 
-def session_row(*, workspace: Workspace, session_id: str) -> Any:
+def session_row(*, workspace: Workspace, session_id: str, read: ReadAlongside | None = None) -> Any:
     """The session as a row of the fields its wire shape reads, timestamps in wire form
     (`session_row_repr` takes it): what REST's and MCP's session get answer from. One query
-    written once (`_SessionSql`), no ORM query building."""
-    with connection.cursor() as cursor:
-        cursor.execute(_SESSION_SQL.one(), [workspace.pk, session_id])
-        row = cursor.fetchone()
+    written once (`_SessionSql`), no ORM query building; none when admission already read it
+    with the API key (`read`, from `SessionAlongside`: the same columns, in the key's
+    workspace, which is `workspace`)."""
+    if read is not None and isinstance(read.alongside, SessionAlongside) and read.alongside.params[0] == session_id:
+        row = read.row
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(_SESSION_SQL.one(), [workspace.pk, session_id])
+            row = cursor.fetchone()
     if row is None:
         raise NotFound()
     return SESSION_ROWS.make(row)
+
+
+@dataclass(frozen=True)
+class SessionAlongside:
+    """`session_row`'s read, done in the API-key lookup's statement (apps/access/credentials.py
+    `Alongside`): the session of this id in the key's workspace."""
+
+    params: tuple
+    shape = "session"
+
+    def join(self, vendor: str, quote, workspace: str) -> tuple[list[str], str]:
+        return _SESSION_SQL.alongside(vendor, quote, workspace)
+
+
+def session_alongside(session_id: str) -> SessionAlongside:
+    return SessionAlongside((session_id,))
 
 
 class _SessionSql:
@@ -60,6 +82,20 @@ class _SessionSql:
             for f in SESSION_ROWS.fields
         )
         return table, select, names
+
+    def alongside(self, vendor: str, q, workspace: str) -> tuple[list[str], str]:
+        """`one()` as a LEFT JOIN on alias `a`: the same columns (the id first: NULL when there
+        is no such session), joined on the session's workspace and id."""
+        def column(field: str) -> str:
+            name = f"a.{q(Session._meta.pk.column if field == 'id' else Session._meta.get_field(field).column)}"
+            return iso_ms_sql(vendor, name) if field in SESSION_ROWS.stamps else name
+
+        assert SESSION_ROWS.fields[0] == "id"
+        join = (
+            f"LEFT JOIN {q(Session._meta.db_table)} a ON a.{q(Session._meta.get_field('workspace').column)} = "
+            f"{workspace} AND a.{q(Session._meta.pk.column)} = %s"
+        )
+        return [column(f) for f in SESSION_ROWS.fields], join
 
     def one(self) -> str:
         key = (connection.vendor, "one")
