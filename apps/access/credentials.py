@@ -34,6 +34,7 @@ from apps.core.errors import Forbidden, InsufficientScope, Unauthorized, Workspa
 from apps.core.text import NUL
 from apps.oauth.models import AccessToken, RefreshToken
 from apps.tenancy.models import API_KEY_PREFIX, ApiKey, Membership, Workspace, hash_api_key
+from connect.engine.postgresql import prepared
 
 # --- The rules -------------------------------------------------------------------------------
 
@@ -75,7 +76,8 @@ class Alongside(Protocol):
     apps/recordings/selectors.py); nothing is skipped: the key's rules are checked as always,
     and the row is used only once they hold.
 
-    `shape`: names the SQL (the statement is written once per vendor and shape). `join(vendor,
+    `shape`: names the SQL, an identifier (the statement is written and prepared once per vendor
+    and shape). `join(vendor,
     quote, workspace)`: `(select expressions, LEFT JOIN clause)`, the clause joining alias `a`
     on `workspace` (the key's workspace column) and the row's own conditions with `%s`
     placeholders; the first select expression is NULL when no row matched. `params`: those
@@ -197,12 +199,12 @@ KEY_LOOKUP = _KeyLookup()
 
 
 def _lookup_key(key_hash: str, alongside: Alongside | None = None) -> tuple | None:
-    with connection.cursor() as cursor:
-        if alongside is None:
-            cursor.execute(KEY_LOOKUP.sql(), [key_hash])
-        else:
-            cursor.execute(KEY_LOOKUP.sql_along(alongside), [*alongside.params, key_hash])
-        return cursor.fetchone()
+    # Prepared once per connection on PostgreSQL, where planning the joins cost more than
+    # running them (connect/engine/postgresql/prepared.py).
+    if alongside is None:
+        return prepared.fetchone("connect_key_lookup", KEY_LOOKUP.sql(), [key_hash])
+    name = f"connect_key_lookup_{alongside.shape}"
+    return prepared.fetchone(name, KEY_LOOKUP.sql_along(alongside), [*alongside.params, key_hash])
 
 
 def _aware(value: datetime | str | None) -> datetime | None:
