@@ -22,8 +22,10 @@ async_to_sync, as under WSGI.
 Relies on: asgiref's `ThreadSensitiveContext(executor=…)` (asgiref ≥ 3.8) naming the thread
 that `sync_to_async(thread_sensitive=True)` runs on; Django's `ASGIHandler.handle`,
 `get_response_async` and `load_middleware(is_async=…)`, overridden here (public methods of
-the handler class, pinned in tests/test_engine_pins.py); `BaseHandler.get_response` being
-callable twice for one request (the read-only retry).
+the handler class, pinned in tests/test_engine_pins.py), and the handler's `read_body`,
+`create_request`, `send_response`, `chunk_size` and `get_script_prefix`, which `handle` calls
+as Django's own does; `BaseHandler.get_response` being callable twice for one request (the
+read-only retry).
 """
 
 from __future__ import annotations
@@ -38,7 +40,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
-from django.core.handlers.asgi import ASGIHandler
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.http import FileResponse
+from django.urls import set_script_prefix
 from django.db import close_old_connections
 
 from apps.core.errors import Unavailable
@@ -203,6 +209,44 @@ class LaneASGIHandler(ASGIHandler):
     async def get_response_async(self, request):
         # thread_sensitive: the lane this request's ThreadSensitiveContext names.
         return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+
+    async def handle(self, scope, receive, send):
+        """Django's `ASGIHandler.handle` with one hop to the lane instead of three: the
+        request_started signal, the middleware chain and view, and the response's close (the
+        request_finished signal, which hands the database connection back) run in one call on
+        the lane, and the finished response is sent from the event loop. Django's handler hops
+        for each of the three and watches for a disconnect in a task of its own; a sync view
+        cannot be interrupted anyway, so a client that left gets its answer dropped by the
+        server instead. A streaming response is sent as Django sends it and closed after."""
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        try:
+            response = await sync_to_async(self.respond, thread_sensitive=True)(scope, body_file)
+            try:
+                await self.send_response(response, send)
+            except asyncio.CancelledError:
+                pass  # the client left while the answer was going out (as Django's handler)
+            if response.streaming:
+                await sync_to_async(response.close, thread_sensitive=True)()
+        finally:
+            body_file.close()
+
+    def respond(self, scope, body_file):
+        """On the lane: the whole request, up to a response ready to send (closed, unless it
+        streams: its content is produced while it is sent)."""
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        request, response = self.create_request(scope, body_file)
+        if request is not None:
+            response = self.get_response(request)
+            response._handler_class = self.__class__
+            if isinstance(response, FileResponse):
+                response.block_size = self.chunk_size  # as Django's run_get_response
+        if not response.streaming:
+            response.close()
+        return response
 
     def get_response(self, request):
         """The middleware chain and view; a read-only request whose database connection died
