@@ -119,9 +119,9 @@ def _parameters(serializer_class: type[serializers.Serializer]) -> dict[str, boo
     return {name: isinstance(field, serializers.ListField) for name, field in serializer_class().fields.items()}
 
 
-def validate_query(serializer_class: type[serializers.Serializer], request, also: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The validated parameters of `serializer_class`; `also`: parameters the view reads and
-    validates itself (known, so not refused, and not in the result)."""
+def query_data(serializer_class: type[serializers.Serializer], request, also: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The declared parameters' values to validate; a parameter not declared (nor in `also`)
+    is the 400 naming it."""
     fields = _parameters(serializer_class)
     refused = unknown_parameters([*fields, *also], request.query_params)
     if refused is not None:
@@ -129,11 +129,17 @@ def validate_query(serializer_class: type[serializers.Serializer], request, also
     # A plain dict, not the QueryDict: DRF reads a QueryDict as an HTML form, where `limit=`
     # means "not given". For an API, an empty value is an invalid one. List fields get every
     # value of a repeated parameter.
-    data = {
+    return {
         name: request.query_params.getlist(name) if fields[name] else request.query_params.get(name)
         for name in request.query_params
         if name in fields
     }
+
+
+def validate_query(serializer_class: type[serializers.Serializer], request, also: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The validated parameters of `serializer_class`; `also`: parameters the view reads and
+    validates itself (known, so not refused, and not in the result)."""
+    data = query_data(serializer_class, request, also)
     serializer = _serializer(serializer_class)
     try:
         # What `serializer_class(data=data).is_valid()` runs, on an instance kept per class and

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
 from apps.core.errors import InvalidRequest
-from apps.core.params import NoQuery, _parameters, expectation, invalid, unknown_parameters, validate_query
+from apps.core.params import NoQuery, expectation, invalid, query_data, validate_query
 from apps.events.api import EventListApi
 from apps.recordings.api import SessionListApi, TranscriptQuery, TranscriptRevisionsApi, TranscriptSearchApi
 from apps.webhooks.api import EndpointListApi
@@ -33,16 +33,7 @@ VALUES = {
 
 def fresh_serializer(serializer_class, request, also=()):
     """validate_query as it was: a serializer built for the request."""
-    fields = _parameters(serializer_class)
-    refused = unknown_parameters([*fields, *also], request.query_params)
-    if refused is not None:
-        raise refused
-    data = {
-        name: request.query_params.getlist(name) if fields[name] else request.query_params.get(name)
-        for name in request.query_params
-        if name in fields
-    }
-    serializer = serializer_class(data=data)
+    serializer = serializer_class(data=query_data(serializer_class, request, also))
     if not serializer.is_valid():
         name = next(name for name in serializer.fields if name in serializer.errors)
         codes = {getattr(error, "code", None) for error in serializer.errors[name]}
