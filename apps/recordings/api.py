@@ -146,6 +146,11 @@ class SessionListApi(APIView):
 class SessionDetailApi(APIView):
     permission_classes = [SESSIONS_READ]
 
+    def read_ahead(self, kwargs: dict[str, Any]) -> selectors.SessionAlongside | None:
+        """The session, read by admission in the API key's statement (apps/access/rest.py)."""
+        session_id = kwargs.get("id")
+        return selectors.session_alongside(session_id) if session_id and not holds_nul(session_id) else None
+
     @extend_schema(
         operation_id="getSession",
         summary="Read a session's metadata (no transcript segments)",
@@ -153,11 +158,6 @@ class SessionDetailApi(APIView):
         parameters=[IF_NONE_MATCH],
         responses={200: shapes.SESSION_ENVELOPE.ref(), 304: NOT_MODIFIED, **error_responses(400)},
     )
-    def read_ahead(self, kwargs: dict[str, Any]) -> selectors.SessionAlongside | None:
-        """The session, read by admission in the API key's statement (apps/access/rest.py)."""
-        session_id = kwargs.get("id")
-        return selectors.session_alongside(session_id) if session_id and not holds_nul(session_id) else None
-
     def get(self, request: Request, id: str) -> HttpResponse:
         validate_query(NoQuery, request)
         read = getattr(request._request, "read_ahead", None)
