@@ -62,3 +62,24 @@ def test_the_lookup_is_prepared_once_per_connection(alice_and_acme):
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE name = 'connect_test_once'")
         assert cursor.fetchone() == (1,)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PREPARE: PostgreSQL")
+def test_a_statement_whose_columns_a_migration_changed_is_prepared_again(alice_and_acme):
+    key = factories.api_key(alice_and_acme[0], factories.ALL_SCOPES)
+    sql, params = KEY_LOOKUP.sql(), [hash_api_key(key)]
+    expected = plain(sql, params)
+    assert prepared.fetchone("connect_test_changed", sql, params) == expected
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT data_type FROM information_schema.columns "
+                       "WHERE table_name = 'tenancy_workspace' AND column_name = 'name'")
+        (was,) = cursor.fetchone()
+        assert was == "character varying"
+        cursor.execute("SELECT character_maximum_length FROM information_schema.columns "
+                       "WHERE table_name = 'tenancy_workspace' AND column_name = 'name'")
+        (length,) = cursor.fetchone()
+        cursor.execute("ALTER TABLE tenancy_workspace ALTER COLUMN name TYPE text")
+        try:
+            assert prepared.fetchone("connect_test_changed", sql, params) == plain(sql, params)
+        finally:
+            cursor.execute(f"ALTER TABLE tenancy_workspace ALTER COLUMN name TYPE varchar({length})")

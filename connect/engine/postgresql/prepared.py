@@ -10,8 +10,9 @@ prepared in SQL, by name, through the same client-side cursor as every other que
 
 A connection's prepared names are remembered per driver connection (pooled connections are
 reused for the life of the process). A connection that lost them (`DISCARD ALL`, a pooler that
-hands over another server connection) answers `26000 invalid_sql_statement_name`: the statement
-is prepared again and run once more. Inside a transaction, where a failed statement would abort
+hands over another server connection) answers `26000 invalid_sql_statement_name`, and one
+whose statement returns a column a migration changed since answers `0A000` ("cached plan must
+not change result type"): the statement is prepared again and run once more. Inside a transaction, where a failed statement would abort
 the transaction, the statement runs unprepared.
 
 Relies on: `connection.connection` (the psycopg connection, weakly referenceable) and Django
@@ -27,6 +28,9 @@ from django.db import DatabaseError, connection
 
 INVALID_STATEMENT_NAME = "26000"
 DUPLICATE_PREPARED_STATEMENT = "42P05"
+# "cached plan must not change result type": a migration changed a column the statement
+# returns since it was prepared on this connection.
+FEATURE_NOT_SUPPORTED = "0A000"
 
 _prepared: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
@@ -53,9 +57,12 @@ def fetchone(name: str, sql: str, params: list[Any]) -> tuple | None:
             try:
                 cursor.execute(execute, params)
             except DatabaseError as error:
-                if attempt == 2 or getattr(error.__cause__, "sqlstate", None) != INVALID_STATEMENT_NAME:
+                state = getattr(error.__cause__, "sqlstate", None)
+                if attempt == 2 or state not in (INVALID_STATEMENT_NAME, FEATURE_NOT_SUPPORTED):
                     raise
-                names.discard(name)  # the connection lost its prepared statements
+                names.discard(name)  # the connection lost it, or its plan no longer fits the tables
+                if state == FEATURE_NOT_SUPPORTED:
+                    cursor.execute(f"DEALLOCATE {name}")
                 continue
             return cursor.fetchone()
     raise AssertionError("unreachable")
