@@ -135,7 +135,7 @@ def main() -> int:
                 for name in order if round_ % 2 == 0 else order[::-1]:
                     mcp = {"lua": MCP_POST_LUA, "path": "/mcp"} if ep.server == "mcp" else {}
                     cpu_before = cpu_seconds(servers[name].proc.pid)
-                    run = wrk(servers[name].base, ep, args.duration, args.connections, 2, **mcp)
+                    run = wrk(servers[name].base, ep, args.duration, args.connections, min(2, args.connections), **mcp)
                     run["cpu_ms_per_request"] = (cpu_seconds(servers[name].proc.pid) - cpu_before) * 1000 / max(1, run["requests"])
                     run.pop("wrk_output", None)
                     results.setdefault(ep.name, {}).setdefault(name, []).append(run)

@@ -3,7 +3,8 @@ counting instructions per request with callgrind where a shared machine's load c
 
     PYTHONPATH=. valgrind --tool=callgrind --callgrind-out-file=OUT python bench/asgi_requests.py --count 0
     PYTHONPATH=. valgrind --tool=callgrind --callgrind-out-file=OUT python bench/asgi_requests.py --count 200 --endpoint mcp
-    (--endpoint list | get | mcp: the sessions list, session get, MCP get_session)
+    (--endpoint list | get | mcp | transcript: the sessions list, session get, MCP get_session, a
+    flat transcript of the seeded session with the most segments)
 
 Per request = (instructions at --count 200 − at --count 0) / 200. Both runs first send
 --warmup requests to every endpoint.
@@ -31,8 +32,13 @@ os.environ.setdefault("CONNECT_DEVELOPMENT", "1")
 os.environ.setdefault("DATABASE_URL", f"sqlite:///{ROOT / 'bench' / 'data' / 'ab.sqlite3'}")
 
 
+ENDPOINTS = ("list", "get", "mcp", "transcript")
+
+
 def requests_for(endpoint: str, key: str, session_ids: list[str], n: int) -> tuple[str, str, bytes, list, bytes]:
     auth = [(b"authorization", f"Bearer {key}".encode())]
+    if endpoint == "transcript":  # fixture() puts the longest transcript's session first
+        return "GET", f"/api/v1/sessions/{session_ids[0]}/transcript", b"", auth, b""
     if endpoint == "list":
         return "GET", "/api/v1/sessions", b"", auth, b"limit=100"
     if endpoint == "get":
@@ -73,7 +79,7 @@ async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=50)
-    parser.add_argument("--endpoint", choices=["list", "get", "mcp"], default="list")
+    parser.add_argument("--endpoint", choices=ENDPOINTS, default="list")
     parser.add_argument("--phases", action="store_true", help="every endpoint, a callgrind dump after each")
     args = parser.parse_args()
     from connect.asgi import application
@@ -84,12 +90,20 @@ async def main() -> int:
         from apps.tenancy.models import Membership
         from tests import factories
 
+        from django.db.models import Count
+
+        from apps.recordings.models import Transcript
+
         membership = Membership.objects.filter(workspace__slug="bench").first()
         ids = list(Session.objects.filter(workspace=membership.workspace).values_list("id", flat=True)[:300])
-        return factories.api_key(membership, factories.ALL_SCOPES), ids
+        longest = (Transcript.objects.filter(workspace=membership.workspace, revision_kind="committed")
+                   .annotate(n=Count("segments")).order_by("-n").values_list("session_id", flat=True).first())  # fmt: skip
+        if longest in ids:
+            ids.remove(longest)
+        return factories.api_key(membership, factories.ALL_SCOPES), [longest, *ids]
 
     key, ids = await sync_to_async(fixture)()
-    for endpoint in ("list", "get", "mcp"):
+    for endpoint in ENDPOINTS:
         for n in range(args.warmup):
             assert await one(application, *requests_for(endpoint, key, ids, n)) == 200
     if not args.phases:
@@ -97,7 +111,7 @@ async def main() -> int:
             assert await one(application, *requests_for(args.endpoint, key, ids, n)) == 200
         return 0
     dump("warmup")
-    for endpoint in ("list", "get", "mcp"):
+    for endpoint in ENDPOINTS:
         for n in range(args.count):
             assert await one(application, *requests_for(endpoint, key, ids, n)) == 200
         dump(endpoint)

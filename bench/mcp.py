@@ -119,6 +119,17 @@ def start_sdk(url: str, workers: int) -> Target:
     return target
 
 
+def profile(target: Target, seconds: float, label: str) -> list[str]:
+    """py-spy on each of the target's worker processes (`serve`'s daphne children) for `seconds`."""
+    from bench.rest import profile_during
+
+    pids = [int(p) for p in subprocess.run(["pgrep", "-P", str(target.process.pid)], text=True,
+                                           stdout=subprocess.PIPE).stdout.split()]  # fmt: skip
+    out_dir = ROOT / "var" / "bench"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return profile_during(pids, seconds, out_dir, f"mcp-{label}-{time.strftime('%Y%m%dT%H%M%S')}")
+
+
 def call_body(tool: str, arguments: dict, rid: int) -> str:
     meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
     return json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
@@ -185,6 +196,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=float, default=2)
     parser.add_argument("--quick", action="store_true", help="1 round of 3 s (a smoke run)")
+    parser.add_argument("--profile", action="store_true",
+                        help="py-spy Connect's daphne workers during its first round of each tool and its first "
+                             "1-connection run (raw collapsed stacks in var/bench/)")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.duration, args.warmup = 1, 3, 1
@@ -212,6 +226,8 @@ def main() -> int:
                 order = targets if round_no % 2 == 0 else targets[::-1]
                 for target in order:
                     drain({}, limit_s=15)
+                    if args.profile and target is connect and round_no == 0:
+                        results.setdefault("profiles", []).extend(profile(connect, args.duration, f"{tool}-32"))
                     run = wrk(target, key, tool, REST_SEARCH_PATHS if target is rest else tool_bodies, args.duration,
                               args.connections, args.threads)
                     runs[target.name].append(run)
@@ -231,6 +247,8 @@ def main() -> int:
                 series["ratio_to_rest"] = series["connect"]["rps_median"] / series["rest"]["rps_median"]
             results["series"][tool] = series
         drain({}, limit_s=15)
+        if args.profile:
+            results.setdefault("profiles", []).extend(profile(connect, args.duration, "get_session-1"))
         one = [wrk(connect, key, "get_session", bodies["get_session"], args.duration, 1, 1) for _ in range(args.rounds)]
         results["get_session_1_connection_p50_ms"] = statistics.median(r["p50_ms"] for r in one)
         one_sdk = [wrk(sdk, key, "get_session", bodies["get_session"], args.duration, 1, 1)

@@ -135,10 +135,10 @@ def gunicorn_server(db: Database, workers: int) -> Server:
     return Server(f"connect-gunicorn-{db.label}", command, db.env(), port, "/.well-known/oauth-protected-resource")
 
 
-def profile_during(server: Server, seconds: float, out_dir: Path, label: str) -> list[str]:
+def profile_during(pids: list[int], seconds: float, out_dir: Path, label: str) -> list[str]:
     """Start py-spy on each worker process for `seconds`; returns the files it will write."""
     files = []
-    for pid in server.child_pids():
+    for pid in pids:
         path = out_dir / f"profile-{label}-{pid}.txt"
         subprocess.Popen(
             [PY_SPY, "record", "--pid", str(pid), "--duration", str(int(seconds)), "--format", "raw",
@@ -296,7 +296,7 @@ def bench_database(db: Database, args: argparse.Namespace, run_dir: Path) -> lis
                 server = running[e.server]
                 profiles = []
                 if args.profile and e.server == "connect" and round_ == 1:
-                    profiles = profile_during(server, args.duration, run_dir, f"{db.label}-{slug(e.name)}")
+                    profiles = profile_during(server.child_pids(), args.duration, run_dir, f"{db.label}-{slug(e.name)}")
                 r = wrk(server.base, e, args.duration, args.connections, args.threads)
                 r["bytes_per_response"] = r["mb_per_s"] * 1e6 / r["rps"] if r["rps"] else 0.0
                 r["drained_s"] = round(drain(running), 2)

@@ -130,3 +130,55 @@ def test_building_the_application_leaves_the_serving_context_as_it_was():
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], env=env, capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parent.parent, timeout=120)
     assert out.stdout.strip().splitlines()[-1:] == ["True"], out.stderr[-2000:]
+
+
+def test_the_one_hop_handler_sends_what_djangos_handler_sends(transactional_db, settings):
+    """LaneASGIHandler.handle (one hop to the lane) against Django's own ASGIHandler.handle
+    (three hops and a disconnect watch), on the same handler and requests: the same messages."""
+    import functools
+
+    from django.core.handlers.asgi import ASGIHandler
+
+    from connect.engine.lanes import LaneASGIHandler, Lanes
+    from tests import factories
+
+    settings.CONNECT_RATE_LIMIT_PER_CREDENTIAL = settings.CONNECT_RATE_LIMIT_PER_WORKSPACE = 0
+    acme = factories.workspace("acme")
+    key = factories.api_key(factories.member(acme, "alice@acme.test"), factories.ALL_SCOPES)
+    session = factories.session(acme, label="Kickoff", committed=["hello there", "and again"])
+    handler = LaneASGIHandler(Lanes(2, queue_timeout=30))
+    requests = [
+        ("GET", f"/api/v1/sessions/{session.id}", b""), ("GET", "/api/v1/sessions", b"limit=2"),
+        ("GET", "/api/v1/sessions", b"limit=0"), ("GET", "/api/v1/sessions/no-such-session", b""),
+        ("GET", f"/api/v1/sessions/{session.id}/transcript", b"format=vtt"),
+        ("GET", f"/api/v1/sessions/{session.id}/transcript", b""), ("HEAD", f"/api/v1/sessions/{session.id}", b""),
+        ("POST", "/api/v1/webhooks", b""), ("GET", "/healthz", b""), ("GET", "/no/such/page", b""),
+    ]  # fmt: skip
+
+    async def run(handle, method: str, path: str, query: bytes) -> list[dict]:
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+            "path": path, "raw_path": path.encode(), "query_string": query, "root_path": "",
+            "headers": [(b"host", b"testserver"), (b"authorization", f"Bearer {key}".encode())],
+            "client": ("127.0.0.1", 5000), "server": ("testserver", 80),
+        }  # fmt: skip
+        given, sent = False, []
+
+        async def receive():
+            nonlocal given
+            if not given:
+                given = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+            await asyncio.Event().wait()  # the client stays
+
+        async def send(message):
+            sent.append(message)
+
+        await handler.lanes.enter(handle, scope, receive, send)
+        return sent
+
+    for method, path, query in requests:
+        ours = asyncio.run(run(handler.handle, method, path, query))
+        djangos = asyncio.run(run(functools.partial(ASGIHandler.handle, handler), method, path, query))
+        assert ours == djangos, (method, path, query)
+        assert ours[0]["type"] == "http.response.start"

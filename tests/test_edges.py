@@ -363,3 +363,24 @@ def test_the_private_names_the_adaptation_relies_on_exist():
         for name in path.split("."):
             assert hasattr(target, name), (module, path)
             target = getattr(target, name)
+
+
+def test_the_channel_builds_requests_without_twisteds_form_parsing():
+    """daphne hands the raw body to the application; Twisted's own parse of a POST's
+    Content-Type and form body into `request.args` (read by nothing) is skipped."""
+    channel = http_limits.LimitAnsweringChannel()
+    built = []
+    channel.requestFactory = lambda *args, **kwargs: built.append((args, kwargs)) or "request"
+    assert channel.requestFactory(channel, 0) == "request"
+    assert built == [((channel, 0), {"parsePOSTFormSubmission": False})]
+
+
+@pytest.mark.e2e
+def test_a_form_body_still_reaches_the_application(limits_server):
+    # The OAuth token endpoint reads its form body: a grant type it knows, from an unknown
+    # client, is refused for the client; without the body it would be an unknown grant type.
+    with httpx.Client(base_url=limits_server, timeout=60) as http:
+        known = http.post("/api/auth/oauth2/token", data={"grant_type": "client_credentials", "client_id": "nobody"})
+        empty = http.post("/api/auth/oauth2/token", content=b"", headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert known.json()["error"] == "invalid_client", known.text
+    assert empty.json()["error"] == "unsupported_grant_type", empty.text

@@ -75,6 +75,38 @@ def test_waiting_requests_take_the_lane_in_arrival_order_and_a_client_that_leave
     asyncio.run(scenario())
 
 
+def test_a_sync_call_runs_on_a_lane_in_the_callers_context_and_a_cancelled_caller_holds_the_lane_until_it_ends():
+    import contextvars
+    import threading
+
+    marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker")
+
+    async def scenario():
+        lanes = Lanes(1, queue_timeout=600)
+        marker.set("the caller's")
+        seen = await lanes.run(lambda: (threading.current_thread().name, marker.get()))
+        assert seen[0].startswith("lane-0") and seen[1] == "the caller's"
+
+        started, finish = threading.Event(), threading.Event()
+
+        def hold():
+            started.set()
+            assert finish.wait(600)
+            return "held"
+
+        caller = asyncio.create_task(lanes.run(hold))
+        await asyncio.get_running_loop().run_in_executor(None, started.wait)
+        caller.cancel()
+        await asyncio.sleep(0.05)
+        assert not lanes._free  # the sync code still runs: its lane is not handed out
+        finish.set()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        assert lanes._free == [0] and not lanes._waiting
+
+    asyncio.run(scenario())
+
+
 @pytest.mark.e2e
 def test_a_saturated_server_sheds_rest_and_mcp_with_503_and_keeps_answering_probes(tmp_path, transactional_db):
     alice = factories.member(factories.workspace("acme"), "alice@acme.test")

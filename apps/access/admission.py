@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from apps.access.credentials import authenticate_bearer
+from apps.access.credentials import Alongside, ReadAlongside, authenticate_bearer_along
 from apps.access.principal import Principal
 from apps.access.ratelimit import RateDecision, check_rate_limit_sync
 from apps.access.render import error_headers
@@ -31,6 +31,8 @@ class Admission:
     principal: Principal | None
     rate: RateDecision | None
     error: ApiError | None
+    # The row `admit(alongside=…)` read with the credential (None: not read).
+    alongside: ReadAlongside | None = None
 
     def headers(self) -> list[tuple[str, str]]:
         """The headers every answer to this request carries: the rate limit's, and on a
@@ -40,10 +42,12 @@ class Admission:
         return self.rate.headers() if self.rate is not None else []
 
 
-def admit(authorization: str | None, *, audiences: Collection[str]) -> Admission:
-    """`audiences`: the resources this entry point accepts (apps/access/audience.py)."""
+def admit(authorization: str | None, *, audiences: Collection[str], alongside: Alongside | None = None) -> Admission:
+    """`audiences`: the resources this entry point accepts (apps/access/audience.py).
+    `alongside`: a row the endpoint will read, read in an API key's statement (credentials.py);
+    it is returned only with a principal that passed every check and the rate limit."""
     try:
-        principal = authenticate_bearer(authorization, audience=audiences)
+        principal, along = authenticate_bearer_along(authorization, audience=audiences, alongside=alongside)
     except ApiError as error:
         return Admission(principal=None, rate=None, error=error)
     # The request's log context names the credential by id (on a thread that did not copy the
@@ -53,4 +57,4 @@ def admit(authorization: str | None, *, audiences: Collection[str]) -> Admission
     if rate is not None and not rate.allowed:
         metrics.RATE_LIMITED.inc()
         return Admission(principal=principal, rate=rate, error=RateLimited())
-    return Admission(principal=principal, rate=rate, error=None)
+    return Admission(principal=principal, rate=rate, error=None, alongside=along)

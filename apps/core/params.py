@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from datetime import datetime
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
 
 from apps.core.errors import InvalidRequest, invalid
 from apps.core.timestamps import parse_iso
@@ -117,9 +119,9 @@ def _parameters(serializer_class: type[serializers.Serializer]) -> dict[str, boo
     return {name: isinstance(field, serializers.ListField) for name, field in serializer_class().fields.items()}
 
 
-def validate_query(serializer_class: type[serializers.Serializer], request, also: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The validated parameters of `serializer_class`; `also`: parameters the view reads and
-    validates itself (known, so not refused, and not in the result)."""
+def query_data(serializer_class: type[serializers.Serializer], request, also: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The declared parameters' values to validate; a parameter not declared (nor in `also`)
+    is the 400 naming it."""
     fields = _parameters(serializer_class)
     refused = unknown_parameters([*fields, *also], request.query_params)
     if refused is not None:
@@ -127,17 +129,42 @@ def validate_query(serializer_class: type[serializers.Serializer], request, also
     # A plain dict, not the QueryDict: DRF reads a QueryDict as an HTML form, where `limit=`
     # means "not given". For an API, an empty value is an invalid one. List fields get every
     # value of a repeated parameter.
-    data = {
+    return {
         name: request.query_params.getlist(name) if fields[name] else request.query_params.get(name)
         for name in request.query_params
         if name in fields
     }
-    serializer = serializer_class(data=data)
-    if not serializer.is_valid():
-        name = next(name for name in serializer.fields if name in serializer.errors)
-        codes = {getattr(error, "code", None) for error in serializer.errors[name]}
-        raise invalid(name, "required" if "required" in codes else expectation(serializer.fields[name]))
-    return serializer.validated_data
+
+
+def validate_query(serializer_class: type[serializers.Serializer], request, also: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The validated parameters of `serializer_class`; `also`: parameters the view reads and
+    validates itself (known, so not refused, and not in the result)."""
+    data = query_data(serializer_class, request, also)
+    serializer = _serializer(serializer_class)
+    try:
+        # What `serializer_class(data=data).is_valid()` runs, on an instance kept per class and
+        # thread: a new one deep-copies its declared fields on first use, per request.
+        return serializer.run_validation(data)
+    except ValidationError as failed:
+        errors = failed.detail
+    name = next(name for name in serializer.fields if name in errors)
+    codes = {getattr(error, "code", None) for error in errors[name]}
+    raise invalid(name, "required" if "required" in codes else expectation(serializer.fields[name]))
+
+
+_serializers = threading.local()
+
+
+def _serializer(serializer_class: type[serializers.Serializer]) -> serializers.Serializer:
+    """This thread's instance of a query serializer, its fields bound once. Validation keeps no
+    state on it (`run_validation` returns the values or raises); the threads of a process each
+    get their own, as a lane runs one request at a time."""
+    kept = _serializers.__dict__.setdefault("by_class", {})
+    serializer = kept.get(serializer_class)
+    if serializer is None:
+        serializer = kept[serializer_class] = serializer_class()
+        serializer.fields  # noqa: B018 - bind the fields now
+    return serializer
 
 
 def expectation(field: serializers.Field) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from apps.access.credentials import Alongside, ReadAlongside
 from apps.access.principal import Principal
 from apps.core.cursors import decode_cursor, encode_cursor
 from apps.core.errors import InvalidRequest, NotFound
@@ -119,10 +120,29 @@ def list_sessions(principal: Principal, arguments: dict[str, Any]) -> dict[str, 
     return {"items": [session_row_repr(s) for s in sessions], "nextCursor": next_cursor}
 
 
-def get_session(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
+def get_session(principal: Principal, arguments: dict[str, Any], read: ReadAlongside | None = None) -> dict[str, Any]:
     _only(arguments, {"sessionId"})
     session_id = _string(arguments, "sessionId", required=True)
-    return {"session": session_row_repr(selectors.session_row(workspace=principal.workspace, session_id=session_id))}
+    row = selectors.session_row(workspace=principal.workspace, session_id=session_id, read=read)
+    return {"session": session_row_repr(row)}
+
+
+def read_ahead(body: bytes) -> Alongside | None:
+    """The row a request's tool will read, when admission can read it with the API key (one
+    round trip instead of two): a single `get_session` call's session. The body is parsed
+    again by the protocol, which decides everything; this only looks."""
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    params = message.get("params") if isinstance(message, dict) and message.get("method") == "tools/call" else None
+    if not isinstance(params, dict) or params.get("name") != "get_session":
+        return None
+    arguments = params.get("arguments")
+    session_id = arguments.get("sessionId") if isinstance(arguments, dict) else None
+    if not isinstance(session_id, str) or not session_id or holds_nul(session_id):
+        return None
+    return selectors.session_alongside(session_id)
 
 
 def search_transcripts(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -205,7 +225,9 @@ class Tool:
     description: str
     input_schema: dict[str, Any]
     output_schema: dict[str, Any]
-    run: Callable[[Principal, dict[str, Any]], dict[str, Any]]
+    run: Callable[..., dict[str, Any]]
+    # run(principal, arguments, read) takes the row admission read ahead (`read_ahead`).
+    reads_ahead: bool = False
 
     def definition(self, version: str) -> dict[str, Any]:
         definition: dict[str, Any] = {"name": self.name}
@@ -255,6 +277,7 @@ TOOLS: tuple[Tool, ...] = (
         input_schema=_input({"sessionId": SESSION_ID_ARG}, ["sessionId"]),
         output_schema=shapes.SESSION_ENVELOPE.json_schema(portable=True),
         run=get_session,
+        reads_ahead=True,
     ),
     Tool(
         name="search_transcripts",
@@ -352,6 +375,7 @@ class WorkspaceTools:
     """The registry as one principal sees it (apps.mcp.protocol.Tools)."""
 
     principal: Principal
+    read: ReadAlongside | None = None  # what admission read ahead for the call (`read_ahead`)
 
     def definitions(self, version: str) -> list[dict[str, Any]]:
         return [tool.definition(version) for tool in TOOLS]
@@ -364,7 +388,7 @@ class WorkspaceTools:
         if not self.principal.has_scope(tool.scope):
             return text_result({"error": "insufficient_scope"}, is_error=True)
         try:
-            body = tool.run(self.principal, arguments)
+            body = tool.run(self.principal, arguments, self.read) if tool.reads_ahead else tool.run(self.principal, arguments)
         except (NotFound, InvalidRequest) as error:
             return text_result(error.body(request_id=False), is_error=True)
         result = text_result(body, is_error=False)

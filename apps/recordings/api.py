@@ -22,6 +22,7 @@ from apps.access.rest import HasScope
 from apps.core.conditional import CACHE_CONTROL, none_match, strong_etag
 from apps.core.errors import invalid
 from apps.core.openapi import error_responses
+from apps.core.text import holds_nul
 from apps.core.params import (
     DEFAULT_PAGE_SIZE,
     ChoicesField,
@@ -144,6 +145,11 @@ class SessionListApi(APIView):
 class SessionDetailApi(APIView):
     permission_classes = [SESSIONS_READ]
 
+    def read_ahead(self, kwargs: dict[str, Any]) -> selectors.SessionAlongside | None:
+        """The session, read by admission in the API key's statement (apps/access/rest.py)."""
+        session_id = kwargs.get("id")
+        return selectors.session_alongside(session_id) if session_id and not holds_nul(session_id) else None
+
     @extend_schema(
         operation_id="getSession",
         summary="Read a session's metadata (no transcript segments)",
@@ -153,7 +159,8 @@ class SessionDetailApi(APIView):
     )
     def get(self, request: Request, id: str) -> HttpResponse:
         validate_query(NoQuery, request)
-        session = selectors.session_row(workspace=request.auth.workspace, session_id=id)
+        read = getattr(request._request, "read_ahead", None)
+        session = selectors.session_row(workspace=request.auth.workspace, session_id=id, read=read)
         # Every field the answer shows, in wire form, read already: the tag costs no query.
         tag = strong_etag("session", *session)
         return conditional(request, tag, lambda: json_response({"session": session_row_repr(session)}))

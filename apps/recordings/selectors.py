@@ -9,13 +9,14 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Max, QuerySet
+from django.db.models import Count, Max
 
+from apps.access.credentials import ReadAlongside
 from apps.core.cursors import InvalidCursor, decode_cursor, encode_cursor
 from apps.core.errors import NotFound
 from apps.core.shapes import TIMESTAMP, Shape
 from apps.core.timestamps import IsoMs, iso_ms_sql, iso_us_sql, parse_iso
-from apps.recordings.models import BoardContent, RevisionKind, Segment, Session
+from apps.recordings.models import BoardContent, RevisionKind, Segment, Session, Transcript
 from apps.recordings import shapes
 from apps.tenancy.models import Workspace
 
@@ -27,16 +28,37 @@ def get_session(*, workspace: Workspace, session_id: str) -> Session:
         raise NotFound() from None
 
 
-def session_row(*, workspace: Workspace, session_id: str) -> Any:
+def session_row(*, workspace: Workspace, session_id: str, read: ReadAlongside | None = None) -> Any:
     """The session as a row of the fields its wire shape reads, timestamps in wire form
     (`session_row_repr` takes it): what REST's and MCP's session get answer from. One query
-    written once (`_SessionSql`), no ORM query building."""
-    with connection.cursor() as cursor:
-        cursor.execute(_SESSION_SQL.one(), [workspace.pk, session_id])
-        row = cursor.fetchone()
+    written once (`_SessionSql`), no ORM query building; none when admission already read it
+    with the API key (`read`, from `SessionAlongside`: the same columns, in the key's
+    workspace, which is `workspace`)."""
+    if read is not None and isinstance(read.alongside, SessionAlongside) and read.alongside.params[0] == session_id:
+        row = read.row
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(_SESSION_SQL.one(), [workspace.pk, session_id])
+            row = cursor.fetchone()
     if row is None:
         raise NotFound()
     return SESSION_ROWS.make(row)
+
+
+@dataclass(frozen=True)
+class SessionAlongside:
+    """`session_row`'s read, done in the API-key lookup's statement (apps/access/credentials.py
+    `Alongside`): the session of this id in the key's workspace."""
+
+    params: tuple
+    shape = "session"
+
+    def join(self, vendor: str, quote, workspace: str) -> tuple[list[str], str]:
+        return _SESSION_SQL.alongside(vendor, quote, workspace)
+
+
+def session_alongside(session_id: str) -> SessionAlongside:
+    return SessionAlongside((session_id,))
 
 
 class _SessionSql:
@@ -60,6 +82,20 @@ class _SessionSql:
             for f in SESSION_ROWS.fields
         )
         return table, select, names
+
+    def alongside(self, vendor: str, q, workspace: str) -> tuple[list[str], str]:
+        """`one()` as a LEFT JOIN on alias `a`: the same columns (the id first: NULL when there
+        is no such session), joined on the session's workspace and id."""
+        def column(field: str) -> str:
+            name = f"a.{q(Session._meta.pk.column if field == 'id' else Session._meta.get_field(field).column)}"
+            return iso_ms_sql(vendor, name) if field in SESSION_ROWS.stamps else name
+
+        assert SESSION_ROWS.fields[0] == "id"
+        join = (
+            f"LEFT JOIN {q(Session._meta.db_table)} a ON a.{q(Session._meta.get_field('workspace').column)} = "
+            f"{workspace} AND a.{q(Session._meta.pk.column)} = %s"
+        )
+        return [column(f) for f in SESSION_ROWS.fields], join
 
     def one(self) -> str:
         key = (connection.vendor, "one")
@@ -155,12 +191,6 @@ def _instant(value: datetime | None) -> str | None:
     return None if value is None else value.astimezone(timezone.utc).isoformat()
 
 
-def _in_order(segments: QuerySet[Segment], revision_kind: str) -> QuerySet[Segment]:
-    """Committed segments follow the session's commit order; final ones their sequence."""
-    order = "session_committed_index" if revision_kind == RevisionKind.COMMITTED else "sequence"
-    return segments.order_by(order, "sequence")
-
-
 # --- The transcript fast path -----------------------------------------------------------------
 # REST (both paths, every format) and MCP get_transcript read transcripts as rows: tuples of
 # exactly the columns the wire shape reads, timestamps formatted by the database (IsoMs), no
@@ -188,9 +218,6 @@ class WireRows:
     def of(cls, name: str, shape: Shape) -> WireRows:
         """The fields `shape` reads, its timestamps in wire form."""
         return cls(name, shape.source_attributes(), frozenset(f.path for f in shape.fields if f.kind == TIMESTAMP))
-
-    def read(self, queryset: QuerySet) -> list[Any]:
-        return list(map(self.make, queryset.values_list(*self.columns)))
 
 
 FLAT_SEGMENT_ROWS = WireRows.of("FlatSegmentRow", shapes.FLAT_SEGMENT)
@@ -220,13 +247,11 @@ SessionRow = namedtuple("SessionRow", TRANSCRIPT_SESSION_FIELDS)
 
 def _session_and_transcripts(workspace: Workspace, session_id: str, revision_kind: str | None) -> tuple[Any, list[Any]]:
     """The session row and its revisions' rows (only `revision_kind` when given), in one query:
-    the session left-joined to its (at most two) revisions."""
-    joined = (
-        Session.objects.filter(workspace=workspace, id=session_id)
-        .order_by("transcripts__revision_kind")
-        .values_list(*TRANSCRIPT_SESSION_FIELDS, *TRANSCRIPT_ROWS.through("transcripts__"))
-    )
-    rows = list(joined)
+    the session left-joined to its (at most two) revisions. The session's `updated_at` is read
+    in microseconds as text (`iso_us_sql`): it only enters the answer's validator."""
+    with connection.cursor() as cursor:
+        cursor.execute(_TRANSCRIPT_SQL.session_and_revisions(), [workspace.pk, session_id])
+        rows = cursor.fetchall()
     if not rows:
         raise NotFound()
     width = len(TRANSCRIPT_SESSION_FIELDS)
@@ -240,7 +265,58 @@ def _session_and_transcripts(workspace: Workspace, session_id: str, revision_kin
 
 def segment_rows(transcript: Any, rows: WireRows = FLAT_SEGMENT_ROWS) -> list[Any]:
     """A revision's segments in its order, as rows."""
-    return rows.read(_in_order(Segment.objects.filter(transcript_id=transcript.id), transcript.revision_kind))
+    with connection.cursor() as cursor:
+        cursor.execute(_TRANSCRIPT_SQL.segments(rows, transcript.revision_kind), [transcript.id])
+        return list(map(rows.make, cursor.fetchall()))
+
+
+class _TranscriptSql:
+    """The transcript answer's two reads, written by hand once per database vendor (and row
+    shape, and revision order) from the models' columns: the ORM queries they replaced
+    (`Session … values_list(…, "transcripts__…")` and `Segment … values_list(…)`, ordered by
+    the commit order for committed segments, else the sequence) built their SQL anew per request (tests/recordings/test_transcript_fast_path.py
+    holds the rows to the ORM's)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple, str] = {}
+
+    def session_and_revisions(self) -> str:
+        key = (connection.vendor, "session")
+        if key not in self._cache:
+            q, vendor = connection.ops.quote_name, connection.vendor
+            s, t = Session._meta, Transcript._meta
+            columns = [
+                f"s.{q(s.pk.column)}", f"s.{q(s.get_field('label').column)}",
+                iso_us_sql(vendor, f"s.{q(s.get_field('updated_at').column)}"),
+                *(iso_ms_sql(vendor, f"t.{q(t.get_field(f).column)}") if f in TRANSCRIPT_ROWS.stamps
+                  else f"t.{q(t.pk.column if f == 'id' else t.get_field(f).column)}" for f in TRANSCRIPT_ROWS.fields),
+            ]  # fmt: skip
+            self._cache[key] = (
+                f"SELECT {', '.join(columns)} FROM {q(s.db_table)} s "  # noqa: S608 - our own names
+                f"LEFT JOIN {q(t.db_table)} t ON t.{q(t.get_field('session').column)} = s.{q(s.pk.column)} "
+                f"WHERE s.{q(s.get_field('workspace').column)} = %s AND s.{q(s.pk.column)} = %s "
+                f"ORDER BY t.{q(t.get_field('revision_kind').column)}"
+            )
+        return self._cache[key]
+
+    def segments(self, rows: WireRows, revision_kind: str) -> str:
+        key = (connection.vendor, rows.fields, revision_kind == RevisionKind.COMMITTED)
+        if key not in self._cache:
+            q, vendor, m = connection.ops.quote_name, connection.vendor, Segment._meta
+            columns = [
+                iso_ms_sql(vendor, q(m.get_field(f).column)) if f in rows.stamps
+                else q(m.pk.column if f == "id" else m.get_field(f).column) for f in rows.fields
+            ]  # fmt: skip
+            order = "session_committed_index" if revision_kind == RevisionKind.COMMITTED else "sequence"
+            self._cache[key] = (
+                f"SELECT {', '.join(columns)} FROM {q(m.db_table)} "  # noqa: S608 - our own names
+                f"WHERE {q(m.get_field('transcript').column)} = %s "
+                f"ORDER BY {q(m.get_field(order).column)}, {q(m.get_field('sequence').column)}"
+            )
+        return self._cache[key]
+
+
+_TRANSCRIPT_SQL = _TranscriptSql()
 
 
 def transcript_rows(

@@ -20,6 +20,13 @@ Relies on (pinned in PRIVATE_NAMES and tests/test_engine_pins.py):
 The overridden methods are HTTPChannel's public ones (`lineReceived`, `headerReceived`,
 `dataReceived`) and LineReceiver's documented hook `lineLengthExceeded`.
 
+Also, the channel builds its requests without Twisted's form parsing
+(`parsePOSTFormSubmission=False`): for every POST with a body, `Request.requestReceived` parses
+the Content-Type header with the `email` package (`_parseContentType`) and a form body into
+`request.args`, which daphne never reads (it hands the raw body and query string to the ASGI
+application). Under /mcp load that parse was about a seventh of the event loop thread's
+Python time (py-spy, bench/README.md).
+
 Installed once per daphne process, before it listens: `install()` (connect/asgi.py).
 """
 
@@ -31,6 +38,7 @@ from twisted.web import http
 # (module, attribute path within it) of every private name used here.
 PRIVATE_NAMES = (
     ("twisted.web.http", "_GenericHTTPChannelProtocol"),
+    ("twisted.web.http", "_QUEUED_SENTINEL"),
     ("twisted.web.http", "HTTPChannel._receivedHeaderSize"),
     ("twisted.web.http", "HTTPChannel._receivedHeaderCount"),
 )
@@ -58,6 +66,20 @@ class LimitAnsweringChannel(http.HTTPChannel):
 
     _refused = False
     _linger = None
+    _request_factory = http.Request
+
+    # daphne's HTTPFactory sets `requestFactory` (its WebRequest) on each protocol it builds;
+    # the channel keeps the factory and builds requests through it without form parsing.
+    @property
+    def requestFactory(self):  # noqa: N802 - Twisted's name
+        return self._formless_request
+
+    @requestFactory.setter
+    def requestFactory(self, factory) -> None:  # noqa: N802
+        self._request_factory = factory
+
+    def _formless_request(self, channel, queued=http._QUEUED_SENTINEL):
+        return self._request_factory(channel, queued, parsePOSTFormSubmission=False)
 
     def dataReceived(self, data: bytes) -> None:
         if self._refused:

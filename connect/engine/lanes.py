@@ -22,13 +22,16 @@ async_to_sync, as under WSGI.
 Relies on: asgiref's `ThreadSensitiveContext(executor=…)` (asgiref ≥ 3.8) naming the thread
 that `sync_to_async(thread_sensitive=True)` runs on; Django's `ASGIHandler.handle`,
 `get_response_async` and `load_middleware(is_async=…)`, overridden here (public methods of
-the handler class, pinned in tests/test_engine_pins.py); `BaseHandler.get_response` being
-callable twice for one request (the read-only retry).
+the handler class, pinned in tests/test_engine_pins.py), and the handler's `read_body`,
+`create_request`, `send_response`, `chunk_size` and `get_script_prefix`, which `handle` calls
+as Django's own does; `BaseHandler.get_response` being callable twice for one request (the
+read-only retry).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 from collections import deque
@@ -37,8 +40,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
-from channels.db import database_sync_to_async
-from django.core.handlers.asgi import ASGIHandler
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.http import FileResponse
+from django.urls import set_script_prefix
+from django.db import close_old_connections
 
 from apps.core.errors import Unavailable
 from connect.engine.faults import READ_ONLY_METHODS, discard_lost_connections
@@ -125,8 +132,37 @@ class Lanes:
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` on a lane, with Django's connection upkeep around it (as a consumer's
-        database_sync_to_async): one hop for a whole sync call. Raises `Overloaded` as `enter`."""
-        return await self.enter(database_sync_to_async(fn), *args)
+        database_sync_to_async does), in a copy of the caller's context: one hop for a whole
+        sync call. Raises `Overloaded` as `enter`.
+
+        The hop is the executor's own (`run_in_executor`), not asgiref's: `fn` is plain sync
+        code that calls no async code and waits for none, so it needs none of what
+        `sync_to_async` sets up per call (the thread-sensitive executor lookup, the event loop
+        recorded for a nested `async_to_sync`, every context variable copied back afterwards),
+        which cost a `get_session` call more than the call's own protocol code."""
+        lane = await self._acquire()
+        try:
+            loop = asyncio.get_running_loop()
+            work = loop.run_in_executor(self._executors[lane], contextvars.copy_context().run, _with_upkeep, fn, args)
+            try:
+                return await asyncio.shield(work)
+            except asyncio.CancelledError:
+                # The caller was cancelled (the client left): the lane stays taken until the
+                # sync code, which cannot be interrupted, has ended.
+                await asyncio.wait([work])
+                raise
+        finally:
+            self._release(lane)
+
+
+def _with_upkeep(fn: Callable[..., Any], args: tuple) -> Any:
+    # channels' database_sync_to_async: connections past their age (or, on PostgreSQL,
+    # every one: CONN_MAX_AGE 0 hands it back to the pool) are closed before and after.
+    close_old_connections()
+    try:
+        return fn(*args)
+    finally:
+        close_old_connections()
 
 
 _process_lanes: Lanes | None = None
@@ -173,6 +209,44 @@ class LaneASGIHandler(ASGIHandler):
     async def get_response_async(self, request):
         # thread_sensitive: the lane this request's ThreadSensitiveContext names.
         return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+
+    async def handle(self, scope, receive, send):
+        """Django's `ASGIHandler.handle` with one hop to the lane instead of three: the
+        request_started signal, the middleware chain and view, and the response's close (the
+        request_finished signal, which hands the database connection back) run in one call on
+        the lane, and the finished response is sent from the event loop. Django's handler hops
+        for each of the three and watches for a disconnect in a task of its own; a sync view
+        cannot be interrupted anyway, so a client that left gets its answer dropped by the
+        server instead. A streaming response is sent as Django sends it and closed after."""
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        try:
+            response = await sync_to_async(self.respond, thread_sensitive=True)(scope, body_file)
+            try:
+                await self.send_response(response, send)
+            except asyncio.CancelledError:
+                pass  # the client left while the answer was going out (as Django's handler)
+            if response.streaming:
+                await sync_to_async(response.close, thread_sensitive=True)()
+        finally:
+            body_file.close()
+
+    def respond(self, scope, body_file):
+        """On the lane: the whole request, up to a response ready to send (closed, unless it
+        streams: its content is produced while it is sent)."""
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        request, response = self.create_request(scope, body_file)
+        if request is not None:
+            response = self.get_response(request)
+            response._handler_class = self.__class__
+            if isinstance(response, FileResponse):
+                response.block_size = self.chunk_size  # as Django's run_get_response
+        if not response.streaming:
+            response.close()
+        return response
 
     def get_response(self, request):
         """The middleware chain and view; a read-only request whose database connection died

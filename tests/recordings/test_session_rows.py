@@ -91,3 +91,74 @@ def test_a_session_of_another_workspace_is_not_found(sessions):
     workspace, other = sessions
     with pytest.raises(NotFound):
         selectors.session_row(workspace=workspace, session_id=other.id)
+
+
+# --- The session read with the API key (admission's `alongside`, one statement) ---------------
+
+
+def test_the_session_read_with_the_key_is_the_row_read_alone(sessions):
+    from apps.access.credentials import authenticate_bearer_along
+
+    workspace, other = sessions
+    key = factories.api_key(factories.member(workspace, "reader@acme.test"), factories.ALL_SCOPES)
+    for session in Session.objects.filter(workspace=workspace):
+        principal, read = authenticate_bearer_along(f"Bearer {key}", alongside=selectors.session_alongside(session.id))
+        assert principal.workspace == workspace and read.row is not None
+        alone = selectors.session_row(workspace=workspace, session_id=session.id)
+        assert selectors.session_row(workspace=workspace, session_id=session.id, read=read) == alone
+    for missing in (other.id, "no-such-session"):  # another workspace's session is no row at all
+        _, read = authenticate_bearer_along(f"Bearer {key}", alongside=selectors.session_alongside(missing))
+        assert read.row is None
+        with pytest.raises(NotFound):
+            selectors.session_row(workspace=workspace, session_id=missing, read=read)
+    # A read for another id is not used: the session is read again.
+    first, second = Session.objects.filter(workspace=workspace)[:2]
+    _, read = authenticate_bearer_along(f"Bearer {key}", alongside=selectors.session_alongside(first.id))
+    assert selectors.session_row(workspace=workspace, session_id=second.id, read=read).id == second.id
+
+
+def test_rest_and_mcp_answer_a_session_get_with_the_same_bytes_with_and_without_the_read_ahead(sessions, monkeypatch):
+    import orjson
+    from django.test import Client
+
+    from apps.mcp import consumer
+    from apps.recordings.api import SessionDetailApi
+
+    workspace, other = sessions
+    key = factories.api_key(factories.member(workspace, "reader@acme.test"), factories.ALL_SCOPES)
+    ids = [*Session.objects.filter(workspace=workspace).values_list("id", flat=True), other.id, "no-such-session"]
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json", "MCP-Protocol-Version": "2025-06-18"}
+
+    def answers():
+        client, out = Client(), []
+        for session_id in ids:
+            rest = client.get(f"/api/v1/sessions/{session_id}", headers=headers)
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "get_session", "arguments": {"sessionId": session_id}}}
+            mcp_headers = {name.lower(): value for name, value in headers.items()} | {"content-type": "application/json"}
+            reply, extra = consumer.answer(mcp_headers, orjson.dumps(body), set())
+            out.append((rest.status_code, rest.content, rest.get("ETag"), reply.status, orjson.dumps(reply.body)))
+        return out
+
+    def statements() -> tuple[int, int]:
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        client, body = Client(), {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                  "params": {"name": "get_session", "arguments": {"sessionId": ids[0]}}}
+        mcp_headers = {name.lower(): value for name, value in headers.items()} | {"content-type": "application/json"}
+        with CaptureQueriesContext(connection) as rest:
+            client.get(f"/api/v1/sessions/{ids[0]}", headers=headers)
+        with CaptureQueriesContext(connection) as mcp:
+            consumer.answer(mcp_headers, orjson.dumps(body), set())
+        return len(rest), len(mcp)
+
+    read_ahead = answers()
+    fewer = statements()
+    monkeypatch.setattr(SessionDetailApi, "read_ahead", lambda self, kwargs: None)
+    monkeypatch.setattr(consumer, "read_ahead", lambda body: None)
+    assert read_ahead == answers()
+    assert [n - 1 for n in statements()] == list(fewer)  # one statement fewer on each door
+    assert [status for status, *_ in read_ahead] == [200] * (len(ids) - 2) + [404, 404]
+    assert [answer[3] for answer in read_ahead] == [200] * len(ids)  # MCP: a tool error for the missing
+    assert b'"isError":true' in read_ahead[-1][4] and b'"isError":false' in read_ahead[0][4]

@@ -103,3 +103,25 @@ def test_mcp_get_transcript_is_the_same_rows(rich, acme, alice):
     result = tools.get_transcript(principal, {"sessionId": rich.id})
     assert result["transcript"] == json.loads(old_flat_body(rich))["transcript"]
     assert result["totalSegments"] == len(TEXTS) * 3
+
+
+def test_the_sql_written_once_reads_the_rows_the_orm_read(rich, acme):
+    """selectors._TranscriptSql against the ORM queries it replaced: the same revisions and
+    segments, in the same order, for a committed revision (commit order) and a final one."""
+    from apps.recordings import selectors
+    from apps.recordings.models import Session
+
+    services.change_session_status(session=rich, status="completed")
+    services.write_final_transcript(session=rich, segments=_segments(list(reversed(TEXTS)), ["Bo"]))
+    session, revisions = selectors._session_and_transcripts(acme, rich.id, None)
+    orm = list(
+        Session.objects.filter(workspace=acme, id=rich.id).order_by("transcripts__revision_kind")
+        .values_list("id", "label", *selectors.TRANSCRIPT_ROWS.through("transcripts__"))
+    )  # fmt: skip
+    assert [(session.id, session.label, *r) for r in revisions] == orm and len(orm) == 2
+    assert session.updated_at == Session.objects.get(pk=rich.pk).updated_at.isoformat()
+    for transcript in revisions:
+        for rows in (selectors.FLAT_SEGMENT_ROWS, selectors.REVISION_SEGMENT_ROWS):
+            order = "session_committed_index" if transcript.revision_kind == RevisionKind.COMMITTED else "sequence"
+            expected = Segment.objects.filter(transcript_id=transcript.id).order_by(order, "sequence")
+            assert selectors.segment_rows(transcript, rows) == list(map(rows.make, expected.values_list(*rows.columns)))
