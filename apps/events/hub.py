@@ -316,6 +316,9 @@ class Hub:
                 await client.aclose()
                 raise
             self._carrier_task = asyncio.ensure_future(self._carry_redis(client, pubsub))
+            # A restart after a kill: the killed processes' slots go now, before their clients'
+            # reconnects fill the workspace (a refused open evicts too, slots.py).
+            self.run_db(slots.evict_dead_processes, retry=True).add_done_callback(_log_failure)
 
     async def _carry_redis(self, client, pubsub) -> None:
         try:
@@ -578,6 +581,11 @@ class Hub:
             "resumeReads": self.resume_reads,
             "commitWakeups": self.commit_wakeups,
         }
+
+
+def _log_failure(future: asyncio.Future) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.error("event hub job failed", exc_info=future.exception())
 
 
 _hub: Hub | None = None
