@@ -63,7 +63,7 @@ from apps.core.errors import (
 from apps.core.params import unknown_parameters
 from apps.events import filters, slots
 from apps.access.credentials import CredentialRef
-from apps.events.hub import Stream, get_hub
+from apps.events.hub import Replay, Stream, get_hub
 from connect.engine import daphne_stream
 
 logger = logging.getLogger("connect.events")
@@ -73,7 +73,6 @@ STREAM_HEADERS = [
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 ]
-REPLAY_CHUNK = 200
 
 
 class EventStreamConsumer(AsyncHttpConsumer):
@@ -81,7 +80,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
     slot_id: slots.SlotId | None = None
     delivery: asyncio.Task | None = None
     producer: daphne_stream.Producer | None = None
-    replay: list[tuple[tuple[int, str], bytes]] | None = None
+    replay: Replay | None = None
     rate: RateDecision | None = None
     opened_at: float | None = None
 
@@ -224,9 +223,10 @@ class EventStreamConsumer(AsyncHttpConsumer):
             if resumed is None:
                 first = b": resume-unavailable\n\n"
             else:
-                # The client has everything up to its id, the replay everything after it up to
-                # `floor`: a live copy at or below it (a follower behind this read) is dropped.
-                self.replay, self.stream.floor = resumed
+                # The client has everything up to its id, the replay everything after it up to the
+                # place it reaches (the stream's `floor`, moved as each chunk is written): a live
+                # copy at or below it (a follower behind the read) is dropped.
+                self.replay = resumed
         await self.send_headers(status=200, headers=STREAM_HEADERS + self._rate_headers())
         await self.send_body(first, more_body=True)
         self._register_producer()
@@ -281,17 +281,29 @@ class EventStreamConsumer(AsyncHttpConsumer):
             self.producer = daphne_stream.register_producer(request, self.stream)
 
     # --- streaming -------------------------------------------------------------------------
-    async def _replay(self, stream: Stream, replay) -> None:
-        """What the client missed, in chunks, each written once its socket takes more."""
-        for start in range(0, len(replay or ()), REPLAY_CHUNK):
-            chunk = replay[start : start + REPLAY_CHUNK]
-            while stream.paused and stream.closed_reason is None:
-                stream.wakeup.clear()
-                await stream.wakeup.wait()
-            if stream.closed_reason is not None:
-                break
-            await self.send_body(b"".join(frame for _, frame in chunk), more_body=True)
-            stream.sent += len(chunk)
+    async def _replay(self, stream: Stream, replay: Replay | None) -> None:
+        """What the client missed, a chunk at a time: each written once its socket takes more,
+        and the next one read from the log only then (hub.Replay says when it ends)."""
+        if replay is None:
+            return
+        while True:
+            if not await self._writable(stream):
+                return
+            if replay.items:
+                await self.send_body(b"".join(frame for _, frame in replay.items), more_body=True)
+                stream.sent += len(replay.items)
+                replay.items = []
+            if replay.caught_up(stream) or not await self._writable(stream):
+                return
+            await get_hub().resume_more(replay)
+
+    @staticmethod
+    async def _writable(stream: Stream) -> bool:
+        """Once Twisted's flow control lets the stream write (False: the stream closed)."""
+        while stream.paused and stream.closed_reason is None:
+            stream.wakeup.clear()
+            await stream.wakeup.wait()
+        return stream.closed_reason is None
 
     async def deliver(self) -> None:
         """The stream's task when it cannot run without one (not under daphne, no flow control)."""

@@ -259,20 +259,35 @@ class Hub:
         return self.loop.run_in_executor(self.db, partial(_db_job, fn, retry, *args, **kwargs))
 
     async def resume(self, *, workspace_id: int, last_event_id: str, subscription: Subscription,
-                     types: frozenset[str]) -> tuple[list[tuple[tuple[int, str], bytes]], tuple[int, str]] | None:
-        """`resume_frames`, with one read for every stream that resumes from the same id with the
-        same types while that read waits for a hub thread (a reconnect storm: thousands of clients
-        of one workspace, most of them holding the same last id). Call after `register`."""
-        key = (workspace_id, last_event_id, types)
+                     types: frozenset[str]) -> Replay | None:
+        """What a client reconnecting after `last_event_id` missed, as a `Replay` holding its first
+        chunk (`resume_start`); None when the id cannot be resumed from. Call after `register`.
+        One read serves every stream that resumes from the same id with the same types while it
+        waits for a hub thread (a reconnect storm: most clients hold the same last id)."""
+        read = await self._shared_read((workspace_id, last_event_id, types), resume_start,
+                                       workspace_id=workspace_id, last_event_id=last_event_id, types=types)
+        return None if read is None else Replay(workspace_id, types, subscription, read)
+
+    async def resume_more(self, replay: Replay) -> None:
+        """The replay's next chunk, read from the log after the place the last one reached (shared
+        like `resume`'s first read)."""
+        after = replay.reached
+        read = await self._shared_read((replay.workspace_id, after.key(), replay.types), resume_chunk,
+                                       workspace_id=replay.workspace_id, after=after, types=replay.types)
+        replay.take(read)
+
+    async def _shared_read(self, key: tuple, fn: Callable, **kwargs):
+        """`fn(**kwargs)` on a hub thread, joined by every caller with the same `key` until it
+        starts: a stream may join only a read that has not started, since it registered before
+        it asked, so a read that starts later covers everything its live queue does not (the
+        rule every resume keeps: subscribe, then read)."""
         shared = self._resumes.get(key)
         if shared is None or shared.started:
             shared = self._resumes[key] = _SharedResume()
             self.resume_reads += 1
-            shared.future = self.run_db(
-                shared.run, retry=True, workspace_id=workspace_id, last_event_id=last_event_id, types=types)
+            shared.future = self.run_db(shared.run, fn, retry=True, **kwargs)
             shared.future.add_done_callback(lambda _: self._resumes.get(key) is shared and self._resumes.pop(key))
-        read = await asyncio.shield(shared.future)
-        return None if read is None else for_subscription(read, subscription)
+        return await asyncio.shield(shared.future)
 
     def release_acquired_slot(self, acquiring: asyncio.Future) -> None:
         """Done-callback for an acquire whose stream was abandoned before it finished."""
@@ -603,26 +618,21 @@ def current_hub() -> Hub | None:
     return _hub
 
 
-def resume_frames(
-    *, workspace_id: int, last_event_id: str, subscription: Subscription, types: frozenset[str]
-) -> tuple[list[tuple[tuple[int, str], bytes]], tuple[int, str]] | None:
-    """What a client reconnecting after `last_event_id` missed, in log order, and the log place
-    (`Position.key()`) the replay reaches: the stream drops live copies at or below it. None when
-    that id is not in this workspace's log (unknown, purged), older than the resume window, or
-    too far behind.
+RESUME_CHUNK = 200  # events one resume read brings: a resuming stream holds one chunk at a time
+# One chunk read: every event of the types after a place, each as (log key, type, session id, frame),
+# the place reached, and whether that is the end (the read was short: it reached the horizon).
+ResumeRead = tuple[list[tuple[tuple[int, str], str, "str | None", bytes]], Position, bool]
+
+
+def resume_start(*, workspace_id: int, last_event_id: str, types: frozenset[str]) -> ResumeRead | None:
+    """The first chunk of what a client reconnecting after `last_event_id` missed, in log order.
+    None when that id is not in this workspace's log (unknown, purged), older than the resume
+    window, or too far behind (more than RESUME_MAX_EVENTS of its types after it).
 
     Read from the log exactly as REST reads it (settled rows only) with the stream's own types
-    and filters: streams carry events in log order (the follower), so the client holds every
-    event of its subscription up to its last id and none after it; rows not settled yet come
-    live, in order, once they are."""
-    read = resume_rows(workspace_id=workspace_id, last_event_id=last_event_id, types=types)
-    return None if read is None else for_subscription(read, subscription)
-
-
-def resume_rows(*, workspace_id: int, last_event_id: str, types: frozenset[str]) -> ResumeRead | None:
-    """`resume_frames` before the stream's filters: every event of `types` after the id, each as
-    (log key, type, session id, frame), and the place reached. One read serves every stream that
-    resumes from the same id with the same types (`Hub.resume`)."""
+    (its filters apply to each chunk, `Replay.take`): streams carry events in log order (the
+    follower), so the client holds every event of its subscription up to its last id and none
+    after it; rows not settled yet come live, in order, once they are."""
     ms = event_id_ms(last_event_id)
     window_ms = settings.CONNECT_SSE_RESUME_SECONDS * 1000
     if ms is None or ms < int(time.time() * 1000) - window_ms or not types:
@@ -632,25 +642,58 @@ def resume_rows(*, workspace_id: int, last_event_id: str, types: frozenset[str])
     place = selectors.position_of(workspace_id=workspace_id, event_id=last_event_id)
     if place is None:
         return None
-    rows, reached = selectors.read_log(after=place, limit=RESUME_MAX_EVENTS + 1, workspace_id=workspace_id, types=types)
-    if len(rows) > RESUME_MAX_EVENTS:
+    read = resume_chunk(workspace_id=workspace_id, after=place, types=types)
+    if not read[2] and selectors.log_has_more_than(RESUME_MAX_EVENTS, after=place, workspace_id=workspace_id,
+                                                   types=types):
         return None
-    return [((e.position, e.id), e.type, e.session_id, frame_for(e)) for e in rows], reached.key()
+    return read
 
 
-ResumeRead = tuple[list[tuple[tuple[int, str], str, "str | None", bytes]], tuple[int, str]]
+def resume_chunk(*, workspace_id: int, after: Position, types: frozenset[str]) -> ResumeRead:
+    """Up to RESUME_CHUNK events of `types` after `after` (settled), the place reached, and
+    whether that was all (a short read stands at the horizon)."""
+    rows, reached = selectors.read_log(after=after, limit=RESUME_CHUNK, workspace_id=workspace_id, types=types)
+    return ([((e.position, e.id), e.type, e.session_id, frame_for(e)) for e in rows], reached,
+            len(rows) < RESUME_CHUNK)
 
 
-def for_subscription(read: ResumeRead, subscription: Subscription):
-    rows, reached = read
-    return [(key, frame) for key, type_, session_id, frame in rows if subscription.matches(type_, session_id)], reached
+class Replay:
+    """A resume in progress: the stream's share of the chunk read last (`items`, in log order),
+    the place that read reached, and whether nothing more is to be read. The consumer writes a
+    chunk once the client's socket takes more, then reads the next (`Hub.resume_more`): a
+    resuming stream holds one chunk, never its whole missed window.
+
+    It ends at a short read (it reached the horizon, which is past everything the follower had
+    dispatched before the stream registered; what comes later is in its live queue), or as soon
+    as the live queue's first event is at or below the place reached: the queue holds every event
+    of the subscription the follower read after the stream registered, so from there on the
+    queue has the rest. Live copies at or below the place reached are dropped (`floor`)."""
+
+    __slots__ = ("workspace_id", "types", "subscription", "items", "reached", "done")
+
+    def __init__(self, workspace_id: int, types: frozenset[str], subscription: Subscription, read: ResumeRead) -> None:
+        self.workspace_id, self.types, self.subscription = workspace_id, types, subscription
+        self.take(read)
+
+    def take(self, read: ResumeRead) -> None:
+        rows, self.reached, self.done = read
+        matches = self.subscription.matches
+        self.items = [(key, frame) for key, type_, session_id, frame in rows if matches(type_, session_id)]
+
+    def caught_up(self, stream: Stream) -> bool:
+        """After the chunk is written: whether the replay is over. Drops the live copies the
+        replay covered from the stream's queue, and moves its floor to the place reached."""
+        floor = stream.floor = self.reached.key()
+        queue = stream.queue
+        covered = bool(queue) and queue[0][0] <= floor
+        while queue and queue[0][0] <= floor:
+            queue.popleft()
+        return self.done or covered
 
 
 class _SharedResume:
     """One resume read that streams resuming from the same place join while it waits for a hub
-    thread. A stream may join only a read that has not started: it registered before it asked,
-    so a read that starts later covers everything its live queue does not (the rule every
-    resume keeps: subscribe, then read). `started` is set on the hub thread before the read."""
+    thread (`Hub._shared_read`). `started` is set on the hub thread before the read."""
 
     __slots__ = ("started", "future")
 
@@ -658,6 +701,6 @@ class _SharedResume:
         self.started = False
         self.future: asyncio.Future | None = None
 
-    def run(self, **kwargs) -> ResumeRead | None:
+    def run(self, fn: Callable, **kwargs):
         self.started = True
-        return resume_rows(**kwargs)
+        return fn(**kwargs)
