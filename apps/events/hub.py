@@ -56,6 +56,7 @@ from apps.events.filters import Subscription
 from apps.events.positions import Position, event_id_ms
 from apps.events.retention import oldest_complete_ms
 from apps.events.representations import PING, frame_for
+from connect.engine import daphne_stream
 from connect.engine.faults import discard_lost_connections, is_database_unavailable
 
 logger = logging.getLogger("connect.events")
@@ -251,6 +252,8 @@ class Hub:
         self._commit_socket = None  # embedded: woken by other processes' commits (fanout.py)
         self.commit_wakeups = 0
         self.resume_reads = 0  # resume reads run (stats: a reconnect storm shares them)
+        # SIGTERM under daphne: every stream ends with its response (clients resume elsewhere).
+        daphne_stream.on_shutdown(self._close_all_for_shutdown)
 
     # --- database on the hub's threads ---------------------------------------------------
     def run_db(self, fn: Callable, *args, retry: bool = False, **kwargs) -> asyncio.Future:
@@ -520,6 +523,10 @@ class Hub:
             for stream in self.all_streams():
                 if stream.credential in bad:
                     stream.close("credential_revoked")
+
+    def _close_all_for_shutdown(self) -> None:
+        for stream in self.all_streams():
+            stream.close("shutdown")
 
     def shutdown(self) -> None:
         """Stop this hub's tasks and threads (tests that run a hub on a loop of their own)."""

@@ -209,3 +209,24 @@ def test_embedded_a_commit_in_another_process_wakes_the_server_without_waiting_f
         client.sock.close()
     finally:
         server.stop()
+
+
+def test_sigterm_with_streams_open_ends_them_and_the_server_exits_by_itself(acme, alice_key, tmp_path):
+    """A graceful restart: SIGTERM to `serve` with streams open ends every stream (the clients see
+    their responses end and resume elsewhere) and each daphne process exits by itself, not killed
+    by `serve` after its STOP_SECONDS: `serve` exits 0)."""
+    server = start_server(tmp_path, CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE="50")
+    clients = [Client(server.port, alice_key, STREAM) for _ in range(20)]
+    try:
+        run(clients, lambda: all(c.status is not None for c in clients), what="the opens")
+        assert {c.status for c in clients} == {200}
+        server.process.terminate()
+        run(clients, lambda: all(c.ended for c in clients), what="every stream to end")
+        server.process.wait(timeout=60)
+        # Each response ended by the server (HTTP/1.1's last chunk), not cut by a kill.
+        assert all(c.buffer.endswith(b"\r\n0\r\n\r\n") for c in clients), [c.buffer[-40:] for c in clients]
+        assert server.process.returncode == 0, server.log.read_text()[-2000:]
+    finally:
+        for client in clients:
+            client.sock.close()
+        server.stop()
