@@ -37,11 +37,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import queue
 import secrets
 import socket
+import threading
 import time
 from collections import defaultdict, deque
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Callable
 
@@ -93,6 +94,70 @@ def _db_job(fn: Callable, retry: bool, *args, **kwargs):
             return fn(*args, **kwargs)
     finally:
         close_old_connections()  # conn_max_age=0: give the connection back (PostgreSQL pool)
+
+
+class _DbThreads:
+    """The hub's database threads. Results reach the loop in batches: a finished job's result is
+    set together with every other one that finished before the loop got to them, one
+    `call_soon_threadsafe` (a write to the loop's self-pipe, a wake-up) per batch rather than per
+    job (`run_in_executor`'s way) — a burst of stream opens finishes hundreds of jobs, and those
+    wake-ups were about a fifth of an open's server time (bench/README, issue 26).
+
+    Daemon threads: nothing joins them at exit (a queued slot release then lapses with its lease,
+    or goes with the process's Redis connection, slots.py)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, *, workers: int, name: str) -> None:
+        self.loop = loop
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.finished: list[tuple[asyncio.Future, bool, Any]] = []
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._work, name=f"{name}_{n}", daemon=True) for n in range(workers)]
+        for thread in self.threads:
+            thread.start()
+
+    def submit(self, job: Callable[[], Any]) -> asyncio.Future:
+        """`job()` on a database thread; runs even if the caller stops waiting for the future."""
+        future = self.loop.create_future()
+        self.jobs.put((future, job))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            item = self.jobs.get()
+            if item is None:
+                return
+            future, job = item
+            try:
+                outcome = (future, True, job())
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever awaits the job
+                outcome = (future, False, exc)
+            del item, job
+            with self.lock:
+                self.finished.append(outcome)
+                first = len(self.finished) == 1  # else a settle is already on its way
+            if first:
+                try:
+                    self.loop.call_soon_threadsafe(self._settle)
+                except RuntimeError:
+                    pass  # the loop is closed: nobody waits any more
+
+    def _settle(self) -> None:
+        with self.lock:
+            finished, self.finished = self.finished, []
+        for future, ok, value in finished:
+            if future.cancelled():
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+    def shutdown(self, *, wait: bool = True) -> None:
+        for _ in self.threads:
+            self.jobs.put(None)
+        if wait:
+            for thread in self.threads:
+                thread.join()
 
 
 class Stream:
@@ -230,7 +295,7 @@ class Hub:
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.process = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        self.db = ThreadPoolExecutor(max_workers=2, thread_name_prefix="events-db")
+        self.db = _DbThreads(self.loop, workers=2, name="events-db")
         self.streams: dict[int, set[Stream]] = defaultdict(set)
         # workspace → (type, sessionId or None) → the streams whose subscription has that route.
         self.routes: dict[int, dict[tuple[str, str | None], set[Stream]]] = defaultdict(lambda: defaultdict(set))
@@ -259,7 +324,7 @@ class Hub:
     def run_db(self, fn: Callable, *args, retry: bool = False, **kwargs) -> asyncio.Future:
         """`fn(*args, **kwargs)` on a hub thread (see `_db_job` for `retry`). Submitted at once:
         the job runs even if the caller stops waiting for the returned future."""
-        return self.loop.run_in_executor(self.db, partial(_db_job, fn, retry, *args, **kwargs))
+        return self.db.submit(partial(_db_job, fn, retry, *args, **kwargs))
 
     async def resume(self, *, workspace_id: int, last_event_id: str, subscription: Subscription,
                      types: frozenset[str]) -> Replay | None:
