@@ -46,6 +46,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, Max, Min, OuterRef
 from django.utils import timezone
 
 from apps.events import fanout
@@ -179,17 +180,12 @@ def open_slots(*, workspace_id: int | None = None) -> int:
 # --- the database store (embedded) --------------------------------------------------------------
 def _db_acquire(workspace_id: int, process: str, limit: int, holder: str) -> int | None:
     now = timezone.now()
-    StreamSlot.objects.filter(workspace_id=workspace_id, lease_expires_at__lt=now).delete()
-    taken = set()
-    for pk, number, row_holder in StreamSlot.objects.filter(workspace_id=workspace_id).values_list(
-        "pk", "number", "holder"
-    ):
-        if row_holder == holder:
-            return pk
-        taken.add(number)
-    for number in range(limit):
-        if number in taken:
-            continue
+    slots = StreamSlot.objects.filter(workspace_id=workspace_id)
+    slots.filter(lease_expires_at__lt=now).delete()
+    mine = slots.filter(holder=holder).values_list("pk", flat=True).first()
+    if mine is not None:
+        return mine
+    for number in _free_numbers(workspace_id, limit):
         try:
             with transaction.atomic():
                 slot = StreamSlot.objects.create(
@@ -203,6 +199,33 @@ def _db_acquire(workspace_id: int, process: str, limit: int, holder: str) -> int
         except IntegrityError:
             continue  # another connect, here or elsewhere, took this number first
     return None
+
+
+# Numbers tried from the index alone before reading every row of the workspace.
+_INDEXED_TRIES = 8
+
+
+def _free_numbers(workspace_id: int, limit: int):
+    """Numbers in [0, limit) free when asked, each asked again after a concurrent connect took the
+    previous one. First from the (workspace, number) index alone — past the highest, below the
+    lowest, or the first gap — so an open does not read every open stream's row (it did: O(open
+    streams) per open, a sixth of an open's cost at 1,000 streams); then, if connects keep racing
+    for the same numbers, every free number from one read of the rows."""
+    slots = StreamSlot.objects.filter(workspace_id=workspace_id)
+    for _ in range(_INDEXED_TRIES):
+        bounds = slots.aggregate(low=Min("number"), high=Max("number"))
+        if bounds["low"] is None or bounds["low"] > 0:
+            yield 0
+        elif bounds["high"] + 1 < limit:
+            yield bounds["high"] + 1
+        else:
+            successor_taken = StreamSlot.objects.filter(workspace_id=workspace_id, number=OuterRef("number") + 1)
+            gap = slots.filter(~Exists(successor_taken)).aggregate(first=Min("number"))["first"]
+            if gap is None or gap + 1 >= limit:
+                return  # full
+            yield gap + 1
+    taken = set(slots.values_list("number", flat=True))
+    yield from (number for number in range(limit) if number not in taken)
 
 
 # --- the Redis store (production) ---------------------------------------------------------------

@@ -18,6 +18,7 @@ import redis
 from django.utils import timezone
 
 from apps.events import fanout, slots
+from apps.events.models import StreamSlot
 from tests.redis_server import REDIS_SERVER, RedisServer
 
 pytestmark = pytest.mark.django_db
@@ -261,3 +262,23 @@ def test_a_hub_at_its_start_frees_the_slots_of_killed_processes_in_every_workspa
     assert freed == 2 and slots.existing_slots([*dead, alive]) == {alive}
     clock(slots.lease_seconds() + 1)  # and a killed process's slot that no eviction saw still lapses
     assert slots.existing_slots([alive]) == set()
+
+
+@pytest.mark.parametrize("indexed_tries", [slots._INDEXED_TRIES, 0])
+def test_a_freed_number_in_the_middle_is_taken_again_and_the_limit_holds(acme, store, monkeypatch, indexed_tries):
+    """The database store finds a free number from its index (past the highest, below the lowest,
+    the first gap) instead of reading every row: the same numbers the scan (0 tries) gives."""
+    if store:
+        pytest.skip("the database store's numbers")
+    monkeypatch.setattr(slots, "_INDEXED_TRIES", indexed_tries)
+    taken = [acquire(acme, "p") for _ in range(LIMIT)]
+    assert None not in taken and acquire(acme, "p") is None
+    numbers = lambda: sorted(StreamSlot.objects.filter(workspace_id=acme.id).values_list("number", flat=True))  # noqa: E731
+    assert numbers() == list(range(LIMIT))
+    slots.release_slot(taken[1])
+    again = acquire(acme, "p")
+    assert again is not None and numbers() == list(range(LIMIT)) and acquire(acme, "p") is None
+    slots.release_slot(taken[0])
+    assert acquire(acme, "p") is not None and numbers() == list(range(LIMIT))
+    slots.release_slot(taken[-1])
+    assert acquire(acme, "p") is not None and numbers() == list(range(LIMIT)) and acquire(acme, "p") is None
