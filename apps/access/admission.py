@@ -42,13 +42,24 @@ class Admission:
 
 def admit(authorization: str | None, *, audiences: Collection[str]) -> Admission:
     """`audiences`: the resources this entry point accepts (apps/access/audience.py)."""
+    return admit_each(authorization, audiences=audiences, count=1)[0]
+
+
+def admit_each(authorization: str | None, *, audiences: Collection[str], count: int) -> list[Admission]:
+    """`admit` for `count` requests bearing the same Authorization header, asked together (a
+    burst of event stream opens, apps/events/hub.py): the credential is looked up once, and each
+    request is counted against the rate limits on its own, in order."""
     try:
         principal = authenticate_bearer(authorization, audience=audiences)
     except ApiError as error:
-        return Admission(principal=None, rate=None, error=error)
+        return [Admission(principal=None, rate=None, error=error)] * count
     # The request's log context names the credential by id (on a thread that did not copy the
     # request's context, e.g. the event stream's, the caller notes it).
     context.note_principal(principal.workspace.id, principal.credential_id)
+    return [_counted(principal) for _ in range(count)]
+
+
+def _counted(principal: Principal) -> Admission:
     rate = check_rate_limit_sync(principal)
     if rate is not None and not rate.allowed:
         metrics.RATE_LIMITED.inc()

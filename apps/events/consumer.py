@@ -43,7 +43,6 @@ from channels.utils import await_many_dispatch
 from django.conf import settings
 
 from apps.access import door
-from apps.access.admission import admit
 from apps.access.audience import rest_audiences
 from apps.access.principal import Principal
 from apps.access.ratelimit import RateDecision
@@ -157,7 +156,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
         hub = get_hub()
         # Admission exactly as REST (401, 404, 403, then REST's buckets: reconnect churn is bounded).
         audiences = rest_audiences(settings.CONNECT_BASE_URL)
-        admission = await hub.run_db(admit, self._header(b"authorization"), audiences=audiences)
+        admission = await hub.admit(self._header(b"authorization"), audiences=audiences)
         self.rate = admission.rate
         if admission.error is not None:
             raise admission.error

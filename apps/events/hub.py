@@ -51,6 +51,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections
 
 from apps.events import fanout, selectors, slots
+from apps.access.admission import Admission, admit_each
 from apps.access.credentials import CredentialRef, invalid_credentials
 from apps.core import metrics
 from apps.events.filters import Subscription
@@ -314,6 +315,7 @@ class Hub:
         self._lately_read: dict[str, float] = {}
         self.direct_writes = 0  # batches written straight to a stream (stats, tests)
         self._resumes: dict[tuple, _SharedResume] = {}
+        self._admits: dict[tuple, _SharedAdmit] = {}
         self._commit_socket = None  # embedded: woken by other processes' commits (fanout.py)
         self.commit_wakeups = 0
         self.resume_reads = 0  # resume reads run (stats: a reconnect storm shares them)
@@ -356,6 +358,22 @@ class Hub:
             shared.future = self.run_db(shared.run, fn, retry=True, **kwargs)
             shared.future.add_done_callback(lambda _: self._resumes.get(key) is shared and self._resumes.pop(key))
         return await asyncio.shield(shared.future)
+
+    async def admit(self, authorization: str | None, *, audiences: frozenset[str]) -> Admission:
+        """`apps.access.admission.admit` on a hub thread, with one credential lookup for every open
+        bearing the same header while it waits for the thread (a reconnect storm: thousands of
+        clients of one key); each open is still counted against the rate limits on its own. A
+        lookup that has started is not joined: a credential revoked meanwhile is seen."""
+        key = (authorization, audiences)
+        shared = self._admits.get(key)
+        place = None if shared is None else shared.join()
+        if place is None:
+            shared = self._admits[key] = _SharedAdmit()
+            place = shared.join()
+            future = shared.future = self.run_db(shared.run, authorization, audiences=audiences)
+            future.add_done_callback(lambda _: self._admits.get(key) is shared and self._admits.pop(key))
+        admissions = await asyncio.shield(shared.future)
+        return admissions[place]
 
     def release_acquired_slot(self, acquiring: asyncio.Future) -> None:
         """Done-callback for an acquire whose stream was abandoned before it finished."""
@@ -761,6 +779,34 @@ class Replay:
         while queue and queue[0][0] <= floor:
             queue.popleft()
         return self.done or covered
+
+
+class _SharedAdmit:
+    """One admission job that the opens bearing the same Authorization header join until it
+    starts (`Hub.admit`); the i-th to join gets the i-th admission. Joined on the loop, started on
+    a hub thread: the lock makes the count the job reads the final one."""
+
+    __slots__ = ("lock", "count", "started", "future")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = 0
+        self.started = False
+        self.future: asyncio.Future | None = None
+
+    def join(self) -> int | None:
+        """This open's place in the job, or None when it has started."""
+        with self.lock:
+            if self.started:
+                return None
+            self.count += 1
+            return self.count - 1
+
+    def run(self, authorization: str | None, *, audiences: frozenset[str]) -> list[Admission]:
+        with self.lock:
+            self.started = True
+            count = self.count
+        return admit_each(authorization, audiences=audiences, count=count)
 
 
 class _SharedResume:
