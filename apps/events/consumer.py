@@ -289,9 +289,9 @@ class EventStreamConsumer(AsyncHttpConsumer):
             if not await self._writable(stream):
                 return
             if replay.items:
-                await self.send_body(b"".join(frame for _, frame in replay.items), more_body=True)
+                await self.send_body(replay.data, more_body=True)
                 stream.sent += len(replay.items)
-                replay.items = []
+                replay.items, replay.data = [], b""
             if replay.caught_up(stream) or not await self._writable(stream):
                 return
             await get_hub().resume_more(replay)

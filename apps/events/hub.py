@@ -709,9 +709,28 @@ def current_hub() -> Hub | None:
 
 
 RESUME_CHUNK = 200  # events one resume read brings: a resuming stream holds one chunk at a time
-# One chunk read: every event of the types after a place, each as (log key, type, session id, frame),
-# the place reached, and whether that is the end (the read was short: it reached the horizon).
-ResumeRead = tuple[list[tuple[tuple[int, str], str, "str | None", bytes]], Position, bool]
+class ResumeRead:
+    """One chunk read: every event of the types after a place, each as (log key, type, session id,
+    frame), the place reached, and whether that is the end (the read was short: it reached the
+    horizon). Shared by the streams that joined the read, and so is each subscription's share."""
+
+    __slots__ = ("rows", "reached", "done", "shares")
+
+    def __init__(self, rows: list[tuple[tuple[int, str], str, str | None, bytes]], reached: Position,
+                 done: bool) -> None:
+        self.rows, self.reached, self.done = rows, reached, done
+        self.shares: dict[Subscription, tuple[list[tuple[tuple[int, str], bytes]], bytes]] = {}
+
+    def share(self, subscription: Subscription) -> tuple[list[tuple[tuple[int, str], bytes]], bytes]:
+        """The rows `subscription` matches, as (log key, frame), and their frames as one write:
+        made once per subscription (a storm's clients mostly hold the same one), and the bytes
+        shared by every stream writing them. Read-only for the caller."""
+        share = self.shares.get(subscription)
+        if share is None:
+            matches = subscription.matches
+            items = [(key, frame) for key, type_, session_id, frame in self.rows if matches(type_, session_id)]
+            share = self.shares[subscription] = (items, b"".join(frame for _, frame in items))
+        return share
 
 
 def resume_start(*, workspace_id: int, last_event_id: str, types: frozenset[str]) -> ResumeRead | None:
@@ -733,7 +752,7 @@ def resume_start(*, workspace_id: int, last_event_id: str, types: frozenset[str]
     if place is None:
         return None
     read = resume_chunk(workspace_id=workspace_id, after=place, types=types)
-    if not read[2] and selectors.log_has_more_than(RESUME_MAX_EVENTS, after=place, workspace_id=workspace_id,
+    if not read.done and selectors.log_has_more_than(RESUME_MAX_EVENTS, after=place, workspace_id=workspace_id,
                                                    types=types):
         return None
     return read
@@ -743,15 +762,16 @@ def resume_chunk(*, workspace_id: int, after: Position, types: frozenset[str]) -
     """Up to RESUME_CHUNK events of `types` after `after` (settled), the place reached, and
     whether that was all (a short read stands at the horizon)."""
     rows, reached = selectors.read_log(after=after, limit=RESUME_CHUNK, workspace_id=workspace_id, types=types)
-    return ([((e.position, e.id), e.type, e.session_id, frame_for(e)) for e in rows], reached,
-            len(rows) < RESUME_CHUNK)
+    return ResumeRead([((e.position, e.id), e.type, e.session_id, frame_for(e)) for e in rows], reached,
+                      len(rows) < RESUME_CHUNK)
 
 
 class Replay:
-    """A resume in progress: the stream's share of the chunk read last (`items`, in log order),
-    the place that read reached, and whether nothing more is to be read. The consumer writes a
-    chunk once the client's socket takes more, then reads the next (`Hub.resume_more`): a
-    resuming stream holds one chunk, never its whole missed window.
+    """A resume in progress: the stream's share of the chunk read last (`items`, in log order,
+    and `data`, their frames as one write), the place that read reached, and whether nothing
+    more is to be read. The consumer writes a chunk once the client's socket takes more, then
+    reads the next (`Hub.resume_more`): a resuming stream holds one chunk, never its whole
+    missed window.
 
     It ends at a short read (it reached the horizon, which is past everything the follower had
     dispatched before the stream registered; what comes later is in its live queue), or as soon
@@ -759,16 +779,15 @@ class Replay:
     of the subscription the follower read after the stream registered, so from there on the
     queue has the rest. Live copies at or below the place reached are dropped (`floor`)."""
 
-    __slots__ = ("workspace_id", "types", "subscription", "items", "reached", "done")
+    __slots__ = ("workspace_id", "types", "subscription", "items", "data", "reached", "done")
 
     def __init__(self, workspace_id: int, types: frozenset[str], subscription: Subscription, read: ResumeRead) -> None:
         self.workspace_id, self.types, self.subscription = workspace_id, types, subscription
         self.take(read)
 
     def take(self, read: ResumeRead) -> None:
-        rows, self.reached, self.done = read
-        matches = self.subscription.matches
-        self.items = [(key, frame) for key, type_, session_id, frame in rows if matches(type_, session_id)]
+        self.reached, self.done = read.reached, read.done
+        self.items, self.data = read.share(self.subscription)
 
     def caught_up(self, stream: Stream) -> bool:
         """After the chunk is written: whether the replay is over. Drops the live copies the

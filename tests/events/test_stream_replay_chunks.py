@@ -168,3 +168,29 @@ def test_a_paused_stream_reads_no_further_chunk_until_its_socket_takes_more(acme
     assert paused_writes == 1 and paused_reads == 1
     assert len(writes) >= 3 and reads == len(writes)
     assert b"".join(writes) + rest == b"".join(frame for _, frame in one_read(acme.id, last_id))
+
+
+def test_streams_resuming_together_share_each_chunks_read_and_its_bytes(acme):
+    """A storm: streams asking from the same place while the read waits share it, chunk after
+    chunk, and the subscription's frames are joined once for all of them."""
+    events = record(acme.id, 2 * RESUME_CHUNK + 5)
+
+    async def scenario():
+        hub = get_hub()
+        streams = [make_stream(acme.id) for _ in range(5)]
+        for stream in streams:
+            hub.register(stream)
+        ask = lambda: hub.resume(workspace_id=acme.id, last_event_id=events[0].id,  # noqa: E731
+                                 subscription=SUBSCRIPTION, types=TYPES)
+        replays = await asyncio.gather(*(ask() for _ in streams))
+        chunks = [[replay.data] for replay in replays]
+        while not all([replay.caught_up(stream) for replay, stream in zip(replays, streams)]):
+            await asyncio.gather(*(hub.resume_more(replay) for replay in replays))
+            for replay, written in zip(replays, chunks):
+                written.append(replay.data)
+        return chunks, hub.resume_reads
+
+    chunks, reads = run(scenario())
+    assert reads == len(chunks[0]) >= 3
+    assert all(a is b for written in chunks[1:] for a, b in zip(chunks[0], written))
+    assert b"".join(chunks[0]) == b"".join(frame for _, frame in one_read(acme.id, events[0].id))
