@@ -161,12 +161,22 @@ class _DbThreads:
                 thread.join()
 
 
+_NO_FRAMES: tuple = ()
+
+
 class Stream:
     """One open event stream's state in the hub: what it wants and what waits for it.
 
     Invariant: frames reach the client in dispatch order. `write` is used only while the
     deque is empty; once anything is queued, later frames queue behind it until the task
-    has drained it."""
+    has drained it.
+
+    Slotted, with its queue and its `wakeup` made only when needed: a live stream that never
+    waits holds neither (a deque and an asyncio.Event are ~0.8 and ~1.1 KB; memory per stream
+    is one of issue 26's targets)."""
+
+    __slots__ = ("workspace_id", "slot_id", "subscription", "credential", "queue", "queue_size", "_wakeup", "kick",
+                 "ping_due", "closed_reason", "write", "paused", "floor", "sent")
 
     def __init__(
         self,
@@ -182,9 +192,10 @@ class Stream:
         self.slot_id = slot_id
         self.subscription = subscription
         self.credential = credential
-        self.queue: deque[tuple[tuple[int, str], bytes]] = deque()
+        # Frames waiting for the client: `_NO_FRAMES` until one has to wait, and again once drained.
+        self.queue: deque[tuple[tuple[int, str], bytes]] | tuple = _NO_FRAMES
         self.queue_size = queue_size
-        self.wakeup = asyncio.Event()
+        self._wakeup: asyncio.Event | None = None
         # Set once the stream runs without a task of its own (consumer.LiveStream): called instead
         # of `wakeup.set()` when there is something to do (frames queued, a ping, a resume after
         # a pause, the stream closed).
@@ -201,6 +212,13 @@ class Stream:
         self.floor: tuple[int, str] | None = None
         # Event frames written to the client (replay and live), for the close line.
         self.sent = 0
+
+    @property
+    def wakeup(self) -> asyncio.Event:
+        """Set when the stream's task has something to do (see `kick` for a stream without one)."""
+        if self._wakeup is None:
+            self._wakeup = asyncio.Event()
+        return self._wakeup
 
     def _direct(self) -> bool:
         return self.write is not None and not self.paused and not self.queue
@@ -222,6 +240,8 @@ class Stream:
                 self.sent += count
                 self._write_now(data)
             return True
+        if not self.queue:
+            self.queue = deque()
         for item in items:
             if len(self.queue) >= self.queue_size:
                 self.close("overflow")
@@ -269,6 +289,7 @@ class Stream:
             if floor is None or key > floor:
                 parts.append(frame)
                 self.sent += 1
+        self.queue = _NO_FRAMES
         return b"".join(parts)
 
     def _write_now(self, data: bytes) -> None:
@@ -282,7 +303,7 @@ class Stream:
         if self.closed_reason is None:
             self.closed_reason = reason
             self.write = None
-            self.queue.clear()
+            self.queue = _NO_FRAMES
             self.wake()
             hub = _hub
             if hub is not None:
