@@ -391,6 +391,7 @@ class LiveStream:
         self.started = True
         stream = self.stream
         stream.kick = self.kick
+        daphne_stream.forget_application_queue(self.request)  # the consumer has ended
         if stream.closed_reason is not None:
             self.context.run(self._end)
             return
@@ -469,5 +470,7 @@ async def stream_stats(scope, receive, send) -> None:
     # What a stream leaves behind in memory once it is gone: none of its objects (test-only cost).
     gc.collect()
     body["streamObjects"] = sum(1 for o in gc.get_objects() if type(o) in (Stream, LiveStream))
+    # daphne's ASGI input queues alive (one per request whose application may still read it).
+    body["inputQueues"] = sum(1 for o in gc.get_objects() if type(o) is asyncio.Queue)
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": orjson.dumps(body)})

@@ -21,6 +21,9 @@ pinned by tests/test_engine_pins.py):
   and a loop pass per stream and batch); what the socket does not take is buffered as before.
 - daphne installs Twisted's asyncio reactor on the loop the consumers run on, so Twisted's
   callbacks, the hub's dispatch and the consumer never interleave mid-write.
+- daphne/http_protocol.py keeps the request's ASGI input queue (`application_queue`, an
+  asyncio.Queue) for the connection's life, and after the application has started uses it only
+  to send `http.disconnect`, which `connectionLost` and `finish` skip when it is None.
 - On SIGTERM Twisted's reactor runs its "before shutdown" triggers (daphne's own cancels the
   applications), then drops every connection ("during"): `on_shutdown` ends the streams first,
   so each client reads its response's end rather than a cut connection, and nothing is left for
@@ -41,6 +44,8 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("twisted.internet.abstract.FileDescriptor", "_tempDataLen"),
     ("twisted.internet.tcp.Connection", "_writeDisconnected"),
     ("twisted.web.http.Request", "_disconnected"),
+    # An instance attribute (set in WebRequest.__init__): see `forget_application_queue`.
+    ("daphne.http_protocol.WebRequest", "application_queue"),
 )
 # The private names read on the TCP transport (a tcp.Connection).
 TRANSPORT_PRIVATE_NAMES = ("_tempDataLen", "_writeDisconnected")
@@ -124,6 +129,15 @@ def finish(request: Any | None) -> None:
     """End the response normally (the last chunk), as daphne does for `more_body: False`."""
     if request is not None and _usable(request):
         request.finish()
+
+
+def forget_application_queue(request: Any | None) -> None:
+    """Once the application has ended with the response still open (a live stream's consumer):
+    drop daphne's input queue for it, which nobody reads any more (~3.7 KB: three deques and an
+    Event, held for the stream's life). daphne then sends no `http.disconnect` on its end; the
+    stream learns of that end from `when_done`."""
+    if request is not None and getattr(request, "application_queue", None) is not None:
+        request.application_queue = None
 
 
 def when_done(request: Any, callback: Callable[[], None]) -> bool:
