@@ -56,6 +56,15 @@ def make_stream(workspace_id: int) -> Stream:
                                            workspace_id=workspace_id))
 
 
+async def resumed(workspace_id: int, last_id: str):
+    """A stream registered, then resumed from `last_id` (subscribe, then read: as the consumer)."""
+    hub = get_hub()
+    stream = make_stream(workspace_id)
+    hub.register(stream)
+    replay = await hub.resume(workspace_id=workspace_id, last_event_id=last_id, subscription=SUBSCRIPTION, types=TYPES)
+    return hub, stream, replay
+
+
 def run(coro):
     try:
         return asyncio.run(coro)
@@ -70,10 +79,7 @@ def test_the_chunks_and_the_live_queue_are_the_one_read_with_live_events_in_the_
     last_id = events[10].id
 
     async def scenario():
-        hub = get_hub()
-        stream = make_stream(acme.id)
-        hub.register(stream)  # subscribe, then read: as the consumer does
-        replay = await hub.resume(workspace_id=acme.id, last_event_id=last_id, subscription=SUBSCRIPTION, types=TYPES)
+        hub, stream, replay = await resumed(acme.id, last_id)
         written, held, chunks = [], [], 0
         while True:
             held.append(len(replay.items))
@@ -137,10 +143,7 @@ def test_a_paused_stream_reads_no_further_chunk_until_its_socket_takes_more(acme
     last_id = events[0].id
 
     async def scenario():
-        hub = get_hub()
-        stream = make_stream(acme.id)
-        hub.register(stream)
-        replay = await hub.resume(workspace_id=acme.id, last_event_id=last_id, subscription=SUBSCRIPTION, types=TYPES)
+        hub, stream, replay = await resumed(acme.id, last_id)
         consumer = EventStreamConsumer()
         writes: list[bytes] = []
 
