@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from apps.access.credentials import authenticate_bearer
 from apps.access.principal import Principal
-from apps.access.ratelimit import RateDecision, check_rate_limit_sync
+from apps.access.ratelimit import RateDecision, check_rate_limits
 from apps.access.render import error_headers
 from apps.core import context, metrics
 from apps.core.errors import ApiError, RateLimited
@@ -47,8 +47,8 @@ def admit(authorization: str | None, *, audiences: Collection[str]) -> Admission
 
 def admit_each(authorization: str | None, *, audiences: Collection[str], count: int) -> list[Admission]:
     """`admit` for `count` requests bearing the same Authorization header, asked together (a
-    burst of event stream opens, apps/events/hub.py): the credential is looked up once, and each
-    request is counted against the rate limits on its own, in order."""
+    burst of event stream opens, apps/events/hub.py): the credential is looked up once, and the
+    requests are counted in one round trip, each decided as if counted on its own, in order."""
     try:
         principal = authenticate_bearer(authorization, audience=audiences)
     except ApiError as error:
@@ -56,11 +56,10 @@ def admit_each(authorization: str | None, *, audiences: Collection[str], count: 
     # The request's log context names the credential by id (on a thread that did not copy the
     # request's context, e.g. the event stream's, the caller notes it).
     context.note_principal(principal.workspace.id, principal.credential_id)
-    return [_counted(principal) for _ in range(count)]
+    return [_decided(principal, rate) for rate in check_rate_limits(principal, count)]
 
 
-def _counted(principal: Principal) -> Admission:
-    rate = check_rate_limit_sync(principal)
+def _decided(principal: Principal, rate: RateDecision | None) -> Admission:
     if rate is not None and not rate.allowed:
         metrics.RATE_LIMITED.inc()
         return Admission(principal=principal, rate=rate, error=RateLimited())
