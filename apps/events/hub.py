@@ -102,7 +102,7 @@ class _DbThreads:
     set together with every other one that finished before the loop got to them, one
     `call_soon_threadsafe` (a write to the loop's self-pipe, a wake-up) per batch rather than per
     job (`run_in_executor`'s way) — a burst of stream opens finishes hundreds of jobs, and those
-    wake-ups were about a fifth of an open's server time (bench/README, issue 26).
+    wake-ups were about a fifth of an open's server time (bench/README.md, issue 26).
 
     Daemon threads: nothing joins them at exit (a queued slot release then lapses with its lease,
     or goes with the process's Redis connection, slots.py)."""
