@@ -114,14 +114,14 @@ def _redis():
     return _redis_client
 
 
-def count_in_redis(names: list[str], start: int, window: int) -> list[int]:
+def count_in_redis(names: list[str], start: int, window: int, hits: int = 1) -> list[int]:
     # Buckets name rows of one database (workspace and credential ids), so its name is part of
     # the key: deployments (and test runs) sharing a Redis never count into each other's.
     database = settings.DATABASES["default"]["NAME"]
     pipe = _redis().pipeline(transaction=False)
     for name in names:
         key = f"connect:ratelimit:{database}:{name}:{start}"
-        pipe.incr(key)
+        pipe.incrby(key, hits)
         pipe.expire(key, window * 2)
     replies = pipe.execute()
     return [int(n) for n in replies[0::2]]
@@ -208,17 +208,17 @@ def shared_counters() -> SharedCounters | None:
 _pruned_before = 0  # per process: windows older than this were already deleted
 
 
-def count_in_database(names: list[str], start: int, window: int) -> list[int]:
+def count_in_database(names: list[str], start: int, window: int, hits: int = 1) -> list[int]:
     global _pruned_before
     table = connection.ops.quote_name(RateLimitCounter._meta.db_table)
-    values = ", ".join(["(%s, %s, 1)"] * len(names))
+    values = ", ".join(["(%s, %s, %s)"] * len(names))
     params: list = []
     for name in names:
-        params += [name, start]
+        params += [name, start, hits]
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {table} (bucket, window_start, hits) VALUES {values} "  # noqa: S608 - names are ours
-            f"ON CONFLICT (bucket, window_start) DO UPDATE SET hits = {table}.hits + 1 "
+            f"ON CONFLICT (bucket, window_start) DO UPDATE SET hits = {table}.hits + excluded.hits "
             "RETURNING bucket, hits",
             params,
         )
@@ -230,35 +230,44 @@ def count_in_database(names: list[str], start: int, window: int) -> list[int]:
     return [hits[name] for name in names]
 
 
-def count_beside_database(names: list[str], start: int, window: int) -> list[int]:
+def count_beside_database(names: list[str], start: int, window: int, hits: int = 1) -> list[int]:
     """The shared file on a SQLite database, else (or when the file is full) the database."""
     counters = shared_counters()
     if counters is not None:
         try:
-            return counters.add(names, start, window)
+            return counters.add(names, start, window, hits)
         except CountersFull:
             logger.warning("rate limit counted in the database: the shared counter file is full")
-    return count_in_database(names, start, window)
+    return count_in_database(names, start, window, hits)
 
 
 def check_rate_limit_sync(principal: Principal, *, now: float | None = None) -> RateDecision | None:
     """Count this request for the principal; None when every limit is off."""
+    return check_rate_limits(principal, 1, now=now)[0]
+
+
+def check_rate_limits(principal: Principal, count: int, *, now: float | None = None) -> list[RateDecision | None]:
+    """Count `count` requests of the principal at once (a burst of stream opens admitted together,
+    apps/access/admission.admit_each): one counting round trip adds them all, and the i-th is
+    decided on the counts it would have seen alone (the buckets' new counts less the requests
+    after it). Nones when every limit is off."""
     pairs = buckets(principal)
     if not pairs:
-        return None
+        return [None] * count
     window = settings.CONNECT_RATE_LIMIT_WINDOW_SECONDS
     now = time.time() if now is None else now
     start = window_start(now, window)
     names = [name for name, _ in pairs]
     if settings.REDIS_URL:
         try:
-            counts = count_in_redis(names, start, window)
+            totals = count_in_redis(names, start, window, count)
         except Exception:  # noqa: BLE001 - Redis down: serve rather than refuse everyone
             logger.warning("rate limit not counted: Redis unavailable", exc_info=True)
-            return None
+            return [None] * count
     else:
-        counts = count_beside_database(names, start, window)
-    return decide([(hits, limit) for hits, (_, limit) in zip(counts, pairs)], window=window, now=now)
+        totals = count_beside_database(names, start, window, count)
+    return [decide([(total - count + 1 + i, limit) for total, (_, limit) in zip(totals, pairs)], window=window, now=now)
+            for i in range(count)]
 
 
 def refund_sync(principal: Principal, decision: RateDecision | None) -> RateDecision | None:

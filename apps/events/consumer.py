@@ -43,7 +43,6 @@ from channels.utils import await_many_dispatch
 from django.conf import settings
 
 from apps.access import door
-from apps.access.admission import admit
 from apps.access.audience import rest_audiences
 from apps.access.principal import Principal
 from apps.access.ratelimit import RateDecision
@@ -63,7 +62,7 @@ from apps.core.errors import (
 from apps.core.params import unknown_parameters
 from apps.events import filters, slots
 from apps.access.credentials import CredentialRef
-from apps.events.hub import Stream, get_hub
+from apps.events.hub import Replay, Stream, get_hub
 from connect.engine import daphne_stream
 
 logger = logging.getLogger("connect.events")
@@ -73,7 +72,6 @@ STREAM_HEADERS = [
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 ]
-REPLAY_CHUNK = 200
 
 
 class EventStreamConsumer(AsyncHttpConsumer):
@@ -81,7 +79,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
     slot_id: slots.SlotId | None = None
     delivery: asyncio.Task | None = None
     producer: daphne_stream.Producer | None = None
-    replay: list[tuple[tuple[int, str], bytes]] | None = None
+    replay: Replay | None = None
     rate: RateDecision | None = None
     opened_at: float | None = None
 
@@ -158,7 +156,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
         hub = get_hub()
         # Admission exactly as REST (401, 404, 403, then REST's buckets: reconnect churn is bounded).
         audiences = rest_audiences(settings.CONNECT_BASE_URL)
-        admission = await hub.run_db(admit, self._header(b"authorization"), audiences=audiences)
+        admission = await hub.admit(self._header(b"authorization"), audiences=audiences)
         self.rate = admission.rate
         if admission.error is not None:
             raise admission.error
@@ -224,9 +222,10 @@ class EventStreamConsumer(AsyncHttpConsumer):
             if resumed is None:
                 first = b": resume-unavailable\n\n"
             else:
-                # The client has everything up to its id, the replay everything after it up to
-                # `floor`: a live copy at or below it (a follower behind this read) is dropped.
-                self.replay, self.stream.floor = resumed
+                # The client has everything up to its id, the replay everything after it up to the
+                # place it reaches (the stream's `floor`, moved as each chunk is written): a live
+                # copy at or below it (a follower behind the read) is dropped.
+                self.replay = resumed
         await self.send_headers(status=200, headers=STREAM_HEADERS + self._rate_headers())
         await self.send_body(first, more_body=True)
         self._register_producer()
@@ -281,17 +280,29 @@ class EventStreamConsumer(AsyncHttpConsumer):
             self.producer = daphne_stream.register_producer(request, self.stream)
 
     # --- streaming -------------------------------------------------------------------------
-    async def _replay(self, stream: Stream, replay) -> None:
-        """What the client missed, in chunks, each written once its socket takes more."""
-        for start in range(0, len(replay or ()), REPLAY_CHUNK):
-            chunk = replay[start : start + REPLAY_CHUNK]
-            while stream.paused and stream.closed_reason is None:
-                stream.wakeup.clear()
-                await stream.wakeup.wait()
-            if stream.closed_reason is not None:
-                break
-            await self.send_body(b"".join(frame for _, frame in chunk), more_body=True)
-            stream.sent += len(chunk)
+    async def _replay(self, stream: Stream, replay: Replay | None) -> None:
+        """What the client missed, a chunk at a time: each written once its socket takes more,
+        and the next one read from the log only then (hub.Replay says when it ends)."""
+        if replay is None:
+            return
+        while True:
+            if not await self._writable(stream):
+                return
+            if replay.items:
+                await self.send_body(replay.data, more_body=True)
+                stream.sent += len(replay.items)
+                replay.items, replay.data = [], b""
+            if replay.caught_up(stream) or not await self._writable(stream):
+                return
+            await get_hub().resume_more(replay)
+
+    @staticmethod
+    async def _writable(stream: Stream) -> bool:
+        """Once Twisted's flow control lets the stream write (False: the stream closed)."""
+        while stream.paused and stream.closed_reason is None:
+            stream.wakeup.clear()
+            await stream.wakeup.wait()
+        return stream.closed_reason is None
 
     async def deliver(self) -> None:
         """The stream's task when it cannot run without one (not under daphne, no flow control)."""
@@ -380,6 +391,7 @@ class LiveStream:
         self.started = True
         stream = self.stream
         stream.kick = self.kick
+        daphne_stream.forget_application_queue(self.request)  # the consumer has ended
         if stream.closed_reason is not None:
             self.context.run(self._end)
             return
@@ -458,5 +470,7 @@ async def stream_stats(scope, receive, send) -> None:
     # What a stream leaves behind in memory once it is gone: none of its objects (test-only cost).
     gc.collect()
     body["streamObjects"] = sum(1 for o in gc.get_objects() if type(o) in (Stream, LiveStream))
+    # daphne's ASGI input queues alive (one per request whose application may still read it).
+    body["inputQueues"] = sum(1 for o in gc.get_objects() if type(o) is asyncio.Queue)
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": orjson.dumps(body)})

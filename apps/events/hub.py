@@ -37,11 +37,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import queue
 import secrets
 import socket
+import threading
 import time
 from collections import defaultdict, deque
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Callable
 
@@ -50,12 +51,14 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections
 
 from apps.events import fanout, selectors, slots
+from apps.access.admission import Admission, admit_each
 from apps.access.credentials import CredentialRef, invalid_credentials
 from apps.core import metrics
 from apps.events.filters import Subscription
 from apps.events.positions import Position, event_id_ms
 from apps.events.retention import oldest_complete_ms
 from apps.events.representations import PING, frame_for
+from connect.engine import daphne_stream
 from connect.engine.faults import discard_lost_connections, is_database_unavailable
 
 logger = logging.getLogger("connect.events")
@@ -94,12 +97,86 @@ def _db_job(fn: Callable, retry: bool, *args, **kwargs):
         close_old_connections()  # conn_max_age=0: give the connection back (PostgreSQL pool)
 
 
+class _DbThreads:
+    """The hub's database threads. Results reach the loop in batches: a finished job's result is
+    set together with every other one that finished before the loop got to them, one
+    `call_soon_threadsafe` (a write to the loop's self-pipe, a wake-up) per batch rather than per
+    job (`run_in_executor`'s way) — a burst of stream opens finishes hundreds of jobs, and those
+    wake-ups were about a fifth of an open's server time (bench/README.md, issue 26).
+
+    Daemon threads: nothing joins them at exit (a queued slot release then lapses with its lease,
+    or goes with the process's Redis connection, slots.py)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, *, workers: int, name: str) -> None:
+        self.loop = loop
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.finished: list[tuple[asyncio.Future, bool, Any]] = []
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._work, name=f"{name}_{n}", daemon=True) for n in range(workers)]
+        for thread in self.threads:
+            thread.start()
+
+    def submit(self, job: Callable[[], Any]) -> asyncio.Future:
+        """`job()` on a database thread; runs even if the caller stops waiting for the future."""
+        future = self.loop.create_future()
+        self.jobs.put((future, job))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            item = self.jobs.get()
+            if item is None:
+                return
+            future, job = item
+            try:
+                outcome = (future, True, job())
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever awaits the job
+                outcome = (future, False, exc)
+            del item, job
+            with self.lock:
+                self.finished.append(outcome)
+                first = len(self.finished) == 1  # else a settle is already on its way
+            if first:
+                try:
+                    self.loop.call_soon_threadsafe(self._settle)
+                except RuntimeError:
+                    pass  # the loop is closed: nobody waits any more
+
+    def _settle(self) -> None:
+        with self.lock:
+            finished, self.finished = self.finished, []
+        for future, ok, value in finished:
+            if future.cancelled():
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+    def shutdown(self, *, wait: bool = True) -> None:
+        for _ in self.threads:
+            self.jobs.put(None)
+        if wait:
+            for thread in self.threads:
+                thread.join()
+
+
+_NO_FRAMES: tuple = ()
+
+
 class Stream:
     """One open event stream's state in the hub: what it wants and what waits for it.
 
     Invariant: frames reach the client in dispatch order. `write` is used only while the
     deque is empty; once anything is queued, later frames queue behind it until the task
-    has drained it."""
+    has drained it.
+
+    Slotted, with its queue and its `wakeup` made only when needed: a live stream that never
+    waits holds neither (a deque and an asyncio.Event are ~0.8 and ~1.1 KB; memory per stream
+    is one of issue 26's targets)."""
+
+    __slots__ = ("workspace_id", "slot_id", "subscription", "credential", "queue", "queue_size", "_wakeup", "kick",
+                 "ping_due", "closed_reason", "write", "paused", "floor", "sent")
 
     def __init__(
         self,
@@ -115,9 +192,10 @@ class Stream:
         self.slot_id = slot_id
         self.subscription = subscription
         self.credential = credential
-        self.queue: deque[tuple[tuple[int, str], bytes]] = deque()
+        # Frames waiting for the client: `_NO_FRAMES` until one has to wait, and again once drained.
+        self.queue: deque[tuple[tuple[int, str], bytes]] | tuple = _NO_FRAMES
         self.queue_size = queue_size
-        self.wakeup = asyncio.Event()
+        self._wakeup: asyncio.Event | None = None
         # Set once the stream runs without a task of its own (consumer.LiveStream): called instead
         # of `wakeup.set()` when there is something to do (frames queued, a ping, a resume after
         # a pause, the stream closed).
@@ -134,6 +212,13 @@ class Stream:
         self.floor: tuple[int, str] | None = None
         # Event frames written to the client (replay and live), for the close line.
         self.sent = 0
+
+    @property
+    def wakeup(self) -> asyncio.Event:
+        """Set when the stream's task has something to do (see `kick` for a stream without one)."""
+        if self._wakeup is None:
+            self._wakeup = asyncio.Event()
+        return self._wakeup
 
     def _direct(self) -> bool:
         return self.write is not None and not self.paused and not self.queue
@@ -155,6 +240,8 @@ class Stream:
                 self.sent += count
                 self._write_now(data)
             return True
+        if not self.queue:
+            self.queue = deque()
         for item in items:
             if len(self.queue) >= self.queue_size:
                 self.close("overflow")
@@ -202,6 +289,7 @@ class Stream:
             if floor is None or key > floor:
                 parts.append(frame)
                 self.sent += 1
+        self.queue = _NO_FRAMES
         return b"".join(parts)
 
     def _write_now(self, data: bytes) -> None:
@@ -215,7 +303,7 @@ class Stream:
         if self.closed_reason is None:
             self.closed_reason = reason
             self.write = None
-            self.queue.clear()
+            self.queue = _NO_FRAMES
             self.wake()
             hub = _hub
             if hub is not None:
@@ -229,7 +317,7 @@ class Hub:
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.process = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        self.db = ThreadPoolExecutor(max_workers=2, thread_name_prefix="events-db")
+        self.db = _DbThreads(self.loop, workers=2, name="events-db")
         self.streams: dict[int, set[Stream]] = defaultdict(set)
         # workspace → (type, sessionId or None) → the streams whose subscription has that route.
         self.routes: dict[int, dict[tuple[str, str | None], set[Stream]]] = defaultdict(lambda: defaultdict(set))
@@ -248,31 +336,65 @@ class Hub:
         self._lately_read: dict[str, float] = {}
         self.direct_writes = 0  # batches written straight to a stream (stats, tests)
         self._resumes: dict[tuple, _SharedResume] = {}
+        self._admits: dict[tuple, _SharedAdmit] = {}
         self._commit_socket = None  # embedded: woken by other processes' commits (fanout.py)
         self.commit_wakeups = 0
         self.resume_reads = 0  # resume reads run (stats: a reconnect storm shares them)
+        # SIGTERM under daphne: every stream ends with its response (clients resume elsewhere).
+        daphne_stream.on_shutdown(self._close_all_for_shutdown)
 
     # --- database on the hub's threads ---------------------------------------------------
     def run_db(self, fn: Callable, *args, retry: bool = False, **kwargs) -> asyncio.Future:
         """`fn(*args, **kwargs)` on a hub thread (see `_db_job` for `retry`). Submitted at once:
         the job runs even if the caller stops waiting for the returned future."""
-        return self.loop.run_in_executor(self.db, partial(_db_job, fn, retry, *args, **kwargs))
+        return self.db.submit(partial(_db_job, fn, retry, *args, **kwargs))
 
     async def resume(self, *, workspace_id: int, last_event_id: str, subscription: Subscription,
-                     types: frozenset[str]) -> tuple[list[tuple[tuple[int, str], bytes]], tuple[int, str]] | None:
-        """`resume_frames`, with one read for every stream that resumes from the same id with the
-        same types while that read waits for a hub thread (a reconnect storm: thousands of clients
-        of one workspace, most of them holding the same last id). Call after `register`."""
-        key = (workspace_id, last_event_id, types)
+                     types: frozenset[str]) -> Replay | None:
+        """What a client reconnecting after `last_event_id` missed, as a `Replay` holding its first
+        chunk (`resume_start`); None when the id cannot be resumed from. Call after `register`.
+        One read serves every stream that resumes from the same id with the same types while it
+        waits for a hub thread (a reconnect storm: most clients hold the same last id)."""
+        read = await self._shared_read((workspace_id, last_event_id, types), resume_start,
+                                       workspace_id=workspace_id, last_event_id=last_event_id, types=types)
+        return None if read is None else Replay(workspace_id, types, subscription, read)
+
+    async def resume_more(self, replay: Replay) -> None:
+        """The replay's next chunk, read from the log after the place the last one reached (shared
+        like `resume`'s first read)."""
+        after = replay.reached
+        read = await self._shared_read((replay.workspace_id, after.key(), replay.types), resume_chunk,
+                                       workspace_id=replay.workspace_id, after=after, types=replay.types)
+        replay.take(read)
+
+    async def _shared_read(self, key: tuple, fn: Callable, **kwargs):
+        """`fn(**kwargs)` on a hub thread, joined by every caller with the same `key` until it
+        starts: a stream may join only a read that has not started, since it registered before
+        it asked, so a read that starts later covers everything its live queue does not (the
+        rule every resume keeps: subscribe, then read)."""
         shared = self._resumes.get(key)
         if shared is None or shared.started:
             shared = self._resumes[key] = _SharedResume()
             self.resume_reads += 1
-            shared.future = self.run_db(
-                shared.run, retry=True, workspace_id=workspace_id, last_event_id=last_event_id, types=types)
+            shared.future = self.run_db(shared.run, fn, retry=True, **kwargs)
             shared.future.add_done_callback(lambda _: self._resumes.get(key) is shared and self._resumes.pop(key))
-        read = await asyncio.shield(shared.future)
-        return None if read is None else for_subscription(read, subscription)
+        return await asyncio.shield(shared.future)
+
+    async def admit(self, authorization: str | None, *, audiences: frozenset[str]) -> Admission:
+        """`apps.access.admission.admit` on a hub thread, with one credential lookup for every open
+        bearing the same header while it waits for the thread (a reconnect storm: thousands of
+        clients of one key); each open is still counted against the rate limits on its own. A
+        lookup that has started is not joined: a credential revoked meanwhile is seen."""
+        key = (authorization, audiences)
+        shared = self._admits.get(key)
+        place = None if shared is None else shared.join()
+        if place is None:
+            shared = self._admits[key] = _SharedAdmit()
+            place = shared.join()
+            future = shared.future = self.run_db(shared.run, authorization, audiences=audiences)
+            future.add_done_callback(lambda _: self._admits.get(key) is shared and self._admits.pop(key))
+        admissions = await asyncio.shield(shared.future)
+        return admissions[place]
 
     def release_acquired_slot(self, acquiring: asyncio.Future) -> None:
         """Done-callback for an acquire whose stream was abandoned before it finished."""
@@ -316,6 +438,9 @@ class Hub:
                 await client.aclose()
                 raise
             self._carrier_task = asyncio.ensure_future(self._carry_redis(client, pubsub))
+            # A restart after a kill: the killed processes' slots go now, before their clients'
+            # reconnects fill the workspace (a refused open evicts too, slots.py).
+            self.run_db(slots.evict_dead_processes, retry=True).add_done_callback(_log_failure)
 
     async def _carry_redis(self, client, pubsub) -> None:
         try:
@@ -503,6 +628,10 @@ class Hub:
                 if stream.credential in bad:
                     stream.close("credential_revoked")
 
+    def _close_all_for_shutdown(self) -> None:
+        for stream in self.all_streams():
+            stream.close("shutdown")
+
     def shutdown(self) -> None:
         """Stop this hub's tasks and threads (tests that run a hub on a loop of their own)."""
         for task in (self._maintenance, self._carrier_task, self._carrier, self._follower):
@@ -580,6 +709,11 @@ class Hub:
         }
 
 
+def _log_failure(future: asyncio.Future) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.error("event hub job failed", exc_info=future.exception())
+
+
 _hub: Hub | None = None
 
 
@@ -595,26 +729,40 @@ def current_hub() -> Hub | None:
     return _hub
 
 
-def resume_frames(
-    *, workspace_id: int, last_event_id: str, subscription: Subscription, types: frozenset[str]
-) -> tuple[list[tuple[tuple[int, str], bytes]], tuple[int, str]] | None:
-    """What a client reconnecting after `last_event_id` missed, in log order, and the log place
-    (`Position.key()`) the replay reaches: the stream drops live copies at or below it. None when
-    that id is not in this workspace's log (unknown, purged), older than the resume window, or
-    too far behind.
+RESUME_CHUNK = 200  # events one resume read brings: a resuming stream holds one chunk at a time
+class ResumeRead:
+    """One chunk read: every event of the types after a place, each as (log key, type, session id,
+    frame), the place reached, and whether that is the end (the read was short: it reached the
+    horizon). Shared by the streams that joined the read, and so is each subscription's share."""
+
+    __slots__ = ("rows", "reached", "done", "shares")
+
+    def __init__(self, rows: list[tuple[tuple[int, str], str, str | None, bytes]], reached: Position,
+                 done: bool) -> None:
+        self.rows, self.reached, self.done = rows, reached, done
+        self.shares: dict[Subscription, tuple[list[tuple[tuple[int, str], bytes]], bytes]] = {}
+
+    def share(self, subscription: Subscription) -> tuple[list[tuple[tuple[int, str], bytes]], bytes]:
+        """The rows `subscription` matches, as (log key, frame), and their frames as one write:
+        made once per subscription (a storm's clients mostly hold the same one), and the bytes
+        shared by every stream writing them. Read-only for the caller."""
+        share = self.shares.get(subscription)
+        if share is None:
+            matches = subscription.matches
+            items = [(key, frame) for key, type_, session_id, frame in self.rows if matches(type_, session_id)]
+            share = self.shares[subscription] = (items, b"".join(frame for _, frame in items))
+        return share
+
+
+def resume_start(*, workspace_id: int, last_event_id: str, types: frozenset[str]) -> ResumeRead | None:
+    """The first chunk of what a client reconnecting after `last_event_id` missed, in log order.
+    None when that id is not in this workspace's log (unknown, purged), older than the resume
+    window, or too far behind (more than RESUME_MAX_EVENTS of its types after it).
 
     Read from the log exactly as REST reads it (settled rows only) with the stream's own types
-    and filters: streams carry events in log order (the follower), so the client holds every
-    event of its subscription up to its last id and none after it; rows not settled yet come
-    live, in order, once they are."""
-    read = resume_rows(workspace_id=workspace_id, last_event_id=last_event_id, types=types)
-    return None if read is None else for_subscription(read, subscription)
-
-
-def resume_rows(*, workspace_id: int, last_event_id: str, types: frozenset[str]) -> ResumeRead | None:
-    """`resume_frames` before the stream's filters: every event of `types` after the id, each as
-    (log key, type, session id, frame), and the place reached. One read serves every stream that
-    resumes from the same id with the same types (`Hub.resume`)."""
+    (its filters apply to each chunk, `Replay.take`): streams carry events in log order (the
+    follower), so the client holds every event of its subscription up to its last id and none
+    after it; rows not settled yet come live, in order, once they are."""
     ms = event_id_ms(last_event_id)
     window_ms = settings.CONNECT_SSE_RESUME_SECONDS * 1000
     if ms is None or ms < int(time.time() * 1000) - window_ms or not types:
@@ -624,25 +772,86 @@ def resume_rows(*, workspace_id: int, last_event_id: str, types: frozenset[str])
     place = selectors.position_of(workspace_id=workspace_id, event_id=last_event_id)
     if place is None:
         return None
-    rows, reached = selectors.read_log(after=place, limit=RESUME_MAX_EVENTS + 1, workspace_id=workspace_id, types=types)
-    if len(rows) > RESUME_MAX_EVENTS:
+    read = resume_chunk(workspace_id=workspace_id, after=place, types=types)
+    if not read.done and selectors.log_has_more_than(RESUME_MAX_EVENTS, after=place, workspace_id=workspace_id,
+                                                   types=types):
         return None
-    return [((e.position, e.id), e.type, e.session_id, frame_for(e)) for e in rows], reached.key()
+    return read
 
 
-ResumeRead = tuple[list[tuple[tuple[int, str], str, "str | None", bytes]], tuple[int, str]]
+def resume_chunk(*, workspace_id: int, after: Position, types: frozenset[str]) -> ResumeRead:
+    """Up to RESUME_CHUNK events of `types` after `after` (settled), the place reached, and
+    whether that was all (a short read stands at the horizon)."""
+    rows, reached = selectors.read_log(after=after, limit=RESUME_CHUNK, workspace_id=workspace_id, types=types)
+    return ResumeRead([((e.position, e.id), e.type, e.session_id, frame_for(e)) for e in rows], reached,
+                      len(rows) < RESUME_CHUNK)
 
 
-def for_subscription(read: ResumeRead, subscription: Subscription):
-    rows, reached = read
-    return [(key, frame) for key, type_, session_id, frame in rows if subscription.matches(type_, session_id)], reached
+class Replay:
+    """A resume in progress: the stream's share of the chunk read last (`items`, in log order,
+    and `data`, their frames as one write), the place that read reached, and whether nothing
+    more is to be read. The consumer writes a chunk once the client's socket takes more, then
+    reads the next (`Hub.resume_more`): a resuming stream holds one chunk, never its whole
+    missed window.
+
+    It ends at a short read (it reached the horizon, which is past everything the follower had
+    dispatched before the stream registered; what comes later is in its live queue), or as soon
+    as the live queue's first event is at or below the place reached: the queue holds every event
+    of the subscription the follower read after the stream registered, so from there on the
+    queue has the rest. Live copies at or below the place reached are dropped (`floor`)."""
+
+    __slots__ = ("workspace_id", "types", "subscription", "items", "data", "reached", "done")
+
+    def __init__(self, workspace_id: int, types: frozenset[str], subscription: Subscription, read: ResumeRead) -> None:
+        self.workspace_id, self.types, self.subscription = workspace_id, types, subscription
+        self.take(read)
+
+    def take(self, read: ResumeRead) -> None:
+        self.reached, self.done = read.reached, read.done
+        self.items, self.data = read.share(self.subscription)
+
+    def caught_up(self, stream: Stream) -> bool:
+        """After the chunk is written: whether the replay is over. Drops the live copies the
+        replay covered from the stream's queue, and moves its floor to the place reached."""
+        floor = stream.floor = self.reached.key()
+        queue = stream.queue
+        covered = bool(queue) and queue[0][0] <= floor
+        while queue and queue[0][0] <= floor:
+            queue.popleft()
+        return self.done or covered
+
+
+class _SharedAdmit:
+    """One admission job that the opens bearing the same Authorization header join until it
+    starts (`Hub.admit`); the i-th to join gets the i-th admission. Joined on the loop, started on
+    a hub thread: the lock makes the count the job reads the final one."""
+
+    __slots__ = ("lock", "count", "started", "future")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = 0
+        self.started = False
+        self.future: asyncio.Future | None = None
+
+    def join(self) -> int | None:
+        """This open's place in the job, or None when it has started."""
+        with self.lock:
+            if self.started:
+                return None
+            self.count += 1
+            return self.count - 1
+
+    def run(self, authorization: str | None, *, audiences: frozenset[str]) -> list[Admission]:
+        with self.lock:
+            self.started = True
+            count = self.count
+        return admit_each(authorization, audiences=audiences, count=count)
 
 
 class _SharedResume:
     """One resume read that streams resuming from the same place join while it waits for a hub
-    thread. A stream may join only a read that has not started: it registered before it asked,
-    so a read that starts later covers everything its live queue does not (the rule every
-    resume keeps: subscribe, then read). `started` is set on the hub thread before the read."""
+    thread (`Hub._shared_read`). `started` is set on the hub thread before the read."""
 
     __slots__ = ("started", "future")
 
@@ -650,6 +859,6 @@ class _SharedResume:
         self.started = False
         self.future: asyncio.Future | None = None
 
-    def run(self, **kwargs) -> ResumeRead | None:
+    def run(self, fn: Callable, **kwargs):
         self.started = True
-        return resume_rows(**kwargs)
+        return fn(**kwargs)

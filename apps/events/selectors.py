@@ -255,6 +255,13 @@ def unsettled_after(
         return cursor.fetchone() is not None
 
 
+def log_has_more_than(count: int, *, after: Position, workspace_id: int, types: Iterable[str]) -> bool:
+    """Whether more than `count` events of `types` follow `after` in the workspace's log (settled
+    or not): a resume too far behind to replay. Reads index entries, not rows."""
+    events = _log(workspace_id, types, None).filter(_past(after)).order_by("position", "id")
+    return events[count : count + 1].exists()
+
+
 def position_of(*, workspace_id: int, event_id: str) -> Position | None:
     """Where an event of this workspace stands in the log, or None (unknown, another workspace's,
     or purged)."""

@@ -18,26 +18,41 @@ renews the leases of its live streams' slots only, by id (`renew_leases`). A slo
 open stream whose slot is gone (its renewals stalled for a lease) is ended by the hub, and its
 client resumes.
 
-A killed process, sooner (Redis): a full workspace's open asks Redis which processes still hold
-their connection (`CLIENT LIST`: every hub names its subscription `connect-hub:<process>`). The
-kernel closes a killed process's sockets at once, so its slots are freed on the spot and its
-clients, reconnecting elsewhere, are not refused for the lease's remainder; a process that is
-alive keeps its connection however loaded it is, so load never makes it look dead (a process
-that loses Redis closes its streams anyway: no carrier)."""
+A killed process, sooner (Redis): a refused open asks Redis which processes still hold their
+connection (`CLIENT LIST`: every hub names its subscription `connect-hub:<process>`), drops the
+slots of those that do not, and tries once more; and a hub evicts them at its start (a restart
+after a kill). The kernel closes a killed process's sockets at once, so its slots are freed on
+the spot and its clients, reconnecting elsewhere, are not refused for the lease's remainder; a
+process that is alive keeps its connection however loaded it is, so load never makes it look
+dead (a process that loses Redis closes its streams anyway: no carrier).
+
+Race-safe under a storm of refused opens: every refused open retries after an eviction that
+began after its refusal (whatever that eviction found: an eviction run by a concurrent open
+frees the room just as well), and one eviction at a time per process covers every open refused
+before it began, so 5,000 refused opens do not each run `CLIENT LIST`. A member is dropped only
+when its process held members before `CLIENT LIST` was read and is absent from it: a hub names
+its connection before its process takes a slot, so a process that starts meanwhile is never
+taken for dead."""
 
 from __future__ import annotations
 
+import logging
 import math
+import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, Max, Min, OuterRef
 from django.utils import timezone
 
 from apps.events import fanout
 from apps.events.models import StreamSlot
+
+logger = logging.getLogger("connect.events")
 
 SlotId = int | str  # a StreamSlot pk, or "<workspace>|<process>|<holder>" in Redis
 HUB_CLIENT_PREFIX = "connect-hub:"
@@ -106,6 +121,15 @@ def overdue_retry_after(*, workspace_id: int) -> int | None:
     return math.floor(seconds) + 1  # the first whole second past its lapse
 
 
+def evict_dead_processes() -> int:
+    """Redis: drop every workspace's slots held by processes whose hub connection is gone (a hub
+    runs this at its start: the processes a restart killed). How many were dropped."""
+    if not _redis():
+        return 0  # the database store: the leases lapse
+    client = fanout.redis_client()
+    return sum(_RedisSlots.evict_dead(client, key) for key in _RedisSlots.keys())
+
+
 def release_slot(slot_id: SlotId) -> None:
     if isinstance(slot_id, str):
         _RedisSlots.release(slot_id)
@@ -156,17 +180,12 @@ def open_slots(*, workspace_id: int | None = None) -> int:
 # --- the database store (embedded) --------------------------------------------------------------
 def _db_acquire(workspace_id: int, process: str, limit: int, holder: str) -> int | None:
     now = timezone.now()
-    StreamSlot.objects.filter(workspace_id=workspace_id, lease_expires_at__lt=now).delete()
-    taken = set()
-    for pk, number, row_holder in StreamSlot.objects.filter(workspace_id=workspace_id).values_list(
-        "pk", "number", "holder"
-    ):
-        if row_holder == holder:
-            return pk
-        taken.add(number)
-    for number in range(limit):
-        if number in taken:
-            continue
+    slots = StreamSlot.objects.filter(workspace_id=workspace_id)
+    slots.filter(lease_expires_at__lt=now).delete()
+    mine = slots.filter(holder=holder).values_list("pk", flat=True).first()
+    if mine is not None:
+        return mine
+    for number in _free_numbers(workspace_id, limit):
         try:
             with transaction.atomic():
                 slot = StreamSlot.objects.create(
@@ -180,6 +199,33 @@ def _db_acquire(workspace_id: int, process: str, limit: int, holder: str) -> int
         except IntegrityError:
             continue  # another connect, here or elsewhere, took this number first
     return None
+
+
+# Numbers tried from the index alone before reading every row of the workspace.
+_INDEXED_TRIES = 8
+
+
+def _free_numbers(workspace_id: int, limit: int):
+    """Numbers in [0, limit) free when asked, each asked again after a concurrent connect took the
+    previous one. First from the (workspace, number) index alone — past the highest, below the
+    lowest, or the first gap — so an open does not read every open stream's row (it did: O(open
+    streams) per open, a sixth of an open's cost at 1,000 streams); then, if connects keep racing
+    for the same numbers, every free number from one read of the rows."""
+    slots = StreamSlot.objects.filter(workspace_id=workspace_id)
+    for _ in range(_INDEXED_TRIES):
+        bounds = slots.aggregate(low=Min("number"), high=Max("number"))
+        if bounds["low"] is None or bounds["low"] > 0:
+            yield 0
+        elif bounds["high"] + 1 < limit:
+            yield bounds["high"] + 1
+        else:
+            successor_taken = StreamSlot.objects.filter(workspace_id=workspace_id, number=OuterRef("number") + 1)
+            gap = slots.filter(~Exists(successor_taken)).aggregate(first=Min("number"))["first"]
+            if gap is None or gap + 1 >= limit:
+                return  # full
+            yield gap + 1
+    taken = set(slots.values_list("number", flat=True))
+    yield from (number for number in range(limit) if number not in taken)
 
 
 # --- the Redis store (production) ---------------------------------------------------------------
@@ -214,6 +260,34 @@ end
 if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('PEXPIRE', KEYS[1], lease + 1000) end
 return gone
 """
+# KEYS[1]: the workspace's set. The distinct processes holding its members (`process|holder`).
+_PROCESSES = """
+local seen, out = {}, {}
+for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local process = string.match(member, '^([^|]*)|')
+  if process and not seen[process] then
+    seen[process] = true
+    out[#out + 1] = process
+  end
+end
+return out
+"""
+# KEYS[1]: the workspace's set. ARGV: dead processes. Drops their members; returns how many.
+_EVICT = """
+local dead, gone = {}, 0
+for i = 1, #ARGV do dead[ARGV[i]] = true end
+for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local process = string.match(member, '^([^|]*)|')
+  if process and dead[process] then
+    redis.call('ZREM', KEYS[1], member)
+    gone = gone + 1
+  end
+end
+return gone
+"""
+# One eviction at a time in this process; per set, when the last finished one began (monotonic).
+_eviction_lock = threading.Lock()
+_eviction_began: dict[str, float] = {}
 
 
 class _RedisSlots:
@@ -237,21 +311,36 @@ class _RedisSlots:
         member = f"{process}|{holder}"
         key = cls.key(workspace_id)
         lease_ms = int(lease_seconds() * 1000)
-        now = _ms(timezone.now())
-        if not client.eval(_ACQUIRE, 1, key, member, limit, now, lease_ms):
-            if not cls.evict_dead(client, key) or not client.eval(_ACQUIRE, 1, key, member, limit, now, lease_ms):
+        if not client.eval(_ACQUIRE, 1, key, member, limit, _ms(timezone.now()), lease_ms):
+            cls.evict_dead_since(client, key, refused=time.monotonic())
+            if not client.eval(_ACQUIRE, 1, key, member, limit, _ms(timezone.now()), lease_ms):
                 return None
         return f"{workspace_id}|{member}"
 
+    @classmethod
+    def evict_dead_since(cls, client, key: str, *, refused: float) -> None:
+        """After a refusal at `refused`: an eviction of this set that began later has run when
+        this returns (this one, or a concurrent open's)."""
+        with _eviction_lock:
+            if _eviction_began.get(key, -math.inf) > refused:
+                return  # one that began after the refusal finished while we waited for the lock
+            began = time.monotonic()
+            gone = cls.evict_dead(client, key)
+            _eviction_began[key] = began
+        if gone:
+            logger.info("freed %d stream slots of processes that are gone", gone)
+
     @staticmethod
     def evict_dead(client, key: str) -> int:
-        """Drop the members of processes whose hub no longer holds its Redis connection."""
-        members = [m.decode() for m in client.zrange(key, 0, -1)]
-        if not members:
+        """Drop the members of processes whose hub no longer holds its Redis connection. The
+        holders are read before the connections, and a hub connects before its process takes a
+        slot: a holder missing from the connections read after it has lost its connection."""
+        holders = [p.decode() for p in client.eval(_PROCESSES, 1, key)]
+        if not holders:
             return 0
         live = {c.get("name", "") for c in client.client_list()}
-        dead = [m for m in members if hub_client_name(m.partition("|")[0]) not in live]
-        return client.zrem(key, *dead) if dead else 0
+        dead = [p for p in holders if hub_client_name(p) not in live]
+        return client.eval(_EVICT, 1, key, *dead) if dead else 0
 
     @classmethod
     def first_overdue_ms(cls, workspace_id: int, now_ms: int) -> int | None:

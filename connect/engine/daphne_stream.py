@@ -21,6 +21,13 @@ pinned by tests/test_engine_pins.py):
   and a loop pass per stream and batch); what the socket does not take is buffered as before.
 - daphne installs Twisted's asyncio reactor on the loop the consumers run on, so Twisted's
   callbacks, the hub's dispatch and the consumer never interleave mid-write.
+- daphne/http_protocol.py keeps the request's ASGI input queue (`application_queue`, an
+  asyncio.Queue) for the connection's life, and after the application has started uses it only
+  to send `http.disconnect`, which `connectionLost` and `finish` skip when it is None.
+- On SIGTERM Twisted's reactor runs its "before shutdown" triggers (daphne's own cancels the
+  applications), then drops every connection ("during"): `on_shutdown` ends the streams first,
+  so each client reads its response's end rather than a cut connection, and nothing is left for
+  daphne to wait for.
 
 Every private attribute is read with a default, so a Twisted that renamed one makes
 `can_write_through` false (the ordinary `Request.write` path), never an AttributeError.
@@ -28,6 +35,7 @@ Every private attribute is read with a default, so a Twisted that renamed one ma
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Protocol
 
 # (where, attribute) for every private name used here. `_tempDataLen` is an instance attribute,
@@ -36,12 +44,18 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("twisted.internet.abstract.FileDescriptor", "_tempDataLen"),
     ("twisted.internet.tcp.Connection", "_writeDisconnected"),
     ("twisted.web.http.Request", "_disconnected"),
+    # An instance attribute (set in WebRequest.__init__): see `forget_application_queue`.
+    ("daphne.http_protocol.WebRequest", "application_queue"),
 )
 # The private names read on the TCP transport (a tcp.Connection).
 TRANSPORT_PRIVATE_NAMES = ("_tempDataLen", "_writeDisconnected")
 
 # Public but undocumented attributes this module also reads: pinned by presence the same way.
 TRANSPORT_BUFFER_NAMES = ("dataBuffer", "offset", "writeSomeData")
+
+
+# On shutdown, how long the streams' last chunks get to leave before Twisted drops the connections.
+SHUTDOWN_FLUSH_SECONDS = 0.3
 
 
 class FlowControlled(Protocol):
@@ -117,6 +131,15 @@ def finish(request: Any | None) -> None:
         request.finish()
 
 
+def forget_application_queue(request: Any | None) -> None:
+    """Once the application has ended with the response still open (a live stream's consumer):
+    drop daphne's input queue for it, which nobody reads any more (~3.7 KB: three deques and an
+    Event, held for the stream's life). daphne then sends no `http.disconnect` on its end; the
+    stream learns of that end from `when_done`."""
+    if request is not None and getattr(request, "application_queue", None) is not None:
+        request.application_queue = None
+
+
 def when_done(request: Any, callback: Callable[[], None]) -> bool:
     """`callback()` once the response is finished or its connection lost (twisted.web's
     `notifyFinish`, which daphne's own disconnect handling runs beside). False, and no callback,
@@ -184,3 +207,23 @@ def direct_write(request: Any, producer: Producer | None) -> Callable[[bytes], N
         transport.write(chunk)  # buffered behind what is already waiting; may pause the producer
 
     return write_through
+
+
+def on_shutdown(callback: Callable[[], None]) -> bool:
+    """`callback()` when daphne's reactor begins to shut down (SIGTERM), before it drops the
+    connections; then a short wait (SHUTDOWN_FLUSH_SECONDS) while what the callback wrote leaves.
+    False, and nothing, when no Twisted reactor is installed (not under daphne): importing it
+    here would install one."""
+    reactor = sys.modules.get("twisted.internet.reactor")
+    if reactor is None or not hasattr(reactor, "addSystemEventTrigger") or not hasattr(reactor, "callLater"):
+        return False
+    from twisted.internet.defer import Deferred
+
+    def before_shutdown() -> Deferred:
+        callback()
+        flushed: Deferred = Deferred()
+        reactor.callLater(SHUTDOWN_FLUSH_SECONDS, flushed.callback, None)
+        return flushed
+
+    reactor.addSystemEventTrigger("before", "shutdown", before_shutdown)
+    return True

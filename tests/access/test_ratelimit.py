@@ -8,7 +8,7 @@ import pytest
 from django.test import Client, override_settings
 
 from apps.access.credentials import authenticate_bearer
-from apps.access.ratelimit import RateDecision, check_rate_limit_sync, decide
+from apps.access.ratelimit import RateDecision, check_rate_limit_sync, check_rate_limits, decide
 from tests import factories
 from tests.servers import UNTURNING_WINDOW_SECONDS, forget_rate_limit_counts
 
@@ -46,6 +46,22 @@ def test_counts_are_per_window(db, alice_key, settings):
     assert check_rate_limit_sync(principal, now=1001).allowed
     assert not check_rate_limit_sync(principal, now=1002).allowed
     assert check_rate_limit_sync(principal, now=1020).allowed  # the next 60 s window
+
+
+def test_a_burst_counted_at_once_decides_each_request_as_if_counted_alone(db, alice_key, bob_key, settings):
+    """`check_rate_limits` (a burst of stream opens): one round trip, the same decisions, in order,
+    as one `check_rate_limit_sync` per request, in both buckets (alice's and bob's workspaces
+    differ, so each principal's burst is compared on fresh buckets of its own)."""
+    settings.CONNECT_RATE_LIMIT_PER_CREDENTIAL = 4
+    settings.CONNECT_RATE_LIMIT_PER_WORKSPACE = 6
+    alone = authenticate_bearer(f"Bearer {alice_key}")
+    burst = authenticate_bearer(f"Bearer {bob_key}")
+    assert alone.workspace.pk != burst.workspace.pk
+    one_by_one = [check_rate_limit_sync(alone, now=5000) for _ in range(3)]
+    one_by_one += [check_rate_limit_sync(alone, now=5001) for _ in range(4)]
+    together = check_rate_limits(burst, 3, now=5000) + check_rate_limits(burst, 4, now=5001)
+    assert together == one_by_one
+    assert [d.allowed for d in together] == [True] * 4 + [False] * 3
 
 
 def test_limits_off_means_no_decision(db, alice_key, settings):

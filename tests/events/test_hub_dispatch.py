@@ -185,3 +185,51 @@ def test_a_closed_stream_gets_nothing(closed_reason):
         assert socket.writes == [] and not stream.queue and hub.stream_count == 0
 
     run(scenario())
+
+
+def test_database_jobs_finished_together_wake_the_loop_once_and_keep_their_results():
+    """`_DbThreads`: jobs that finished while the loop was busy are settled by one wake-up of the
+    loop (a burst of stream opens), each with its own result or exception; jobs still run when
+    nobody awaits them (a cancelled waiter)."""
+    import threading
+    import time
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        threads = hub_module._DbThreads(loop, workers=2, name="test-db")
+        wakeups = []
+        original = loop.call_soon_threadsafe
+
+        def counted(callback, *args, **kwargs):
+            wakeups.append(callback)
+            return original(callback, *args, **kwargs)
+
+        loop.call_soon_threadsafe = counted
+        ran = []
+        lock = threading.Lock()
+
+        def job(n):
+            with lock:
+                ran.append(n)
+            if n == 7:
+                raise ValueError("seven")
+            return n * n
+
+        try:
+            futures = [threads.submit(lambda n=n: job(n)) for n in range(50)]
+            futures[3].cancel()  # nobody waits for this one; it runs anyway
+            deadline = time.monotonic() + 30
+            while len(threads.finished) < 50:  # every job done while the loop is busy (here)
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            results = await asyncio.gather(*(f for i, f in enumerate(futures) if i != 3), return_exceptions=True)
+        finally:
+            loop.call_soon_threadsafe = original
+            threads.shutdown()
+        return wakeups, sorted(ran), results
+
+    wakeups, ran, results = asyncio.run(scenario())
+    assert len(wakeups) == 1 and ran == list(range(50))
+    expected = [n * n for n in range(50) if n != 3]
+    assert [r if not isinstance(r, ValueError) else "seven" for r in results] == \
+        [e if e != 49 else "seven" for e in expected]

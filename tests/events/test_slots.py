@@ -18,6 +18,7 @@ import redis
 from django.utils import timezone
 
 from apps.events import fanout, slots
+from apps.events.models import StreamSlot
 from tests.redis_server import REDIS_SERVER, RedisServer
 
 pytestmark = pytest.mark.django_db
@@ -191,3 +192,93 @@ def test_a_killed_processes_slots_free_at_once_in_redis_and_a_frozen_ones_do_not
     assert taken is not None and slots.existing_slots([killed, *frozen, taken]) == {*frozen, taken}
     assert acquire(acme, "other") is None  # the frozen process's slots stand
     assert slots.overdue_retry_after(workspace_id=acme.id) is None
+
+
+def _burst(workspace_id: int, processes: list[str], limit: int) -> tuple[list, int]:
+    """One open per entry of `processes`, all at once (threads released together)."""
+    barrier = threading.Barrier(len(processes))
+    won: list = []
+    refused: list = []
+    errors: list = []
+
+    def open_one(process: str) -> None:
+        try:
+            barrier.wait(timeout=30)
+            slot = slots.acquire_slot(workspace_id=workspace_id, process=process, limit=limit,
+                                      holder=secrets.token_hex(16))
+            (won if slot is not None else refused).append(slot)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one, args=(process,)) for process in processes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors
+    return won, len(refused)
+
+
+def test_a_reconnect_burst_after_a_kill_fills_the_workspace_to_the_limit_and_none_is_refused(acme, store):
+    """The storm after a `serve` restart (issue 26): a killed process held the whole workspace,
+    and exactly `limit` of its clients reconnect at once to two live instances. None is refused:
+    every refused open retries after an eviction that began after its refusal (the old code
+    refused an open whose own eviction found nothing left because a concurrent open's eviction
+    had just freed it all). Then a second instance is killed, and a burst larger than the room it
+    left gets exactly that room: the limit holds while evictions race the opens."""
+    if not store:
+        pytest.skip("Redis only: the database store waits for the lease")
+    limit, extra = 24, 6
+    killed = [slots.acquire_slot(workspace_id=acme.id, process="dead", limit=limit, holder=secrets.token_hex(16))
+              for _ in range(limit)]
+    assert None not in killed and slots.open_slots(workspace_id=acme.id) == limit
+    store["dead"].close()  # killed: Redis drops its hub connection
+    won, refused = _burst(acme.id, ["alive", "other"] * (limit // 2), limit)
+    assert refused == 0 and len(set(won)) == limit == slots.open_slots(workspace_id=acme.id)
+    assert not slots.existing_slots(killed)
+    assert _burst(acme.id, ["alive", "other"] * (extra // 2), limit) == ([], extra)  # full: refused
+    store["other"].close()  # the second instance is killed: half the workspace is dead
+    won_again, refused = _burst(acme.id, ["alive", "live"] * ((limit // 2 + extra) // 2 + 1), limit)
+    assert len(won_again) == limit // 2 and refused == (limit // 2 + extra) // 2 * 2 + 2 - limit // 2
+    assert slots.open_slots(workspace_id=acme.id) == limit
+    assert slots.existing_slots(won) == {slot for slot in won if "|alive|" in slot}
+
+
+def test_a_hub_at_its_start_frees_the_slots_of_killed_processes_in_every_workspace(acme, globex, store, clock):
+    """`evict_dead_processes` (a hub's start): the killed process's slots go in every workspace;
+    a live process's stay, renewed or not; the database store leaves them to their leases."""
+    dead = [acquire(acme, "dead"), slots.acquire_slot(workspace_id=globex.id, process="dead", limit=LIMIT, holder="g")]
+    alive = acquire(acme, "alive")
+    if store:
+        store["dead"].close()
+    clock(1)
+    freed = slots.evict_dead_processes()
+    if not store:
+        assert freed == 0 and slots.existing_slots([*dead, alive]) == {*dead, alive}
+        clock(slots.lease_seconds() + 1)
+        slots.renew_leases(slot_ids=[])  # the hub's renewal drops lapsed rows
+        assert slots.existing_slots([*dead, alive]) == set()
+        return
+    assert freed == 2 and slots.existing_slots([*dead, alive]) == {alive}
+    clock(slots.lease_seconds() + 1)  # and a killed process's slot that no eviction saw still lapses
+    assert slots.existing_slots([alive]) == set()
+
+
+@pytest.mark.parametrize("indexed_tries", [slots._INDEXED_TRIES, 0])
+def test_a_freed_number_in_the_middle_is_taken_again_and_the_limit_holds(acme, store, monkeypatch, indexed_tries):
+    """The database store finds a free number from its index (past the highest, below the lowest,
+    the first gap) instead of reading every row: the same numbers the scan (0 tries) gives."""
+    if store:
+        pytest.skip("the database store's numbers")
+    monkeypatch.setattr(slots, "_INDEXED_TRIES", indexed_tries)
+    taken = [acquire(acme, "p") for _ in range(LIMIT)]
+    assert None not in taken and acquire(acme, "p") is None
+    numbers = lambda: sorted(StreamSlot.objects.filter(workspace_id=acme.id).values_list("number", flat=True))  # noqa: E731
+    assert numbers() == list(range(LIMIT))
+    slots.release_slot(taken[1])
+    again = acquire(acme, "p")
+    assert again is not None and numbers() == list(range(LIMIT)) and acquire(acme, "p") is None
+    slots.release_slot(taken[0])
+    assert acquire(acme, "p") is not None and numbers() == list(range(LIMIT))
+    slots.release_slot(taken[-1])
+    assert acquire(acme, "p") is not None and numbers() == list(range(LIMIT)) and acquire(acme, "p") is None

@@ -179,6 +179,9 @@ def test_a_burst_of_opens_then_resets_leaves_no_stream_task_object_slot_or_socke
         assert open_stats["streams"] == burst and open_stats["deliveryTasks"] == 0
         assert open_stats["tasks"] == before["tasks"]
         assert open_stats["streamObjects"] == 2 * burst  # a Stream and a LiveStream each
+        # daphne's input queue of each live stream is dropped with its consumer (memory per stream):
+        # the few left are other requests' (the stats reads', ones whose connection is closing).
+        assert open_stats["inputQueues"] < burst // 4, open_stats
         assert slots.open_slots(workspace_id=acme.id) == burst
         for client in clients:
             abort(client.sock)
@@ -208,4 +211,25 @@ def test_embedded_a_commit_in_another_process_wakes_the_server_without_waiting_f
         assert server.stats()["commitWakeups"] > before
         client.sock.close()
     finally:
+        server.stop()
+
+
+def test_sigterm_with_streams_open_ends_them_and_the_server_exits_by_itself(acme, alice_key, tmp_path):
+    """A graceful restart: SIGTERM to `serve` with streams open ends every stream (the clients see
+    their responses end and resume elsewhere) and each daphne process exits by itself, not killed
+    by `serve` after its STOP_SECONDS: `serve` exits 0)."""
+    server = start_server(tmp_path, CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE="50")
+    clients = [Client(server.port, alice_key, STREAM) for _ in range(20)]
+    try:
+        run(clients, lambda: all(c.status is not None for c in clients), what="the opens")
+        assert {c.status for c in clients} == {200}
+        server.process.terminate()
+        run(clients, lambda: all(c.ended for c in clients), what="every stream to end")
+        server.process.wait(timeout=60)
+        # Each response ended by the server (HTTP/1.1's last chunk), not cut by a kill.
+        assert all(c.buffer.endswith(b"\r\n0\r\n\r\n") for c in clients), [c.buffer[-40:] for c in clients]
+        assert server.process.returncode == 0, server.log.read_text()[-2000:]
+    finally:
+        for client in clients:
+            client.sock.close()
         server.stop()
