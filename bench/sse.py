@@ -779,8 +779,7 @@ http {{
 def bench_nchan(name: str, workers: int, args: argparse.Namespace, tmp: Path) -> dict:
     if not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()) or not Path(NCHAN_MODULE).exists():
         raise RuntimeError("nchan is not installed: apt-get install -y nginx libnginx-mod-nchan")
-    prefix = tmp / f"nginx-{name}"
-    prefix.mkdir()
+    prefix = Path(tempfile.mkdtemp(prefix=f"nginx-{name}-", dir=tmp))  # one per run: `--repeat` runs nchan again
     port = free_port()
     conf = prefix / "nginx.conf"
     conf.write_text(NGINX_CONF.format(module=NCHAN_MODULE, workers=workers, prefix=prefix, port=port))
