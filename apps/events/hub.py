@@ -50,10 +50,10 @@ import orjson
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections
 
-from apps.events import fanout, selectors, slots
 from apps.access.admission import Admission, admit_each
 from apps.access.credentials import CredentialRef, invalid_credentials
 from apps.core import metrics
+from apps.events import fanout, selectors, slots
 from apps.events.filters import Subscription
 from apps.events.positions import Position, event_id_ms
 from apps.events.retention import oldest_complete_ms
@@ -730,6 +730,8 @@ def current_hub() -> Hub | None:
 
 
 RESUME_CHUNK = 200  # events one resume read brings: a resuming stream holds one chunk at a time
+
+
 class ResumeRead:
     """One chunk read: every event of the types after a place, each as (log key, type, session id,
     frame), the place reached, and whether that is the end (the read was short: it reached the
