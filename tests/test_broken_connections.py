@@ -69,7 +69,7 @@ def terminate(admin: psycopg.Connection, *, query_like: str | None = None) -> in
         [list(own), query_like, query_like],
     ).fetchall()
     for (pid,) in rows:
-        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        admin.execute("SELECT pg_terminate_backend(%s, 10000)", [pid])  # waits until it has exited
     return len(rows)
 
 
@@ -136,12 +136,12 @@ def test_the_read_only_retry_gets_a_fresh_connection_in_process(transactional_db
 
     first = backend_pid()
     with admin_connection() as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", [first])
+        admin.execute("SELECT pg_terminate_backend(%s, 10000)", [first])
     second = run_read_only(backend_pid)
     assert second != first
     # Without the retry the same dead connection fails.
     with admin_connection() as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", [second])
+        admin.execute("SELECT pg_terminate_backend(%s, 10000)", [second])
     with pytest.raises(OperationalError):
         backend_pid()
     connection.close()
