@@ -272,7 +272,8 @@ for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
 end
 return out
 """
-# KEYS[1]: the workspace's set. ARGV: dead processes. Drops their members; returns how many.
+# KEYS[1]: the workspace's set. ARGV: processes (dead, or one releasing its own). Drops their
+# members; returns how many.
 _EVICT = """
 local dead, gone = {}, 0
 for i = 1, #ARGV do dead[ARGV[i]] = true end
@@ -389,9 +390,7 @@ class _RedisSlots:
     def release_process(cls, process: str) -> None:
         client = fanout.redis_client()
         for key in cls.keys():
-            mine = [m for m in client.zrange(key, 0, -1) if m.decode().partition("|")[0] == process]
-            if mine:
-                client.zrem(key, *mine)
+            client.eval(_EVICT, 1, key, process)
 
     @classmethod
     def count(cls, workspace_id: int | None) -> int:
