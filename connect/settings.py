@@ -214,6 +214,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SERVERS": [{"url": CONNECT_BASE_URL}],
+    "DEFAULT_GENERATOR_CLASS": "connect.openapi.SchemaGenerator",
     "POSTPROCESSING_HOOKS": ["apps.core.openapi.postprocess"],
     "ENUM_NAME_OVERRIDES": {},
 }

@@ -1,9 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
 from apps.core import errors, health
-from connect import scrape
+from connect import schema, scrape
 
 urlpatterns = [
     path("", health.index, name="index"),
@@ -16,8 +15,8 @@ urlpatterns = [
     # Anything else under /api/v1 is a JSON 404, never an HTML page or a slash redirect.
     re_path(r"^api/v1(/.*)?$", errors.not_found_view),
     path("", include("connect.wellknown")),
-    path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),
-    path("docs", SpectacularSwaggerView.as_view(url_name="openapi"), name="docs"),
+    path("openapi.json", schema.openapi_view, name="openapi"),
+    path("docs", schema.docs_view, name="docs"),
     path("admin/", admin.site.urls),
     path("", include("apps.oauth.urls")),
 ]

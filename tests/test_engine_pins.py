@@ -62,6 +62,14 @@ def _multiprocessing_queue_has_reader_lock() -> bool:
         queue.join_thread()
 
 
+def _plumbing_only_calls_api_request_factory() -> bool:
+    """Every use of the name in drf-spectacular's plumbing is its import or a call."""
+    source = inspect.getsource(importlib.import_module("drf_spectacular.plumbing"))
+    uses = source.count("APIRequestFactory")
+    return (uses == source.count("APIRequestFactory()") + 1
+            and "from rest_framework.test import APIRequestFactory\n" in source)
+
+
 # (who relies on it, what, check) — check returns True or raises when the name is gone.
 PINS: list[tuple[str, str, Callable[[], object]]] = [
     # --- Django ---------------------------------------------------------------------------------
@@ -114,6 +122,14 @@ PINS: list[tuple[str, str, Callable[[], object]]] = [
      _multiprocessing_queue_has_reader_lock),
     ("connect/engine/taskcluster.py", "the stdlib queue's get() takes _rlock",
      lambda: _source_has("multiprocessing.queues:Queue.get", "self._rlock")),
+    # --- drf-spectacular ------------------------------------------------------------------------
+    ("connect/engine/daphne_worker.py", "plumbing binds APIRequestFactory from rest_framework.test and only calls it",
+     _plumbing_only_calls_api_request_factory),
+    ("connect/schema.py, connect/openapi.py", "the schema views make SPECTACULAR_SETTINGS' DEFAULT_GENERATOR_CLASS",
+     lambda: _source_has("drf_spectacular.views:SpectacularAPIView", "spectacular_settings.DEFAULT_GENERATOR_CLASS")),
+    # --- autobahn -------------------------------------------------------------------------------
+    ("connect/engine/daphne_worker.py", "AUTOBAHN_USE_NVX=0 turns autobahn's native (cffi) validator off",
+     lambda: _source_has("autobahn.websocket", "AUTOBAHN_USE_NVX") and _source_has("autobahn.websocket.utf8validator", "USES_NVX")),
     # --- daphne ---------------------------------------------------------------------------------
     ("apps/events/consumer.py", "daphne hands applications send=partial(server.handle_reply, protocol)",
      lambda: _source_has("daphne.server:Server.create_application", "send=partial(self.handle_reply, protocol)")),

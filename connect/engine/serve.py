@@ -28,7 +28,7 @@ STOP_SECONDS = 10
 
 
 def daphne_command(app: str, fd: int, *, access_log: bool) -> list[str]:
-    command = [sys.executable, "-m", "daphne", "-v", "1" if access_log else "0"]
+    command = [sys.executable, "-m", "connect.engine.daphne_worker", "-v", "1" if access_log else "0"]
     if access_log:
         command += ["--access-log", "-"]
     return command + ["--fd", str(fd), app]
