@@ -13,6 +13,10 @@ from functools import cache
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from apps.core.errors import MethodNotAllowed, error_response
+
+SAFE = ("GET", "HEAD")
+
 
 @cache
 def _views():
@@ -21,11 +25,21 @@ def _views():
     return SpectacularJSONAPIView.as_view(), SpectacularSwaggerView.as_view(url_name="openapi")
 
 
+def _answer(which: int, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+    if request.method not in SAFE:
+        # As DRF answered before: JSON, and the Allow that OPTIONS' plain answer is made from
+        # (apps/core/middleware.py), without loading the schema machinery for it.
+        response = error_response(MethodNotAllowed())
+        response["Allow"] = "GET, HEAD, OPTIONS"
+        return response
+    return _views()[which](request, *args, **kwargs)
+
+
 @csrf_exempt
 def openapi_view(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-    return _views()[0](request, *args, **kwargs)
+    return _answer(0, request, *args, **kwargs)
 
 
 @csrf_exempt
 def docs_view(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-    return _views()[1](request, *args, **kwargs)
+    return _answer(1, request, *args, **kwargs)

@@ -21,7 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from connect.engine import daphne_worker
 from tests import factories
-from tests.servers import ROOT, descendants, cmdline_of, server_env, start
+from tests.servers import ROOT, cmdline_of, descendants, server_env, start, without_request_id
 
 # A shared object each deferred library (or what only it brings) maps when it is imported.
 SHARED_OBJECTS = {
@@ -179,5 +179,7 @@ def test_a_live_server_answers_every_way_in_without_mapping_the_deferred_librari
             assert schema.status_code == 200
             assert {"bearerAuth", "oauth2"} <= set(schema.json()["components"]["securitySchemes"])
             assert http.get("/docs").status_code == 200
+            refused = http.post("/openapi.json")
+            assert refused.status_code == 405 and without_request_id(refused.json()) == {"error": "method_not_allowed"}
     finally:
         server.stop()
