@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from django.db.models import CharField, Func
@@ -62,3 +63,21 @@ def iso_us_sql(vendor: str, column: str) -> str:
     if vendor == "postgresql":
         return f"""to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"""
     raise NotImplementedError(f"iso_us_sql has no SQL for {vendor}")
+
+
+def iso_ms_from_stored(stored: str) -> str:
+    """`iso_ms` of a timestamp from the text Django stores it as in SQLite (naive UTC,
+    `YYYY-MM-DD HH:MM:SS[.ffffff]`): what `iso_ms_sql("sqlite", …)` computes, sliced in Python."""
+    return f"{stored[:10]}T{stored[11:19]}.{(stored[20:23] + '000')[:3]}Z"
+
+
+def stamp_read(vendor: str, column: str) -> tuple[str, Callable[[str], str] | None]:
+    """A timestamp column read for the wire by a query written by hand, and what turns the value
+    read into wire form (None: it already is). PostgreSQL formats it in the server (`iso_ms_sql`).
+    SQLite hands over its stored text and `iso_ms_from_stored` slices it: SQLite's own substr
+    and concatenation cost 0.4 ms per 500 rows in the transcript's read, the slicing in the
+    row encoder a third of that. `+column` reads the text without the column's declared type,
+    so the driver's datetime converter does not run (tests/core/test_timestamps.py)."""
+    if vendor == "sqlite":
+        return f"+{column}", iso_ms_from_stored
+    return iso_ms_sql(vendor, column), None

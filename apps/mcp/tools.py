@@ -26,7 +26,7 @@ from apps.mcp.protocol import STRUCTURED_OUTPUT_VERSIONS
 from apps.recordings import search, selectors, shapes
 from apps.recordings.representations import (
     board_repr,
-    flat_segment_row_repr,
+    flat_segment_rows_repr,
     search_hit_repr,
     session_row_repr,
 )
@@ -177,7 +177,8 @@ def get_transcript(principal: Principal, arguments: dict[str, Any]) -> dict[str,
         if cursor_session != session_id or not isinstance(start, int) or start < 0:
             raise _cursor_error()
     # REST's fast path: the flat revision's segments as rows, encoded by the same declaration.
-    transcript, segments = selectors.transcript_rows(workspace=workspace, session_id=session_id, flat=True).flat
+    rows = selectors.transcript_rows(workspace=workspace, session_id=session_id, flat=True)
+    transcript, segments = rows.flat
     transcript_id = transcript.id if segments else ""
     if cursor is not None:
         if cursor_transcript != transcript_id:
@@ -188,7 +189,7 @@ def get_transcript(principal: Principal, arguments: dict[str, Any]) -> dict[str,
         page_size = len(segments)
     page = segments[start : start + page_size]
     end = start + len(page)
-    result: dict[str, Any] = {"sessionId": session_id, "transcript": [flat_segment_row_repr(s) for s in page]}
+    result: dict[str, Any] = {"sessionId": session_id, "transcript": flat_segment_rows_repr(rows.stamp)(page)}
     result["totalSegments"] = len(segments)
     if end < len(segments):
         next_cursor = encode_cursor("mcp-transcript", workspace.id, [session_id, transcript_id, end])

@@ -232,9 +232,12 @@ class TranscriptApi(APIView):
     def render(self, rows: selectors.TranscriptRows, fmt: str, max_chars: int | None) -> HttpResponse:
         if fmt == "json":
             if self.flat:
-                return json_response(flat_transcript_rows_repr(rows.session.id, rows.flat[1]))
-            return json_response({"transcripts": [transcript_revision_rows_repr(t, segs) for t, segs in rows.revisions]})
-        revisions = [rows.flat] if self.flat else rows.revisions
+                return json_response(flat_transcript_rows_repr(rows.stamp)(rows.session.id, rows.flat[1]))
+            encode = transcript_revision_rows_repr(rows.stamp)
+            return json_response({"transcripts": [encode(t, segs) for t, segs in rows.revisions]})
+        # The exports read segments by name.
+        named = selectors.FLAT_SEGMENT_ROWS.make if self.flat else selectors.REVISION_SEGMENT_ROWS.make
+        revisions = [(t, list(map(named, segs))) for t, segs in ([rows.flat] if self.flat else rows.revisions)]
         if fmt == "txt":
             body = "\n".join(exports.txt(segments) for _, segments in revisions if segments)
         else:

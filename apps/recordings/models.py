@@ -77,7 +77,12 @@ class Segment(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["transcript", "sequence"], name="segment_unique_sequence"),
         ]
-        indexes = [models.Index(fields=["transcript", "session_committed_index"], name="segment_committed_order")]
+        # A committed revision in commit order, ties by sequence (the transcript read,
+        # apps/recordings/selectors.py): the index's order, so the database does not sort the
+        # rows. Its prefix serves the append's MAX(session_committed_index).
+        indexes = [
+            models.Index(fields=["transcript", "session_committed_index", "sequence"], name="segment_commit_order")
+        ]
 
 
 class BoardStatus(models.TextChoices):
