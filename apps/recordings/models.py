@@ -63,7 +63,9 @@ class Segment(models.Model):
 
     id = models.CharField(primary_key=True, max_length=40, default=new_id, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
-    transcript = models.ForeignKey(Transcript, on_delete=models.CASCADE, related_name="segments")
+    # No index of its own: the two below start with it. (With one, PostgreSQL read a committed
+    # revision through it and sorted, rather than in segment_commit_order's order.)
+    transcript = models.ForeignKey(Transcript, on_delete=models.CASCADE, related_name="segments", db_index=False)
     sequence = models.IntegerField()
     session_committed_index = models.IntegerField()
     timestamp_start = models.IntegerField(help_text="milliseconds from the session start")
