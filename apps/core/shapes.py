@@ -223,8 +223,8 @@ class Shape:
         for f, name in zip(self.fields, names):
             value = name
             if f.kind == TIMESTAMP and stamp is not None and not f.stored:
-                value = f"_stamp({name})" + (f" if {name} is not None else None" if f.nullable else "")
-                value = f"({value})"
+                value = stamp.inline(name, "_stamp") if hasattr(stamp, "inline") else f"_stamp({name})"
+                value = f"({value} if {name} is not None else None)" if f.nullable else value
             elif f.empty_is_null and not f.stored:
                 value = f"({name} or None)"
             items.append(f"{f.name!r}: {value}")
