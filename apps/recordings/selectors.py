@@ -252,16 +252,44 @@ class TranscriptRows:
 SessionRow = namedtuple("SessionRow", TRANSCRIPT_SESSION_FIELDS)
 
 
-def _session_and_transcripts(workspace: Workspace, session_id: str, revision_kind: str | None) -> tuple[Any, list[Any]]:
+@dataclass(frozen=True)
+class TranscriptAlongside:
+    """`_session_and_transcripts`' read, done in the API-key lookup's statement
+    (apps/access/credentials.py `Alongside`): the session of this id in the key's workspace, and
+    its committed and final revisions (at most one of each), as one row."""
+
+    params: tuple
+    shape = "transcript"
+
+    def join(self, vendor: str, quote, workspace: str) -> tuple[list[str], str]:
+        return _TRANSCRIPT_SQL.alongside(vendor, quote, workspace)
+
+
+def transcript_alongside(session_id: str) -> TranscriptAlongside:
+    return TranscriptAlongside((session_id, RevisionKind.COMMITTED.value, RevisionKind.FINAL.value))
+
+
+def _session_and_transcripts(
+    workspace: Workspace, session_id: str, revision_kind: str | None, read: ReadAlongside | None = None
+) -> tuple[Any, list[Any]]:
     """The session row and its revisions' rows (only `revision_kind` when given), in one query:
-    the session left-joined to its (at most two) revisions. The session's `updated_at` is read
-    in microseconds as text (`iso_us_sql`): it only enters the answer's validator."""
-    with connection.cursor() as cursor:
-        cursor.execute(_TRANSCRIPT_SQL.session_and_revisions(), [workspace.pk, session_id])
-        rows = cursor.fetchall()
+    the session left-joined to its (at most two) revisions; none when admission already read
+    them with the API key (`read`, from `TranscriptAlongside`: the same columns, a revision's
+    NULL when it has none, in the key's workspace, which is `workspace`). The session's
+    `updated_at` is read in microseconds as text (`iso_us_sql`): it only enters the answer's
+    validator."""
+    width = len(TRANSCRIPT_SESSION_FIELDS)
+    if read is not None and isinstance(read.alongside, TranscriptAlongside) and read.alongside.params[0] == session_id:
+        if read.row is None:
+            raise NotFound()
+        one = len(TRANSCRIPT_ROWS.fields)
+        rows = [read.row[:width] + read.row[width + i * one : width + (i + 1) * one] for i in range(2)]
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(_TRANSCRIPT_SQL.session_and_revisions(), [workspace.pk, session_id])
+            rows = cursor.fetchall()
     if not rows:
         raise NotFound()
-    width = len(TRANSCRIPT_SESSION_FIELDS)
     transcripts = [
         TRANSCRIPT_ROWS.make(row[width:])
         for row in rows
@@ -312,6 +340,31 @@ class _TranscriptSql:
             )
         return self._cache[key]
 
+    def alongside(self, vendor: str, q, workspace: str) -> tuple[list[str], str]:
+        """`session_and_revisions()` as LEFT JOINs on aliases `a` (the session, on `workspace` and
+        its id) and `tc`, `tf` (its committed and final revision): the same columns, the
+        revisions' side by side, the session's id first (NULL when there is no such session)."""
+        s, t = Session._meta, Transcript._meta
+
+        def revision(alias: str) -> list[str]:
+            return [
+                iso_ms_sql(vendor, f"{alias}.{q(t.get_field(f).column)}") if f in TRANSCRIPT_ROWS.stamps
+                else f"{alias}.{q(t.pk.column if f == 'id' else t.get_field(f).column)}" for f in TRANSCRIPT_ROWS.fields
+            ]  # fmt: skip
+
+        select = [
+            f"a.{q(s.pk.column)}", f"a.{q(s.get_field('label').column)}",
+            iso_us_sql(vendor, f"a.{q(s.get_field('updated_at').column)}"), *revision("tc"), *revision("tf"),
+        ]  # fmt: skip
+        session, kind = q(t.get_field("session").column), q(t.get_field("revision_kind").column)
+        join = (
+            f"LEFT JOIN {q(s.db_table)} a ON a.{q(s.get_field('workspace').column)} = {workspace} "
+            f"AND a.{q(s.pk.column)} = %s "
+            f"LEFT JOIN {q(t.db_table)} tc ON tc.{session} = a.{q(s.pk.column)} AND tc.{kind} = %s "
+            f"LEFT JOIN {q(t.db_table)} tf ON tf.{session} = a.{q(s.pk.column)} AND tf.{kind} = %s"
+        )
+        return select, join
+
     def segments(self, rows: WireRows, revision_kind: str) -> str:
         key = (connection.vendor, rows.fields, revision_kind == RevisionKind.COMMITTED)
         if key not in self._cache:
@@ -337,11 +390,13 @@ _TRANSCRIPT_SQL = _TranscriptSql()
 
 
 def transcript_rows(
-    *, workspace: Workspace, session_id: str, revision_kind: str | None = None, flat: bool = False
+    *, workspace: Workspace, session_id: str, revision_kind: str | None = None, flat: bool = False,
+    read: ReadAlongside | None = None,
 ) -> TranscriptRows:
     """The session's revisions (only `revision_kind` when given) with their segments. `flat`:
-    only the flat transcript's revision is read, with the flat segment's fields."""
-    session, transcripts = _session_and_transcripts(workspace, session_id, revision_kind)
+    only the flat transcript's revision is read, with the flat segment's fields. `read`: what
+    admission read ahead (`TranscriptAlongside`), if anything."""
+    session, transcripts = _session_and_transcripts(workspace, session_id, revision_kind, read)
     if flat:
         chosen, _ = TranscriptRows(session, [(t, []) for t in transcripts]).flat
         return TranscriptRows(session, [(chosen, segment_rows(chosen))] if chosen else [], segment_stamp())
@@ -349,13 +404,14 @@ def transcript_rows(
 
 
 def transcript_validator(
-    *, workspace: Workspace, session_id: str, revision_kind: str | None = None, flat: bool = False
+    *, workspace: Workspace, session_id: str, revision_kind: str | None = None, flat: bool = False,
+    read: ReadAlongside | None = None,
 ) -> tuple[Any, list[tuple[str, int, int | None]]]:
     """What a transcript answer is made from, without its segments: the session row and, per
     revision the answer shows, (transcript id, segment count, last sequence). Segments are only
     ever appended to a revision (a new final revision is a new transcript), so these change
     whenever the answer does. `transcript_version` gives the same triples from read rows."""
-    session, transcripts = _session_and_transcripts(workspace, session_id, revision_kind)
+    session, transcripts = _session_and_transcripts(workspace, session_id, revision_kind, read)
     if flat:
         chosen, _ = TranscriptRows(session, [(t, []) for t in transcripts]).flat
         transcripts = [chosen] if chosen else []

@@ -221,3 +221,55 @@ def test_a_revision_is_read_in_an_index_order_without_a_sort(rich, kind):
             plan = " | ".join(str(row[-1]) for row in cursor.fetchall())
             expected = "segment_commit_order" if kind == RevisionKind.COMMITTED else "sqlite_autoindex"
             assert "TEMP B-TREE" not in plan and expected in plan, plan
+
+
+def test_the_read_ahead_answers_the_same_bytes_and_tags_in_one_statement_fewer(acme, rich, monkeypatch):
+    """TranscriptApi.read_ahead: admission reads the session and its revisions in the API key's
+    statement (selectors.TranscriptAlongside). Both paths, every revision filter, JSON and an
+    export, a conditional request, a session with no transcript, another workspace's session
+    and a missing one: the same status, bytes and ETag with and without it, and one statement
+    fewer with it."""
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from apps.recordings.api import TranscriptApi
+    from apps.tenancy.models import Workspace
+
+    services.change_session_status(session=rich, status="completed")
+    services.write_final_transcript(session=rich, segments=_segments(["Final one.", "Final two."], ["Bo"]))
+    committed_only = services.create_session(workspace=acme, label="Live")
+    services.append_committed_segments(session=committed_only, segments=_segments(TEXTS, ["Ana"]))
+    empty = factories.session(acme)
+    elsewhere = factories.session(Workspace.objects.create(slug="elsewhere", name="Elsewhere"))
+    key = factories.api_key(factories.member(acme, "reader@acme.test"), factories.ALL_SCOPES)
+    headers = {"Authorization": f"Bearer {key}"}
+    paths = [
+        f"/api/v1/sessions/{s}/{p}"
+        for s in (rich.id, committed_only.id, empty.id, elsewhere.id, "no-such-session")
+        for p in ("transcript", "transcript?format=srt", "transcripts", "transcripts?revisionKind=final",
+                  "transcripts?revisionKind=committed")
+    ]  # fmt: skip
+
+    def answers():
+        client, out = Client(), []
+        for path in paths:
+            response = client.get(path, headers=headers)
+            again = client.get(path, headers={**headers, "If-None-Match": response.get("ETag", '"x"')})
+            out.append((path, response.status_code, response.content, response.get("ETag"), again.status_code))
+        return out
+
+    def statements() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            Client().get(f"/api/v1/sessions/{rich.id}/transcript", headers=headers)
+        return len(queries)
+
+    Client().get(f"/api/v1/sessions/{rich.id}/transcript", headers=headers)  # the key's last_used_at touch
+    read_ahead, fewer = answers(), statements()
+    monkeypatch.setattr(TranscriptApi, "read_ahead", lambda self, kwargs: None)
+    alone = answers()
+    assert read_ahead == alone
+    assert statements() == fewer + 1
+    statuses = [(status, again) for _, status, _, _, again in read_ahead]
+    assert statuses == [(200, 304)] * 15 + [(404, 404)] * 10
+    assert read_ahead[0][2] == old_flat_body(rich)
