@@ -273,3 +273,42 @@ def test_the_read_ahead_answers_the_same_bytes_and_tags_in_one_statement_fewer(a
     statuses = [(status, again) for _, status, _, _, again in read_ahead]
     assert statuses == [(200, 304)] * 15 + [(404, 404)] * 10
     assert read_ahead[0][2] == old_flat_body(rich)
+
+
+def test_mcp_get_transcript_reads_ahead_with_the_key_and_answers_the_same(acme, rich, monkeypatch):
+    """MCP `get_transcript` names the same read-ahead (apps/mcp/tools.py `read_ahead`): the same
+    replies, whole and paged, for a session, another workspace's and a missing one, with and
+    without it, and one statement fewer with it."""
+    import orjson
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from apps.mcp import consumer
+    from apps.tenancy.models import Workspace
+
+    elsewhere = factories.session(Workspace.objects.create(slug="elsewhere", name="Elsewhere"))
+    key = factories.api_key(factories.member(acme, "reader@acme.test"), factories.ALL_SCOPES)
+    headers = {"authorization": f"Bearer {key}", "accept": "application/json", "content-type": "application/json",
+               "mcp-protocol-version": "2025-06-18"}  # fmt: skip
+    calls = [{"sessionId": s} for s in (rich.id, elsewhere.id, "no-such-session")] + [{"sessionId": rich.id, "limit": 5}]
+
+    def body(arguments):
+        return orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                             "params": {"name": "get_transcript", "arguments": arguments}})  # fmt: skip
+
+    def answers():
+        return [orjson.dumps(consumer.answer(headers, body(arguments), set())[0].body) for arguments in calls]
+
+    def statements() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            consumer.answer(headers, body(calls[0]), set())
+        return len(queries)
+
+    consumer.answer(headers, body(calls[0]), set())  # the key's last_used_at touch
+    read_ahead, fewer = answers(), statements()
+    monkeypatch.setattr(consumer, "read_ahead", lambda body: None)
+    assert read_ahead == answers()
+    assert statements() == fewer + 1
+    first = orjson.loads(read_ahead[0])["result"]["structuredContent"]
+    assert first["transcript"] == json.loads(old_flat_body(rich))["transcript"]
+    assert [b'"isError":true' in reply for reply in read_ahead] == [False, True, True, False]
