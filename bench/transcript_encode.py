@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The transcript's own work without the HTTP stack: the 500-segment flat transcript read and
 encoded the way 9b501a8 did it (model instances, a dict each, DRF's JSONRenderer) against the
-fast path (`selectors.transcript_rows`, `flat_transcript_rows_repr`, orjson), alternating in one
+fast path (`selectors.transcript_rows`, `flat_transcript_rows_repr(rows.stamp)`, orjson), alternating in one
 process, medians of 7 rounds of 20. Run against a seeded bench database:
 
     DATABASE_URL=sqlite:///bench/data/ab.sqlite3 DJANGO_SETTINGS_MODULE=bench.settings CONNECT_DEVELOPMENT=1 .venv/bin/python bench/transcript_encode.py
@@ -36,7 +36,7 @@ def old():
     return JSONRenderer().render({"sessionId": sid, "transcript": [flat_segment_repr(s) for s in segs]})
 def new():
     rows = selectors.transcript_rows(workspace=ws, session_id=sid, flat=True)
-    return orjson.dumps(flat_transcript_rows_repr(rows.session.id, rows.flat[1]))
+    return orjson.dumps(flat_transcript_rows_repr(rows.stamp)(rows.session.id, rows.flat[1]))
 assert orjson.loads(old()) == orjson.loads(new())
 res = {"old": [], "new": []}
 for r in range(7):

@@ -345,3 +345,35 @@ def test_rest_mcp_stream_log_outbox_and_webhook_show_one_session_alike(webhook_s
             resumed.close()
     finally:
         reader.close()
+
+
+def test_the_row_encoder_gives_what_the_named_row_encoder_gives():
+    """`encode_rows` (tuples, unpacked) against `encode_formatted` (named rows) of the same values:
+    a timestamp already in wire form or turned so by `stamp`, a nullable one, `empty_is_null`,
+    and a one-field shape (a one-element tuple target)."""
+    from collections import namedtuple
+
+    from apps.core.shapes import INTEGER
+
+    shape = Shape("RowProbe", (
+        Field("id", STRING), Field("n", INTEGER), Field("label", STRING, nullable=True, empty_is_null=True),
+        Field("at", TIMESTAMP), Field("endedAt", TIMESTAMP, nullable=True),
+    ))  # fmt: skip
+    Row = namedtuple("Row", shape.flat_columns())
+    rows = [("a", 1, "", "2026-01-02T03:04:05.006Z", None), ("b", 2, "x", "2026-01-02T03:04:05.007Z", "2026-01-02T03:04:06.000Z")]
+    assert shape.flat_columns() == ("id", "n", "label", "at", "ended_at")
+    assert shape.encode_rows()(rows) == [shape.encode_formatted(Row(*r)) for r in rows]
+    stamp = str.upper
+    assert shape.encode_rows(stamp)(rows) == [
+        {**shape.encode_formatted(Row(*r)), "at": r[3].upper(), "endedAt": r[4] and r[4].upper()} for r in rows
+    ]
+    assert shape.encode_rows(stamp) is shape.encode_rows(stamp)
+    one = Shape("OneProbe", (Field("id", STRING),))
+    assert one.encode_rows()([("a",), ("b",)]) == [{"id": "a"}, {"id": "b"}]
+
+
+def test_a_shape_with_nested_or_computed_fields_has_no_row_encoder():
+    for shape in (recordings_shapes.TRANSCRIPT_REVISION, recordings_shapes.SEARCH_HIT, recordings_shapes.FLAT_TRANSCRIPT):
+        with pytest.raises(ValueError):
+            shape.encode_rows()
+    assert recordings_shapes.FLAT_SEGMENT.flat_columns() == recordings_shapes.FLAT_SEGMENT.source_attributes()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from django.db.models import CharField, Func
@@ -62,3 +63,34 @@ def iso_us_sql(vendor: str, column: str) -> str:
     if vendor == "postgresql":
         return f"""to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"""
     raise NotImplementedError(f"iso_us_sql has no SQL for {vendor}")
+
+
+class _IsoMsFromStored:
+    """`iso_ms` of a UTC timestamp from its text `YYYY-MM-DD HH:MM:SS[.f…]`: as Django stores it in
+    SQLite, and as PostgreSQL writes a `timestamp` in its ISO DateStyle (fraction digits to six,
+    trailing zeros dropped). What `iso_ms_sql("sqlite", …)` computes, sliced in Python.
+
+    `inline(name)` is the same as an expression, for generated code (apps/core/shapes.py
+    `encode_rows`): the common text, six fraction digits, without a call."""
+
+    def __call__(self, stored: str) -> str:
+        return f"{stored[:10]}T{stored[11:19]}.{(stored[20:23] + '000')[:3]}Z"
+
+    def inline(self, name: str, function: str) -> str:
+        return f'(f"{{{name}[:10]}}T{{{name}[11:23]}}Z" if len({name}) == 26 else {function}({name}))'
+
+
+iso_ms_from_stored = _IsoMsFromStored()
+
+
+def stamp_read(vendor: str, column: str) -> tuple[str, Callable[[str], str] | None]:
+    """A timestamp column read for the wire by a query written by hand, and what turns the value
+    read into wire form (None: it already is). Measured per 500 rows of the transcript's read:
+    SQLite's own substr/concat cost 0.4 ms, so SQLite hands over its stored text (`+column`:
+    without the column's declared type, so the driver's datetime converter does not run) for the
+    row encoder to slice (`iso_ms_from_stored`, inline: under 0.2 ms). PostgreSQL's to_char
+    costs the server 0.3 ms against 0.08 ms for the plain text, but the slicing would cost the
+    server process about what that saves, so PostgreSQL formats (tests/core/test_timestamps.py)."""
+    if vendor == "sqlite":
+        return f"+{column}", iso_ms_from_stored
+    return iso_ms_sql(vendor, column), None

@@ -26,7 +26,7 @@ from apps.mcp.protocol import STRUCTURED_OUTPUT_VERSIONS
 from apps.recordings import search, selectors, shapes
 from apps.recordings.representations import (
     board_repr,
-    flat_segment_row_repr,
+    flat_segment_rows_repr,
     search_hit_repr,
     session_row_repr,
 )
@@ -129,19 +129,22 @@ def get_session(principal: Principal, arguments: dict[str, Any], read: ReadAlong
 
 def read_ahead(body: bytes) -> Alongside | None:
     """The row a request's tool will read, when admission can read it with the API key (one
-    round trip instead of two): a single `get_session` call's session. The body is parsed
-    again by the protocol, which decides everything; this only looks."""
+    round trip instead of two): a single `get_session` call's session, a single `get_transcript`
+    call's session and revisions. The body is parsed again by the protocol, which decides
+    everything; this only looks."""
     try:
         message = orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
     params = message.get("params") if isinstance(message, dict) and message.get("method") == "tools/call" else None
-    if not isinstance(params, dict) or params.get("name") != "get_session":
+    if not isinstance(params, dict) or params.get("name") not in ("get_session", "get_transcript"):
         return None
     arguments = params.get("arguments")
     session_id = arguments.get("sessionId") if isinstance(arguments, dict) else None
     if not isinstance(session_id, str) or not session_id or holds_nul(session_id):
         return None
+    if params["name"] == "get_transcript":
+        return selectors.transcript_alongside(session_id)
     return selectors.session_alongside(session_id)
 
 
@@ -159,7 +162,7 @@ def search_transcripts(principal: Principal, arguments: dict[str, Any]) -> dict[
     return {"items": [search_hit_repr(h) for h in hits], "nextCursor": next_cursor}
 
 
-def get_transcript(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
+def get_transcript(principal: Principal, arguments: dict[str, Any], read: ReadAlongside | None = None) -> dict[str, Any]:
     """The flat transcript as REST returns it, plus `nextCursor`. Without `cursor` and `limit`
     a transcript of up to TRANSCRIPT_PAGE_SEGMENTS segments comes whole; a longer one comes in
     pages, and the result says so (`note`, `totalSegments`) rather than cutting silently."""
@@ -177,7 +180,8 @@ def get_transcript(principal: Principal, arguments: dict[str, Any]) -> dict[str,
         if cursor_session != session_id or not isinstance(start, int) or start < 0:
             raise _cursor_error()
     # REST's fast path: the flat revision's segments as rows, encoded by the same declaration.
-    transcript, segments = selectors.transcript_rows(workspace=workspace, session_id=session_id, flat=True).flat
+    rows = selectors.transcript_rows(workspace=workspace, session_id=session_id, flat=True, read=read)
+    transcript, segments = rows.flat
     transcript_id = transcript.id if segments else ""
     if cursor is not None:
         if cursor_transcript != transcript_id:
@@ -188,7 +192,7 @@ def get_transcript(principal: Principal, arguments: dict[str, Any]) -> dict[str,
         page_size = len(segments)
     page = segments[start : start + page_size]
     end = start + len(page)
-    result: dict[str, Any] = {"sessionId": session_id, "transcript": [flat_segment_row_repr(s) for s in page]}
+    result: dict[str, Any] = {"sessionId": session_id, "transcript": flat_segment_rows_repr(rows.stamp)(page)}
     result["totalSegments"] = len(segments)
     if end < len(segments):
         next_cursor = encode_cursor("mcp-transcript", workspace.id, [session_id, transcript_id, end])
@@ -332,6 +336,7 @@ TOOLS: tuple[Tool, ...] = (
         ),
         output_schema=GET_TRANSCRIPT_OUTPUT.json_schema(portable=True),
         run=get_transcript,
+        reads_ahead=True,
     ),
     Tool(
         name="list_boards",

@@ -208,10 +208,16 @@ class TranscriptApi(APIView):
     permission_classes = [TRANSCRIPTS_READ]
     flat = True
 
+    def read_ahead(self, kwargs: dict[str, Any]) -> selectors.TranscriptAlongside | None:
+        """The session and its revisions, read by admission in the API key's statement."""
+        session_id = kwargs.get("id")
+        return selectors.transcript_alongside(session_id) if session_id and not holds_nul(session_id) else None
+
     def answer(self, request: Request, id: str, revision_kind: str | None, query: dict[str, Any]) -> HttpResponse:
         fmt = transcript_format(request, query)
         max_chars = query.get("maxCueChars")
         workspace = request.auth.workspace
+        read = getattr(request._request, "read_ahead", None)
         kind = "transcript" if self.flat else f"transcripts:{revision_kind or ''}"
 
         def tag(session: Any, version: list) -> str:
@@ -219,12 +225,14 @@ class TranscriptApi(APIView):
 
         if request.META.get("HTTP_IF_NONE_MATCH"):
             session, version = selectors.transcript_validator(
-                workspace=workspace, session_id=id, revision_kind=revision_kind, flat=self.flat
+                workspace=workspace, session_id=id, revision_kind=revision_kind, flat=self.flat, read=read
             )
             etag = tag(session, version)
             if none_match(request.META["HTTP_IF_NONE_MATCH"], etag):
                 return not_modified(request, etag, vary=("Accept",))
-        rows = selectors.transcript_rows(workspace=workspace, session_id=id, revision_kind=revision_kind, flat=self.flat)
+        rows = selectors.transcript_rows(
+            workspace=workspace, session_id=id, revision_kind=revision_kind, flat=self.flat, read=read
+        )
         etag = tag(rows.session, selectors.transcript_version(rows))
         response = self.render(rows, fmt, max_chars)
         return tagged(response, etag, vary=("Accept",))
@@ -232,9 +240,12 @@ class TranscriptApi(APIView):
     def render(self, rows: selectors.TranscriptRows, fmt: str, max_chars: int | None) -> HttpResponse:
         if fmt == "json":
             if self.flat:
-                return json_response(flat_transcript_rows_repr(rows.session.id, rows.flat[1]))
-            return json_response({"transcripts": [transcript_revision_rows_repr(t, segs) for t, segs in rows.revisions]})
-        revisions = [rows.flat] if self.flat else rows.revisions
+                return json_response(flat_transcript_rows_repr(rows.stamp)(rows.session.id, rows.flat[1]))
+            encode = transcript_revision_rows_repr(rows.stamp)
+            return json_response({"transcripts": [encode(t, segs) for t, segs in rows.revisions]})
+        # The exports read segments by name.
+        named = selectors.FLAT_SEGMENT_ROWS.make if self.flat else selectors.REVISION_SEGMENT_ROWS.make
+        revisions = [(t, list(map(named, segs))) for t, segs in ([rows.flat] if self.flat else rows.revisions)]
         if fmt == "txt":
             body = "\n".join(exports.txt(segments) for _, segments in revisions if segments)
         else:

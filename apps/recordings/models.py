@@ -63,7 +63,9 @@ class Segment(models.Model):
 
     id = models.CharField(primary_key=True, max_length=40, default=new_id, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
-    transcript = models.ForeignKey(Transcript, on_delete=models.CASCADE, related_name="segments")
+    # No index of its own: the two below start with it. (With one, PostgreSQL read a committed
+    # revision through it and sorted, rather than in segment_commit_order's order.)
+    transcript = models.ForeignKey(Transcript, on_delete=models.CASCADE, related_name="segments", db_index=False)
     sequence = models.IntegerField()
     session_committed_index = models.IntegerField()
     timestamp_start = models.IntegerField(help_text="milliseconds from the session start")
@@ -77,7 +79,12 @@ class Segment(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["transcript", "sequence"], name="segment_unique_sequence"),
         ]
-        indexes = [models.Index(fields=["transcript", "session_committed_index"], name="segment_committed_order")]
+        # A committed revision in commit order, ties by sequence (the transcript read,
+        # apps/recordings/selectors.py): the index's order, so the database does not sort the
+        # rows. Its prefix serves the append's MAX(session_committed_index).
+        indexes = [
+            models.Index(fields=["transcript", "session_committed_index", "sequence"], name="segment_commit_order")
+        ]
 
 
 class BoardStatus(models.TextChoices):

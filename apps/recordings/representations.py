@@ -25,13 +25,21 @@ session_row_repr = shapes.SESSION.encode_formatted
 # The fields session_repr reads: a listing can fetch just these as named rows
 # (`values_list(*SESSION_FIELDS, named=True)`), which cost far less than model instances.
 SESSION_FIELDS = shapes.SESSION.source_attributes()
-# The transcript fast path (apps/recordings/selectors.py `transcript_rows`) reads segments and
-# revisions as rows of the fields their shapes read, timestamps written by the database in wire
-# form; these take such rows. flat_transcript_rows_repr(session_id, segments) is the whole flat
-# body in one generated function.
-flat_segment_row_repr = shapes.FLAT_SEGMENT.encode_formatted
-flat_transcript_rows_repr = shapes.FLAT_TRANSCRIPT.encode_formatted
-transcript_revision_rows_repr = shapes.TRANSCRIPT_REVISION.encode_formatted
+# The transcript fast path (apps/recordings/selectors.py `transcript_rows`) reads segments as
+# tuples of the fields their shapes read, and revisions as named rows; these take them, with the
+# database's `stamp` (selectors.TranscriptRows.stamp). Each is one generated function per stamp:
+# flat_transcript_rows_repr(stamp)(session_id, segments) is the whole flat body.
+def flat_segment_rows_repr(stamp=None):
+    return shapes.FLAT_SEGMENT.encode_rows(stamp)
+
+
+def flat_transcript_rows_repr(stamp=None):
+    return shapes.FLAT_TRANSCRIPT.encode_with_rows(stamp)
+
+
+def transcript_revision_rows_repr(stamp=None):
+    return shapes.TRANSCRIPT_REVISION.encode_with_rows(stamp)
+
 
 # Event data (contract §6.1), recorded by apps/recordings/services.py.
 session_created_data = shapes.SESSION_CREATED_DATA.encode

@@ -4,6 +4,8 @@ indistinguishable from a missing one (`NotFound`)."""
 from __future__ import annotations
 
 from collections import namedtuple
+from collections.abc import Callable
+from operator import itemgetter
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -15,7 +17,7 @@ from apps.access.credentials import ReadAlongside
 from apps.core.cursors import InvalidCursor, decode_cursor, encode_cursor
 from apps.core.errors import NotFound
 from apps.core.shapes import TIMESTAMP, Shape
-from apps.core.timestamps import IsoMs, iso_ms_sql, iso_us_sql, parse_iso
+from apps.core.timestamps import IsoMs, iso_ms_sql, iso_us_sql, parse_iso, stamp_read
 from apps.recordings.models import BoardContent, RevisionKind, Segment, Session, Transcript
 from apps.recordings import shapes
 from apps.tenancy.models import Workspace
@@ -193,8 +195,10 @@ def _instant(value: datetime | None) -> str | None:
 
 # --- The transcript fast path -----------------------------------------------------------------
 # REST (both paths, every format) and MCP get_transcript read transcripts as rows: tuples of
-# exactly the columns the wire shape reads, timestamps formatted by the database (IsoMs), no
-# model instances and no per-row conversion. The `*_row_repr` representations take them.
+# exactly the columns the wire shape reads, as the cursor returns them (no model instances, no
+# named tuple per segment), encoded by the shape's generated row encoder
+# (apps/core/shapes.py `encode_rows`). Segment timestamps are read as `stamp_read` says: wire
+# text from PostgreSQL, stored text on SQLite that the encoder slices (`TranscriptRows.stamp`).
 
 # The session columns a transcript answer needs besides its segments: the export's filename
 # comes from the label, and a changed session changes the validator.
@@ -209,6 +213,7 @@ class WireRows:
         self.fields, self.stamps = fields, stamps
         self.columns = self.through("")
         self.make = namedtuple(name, fields)._make
+        self.index = {f: i for i, f in enumerate(fields)}
 
     def through(self, relation: str) -> list[Any]:
         """The columns, read through `relation` (`"transcripts__"`) from another model."""
@@ -230,10 +235,12 @@ TRANSCRIPT_ROWS = WireRows("TranscriptRow", ("id", "revision_kind", "created_at"
 @dataclass(frozen=True)
 class TranscriptRows:
     """A session's transcript revisions as rows: `revisions` is [(transcript row, segment rows)]
-    in revision-kind order (committed, final)."""
+    in revision-kind order (committed, final). Segment rows are plain tuples of their WireRows'
+    fields, their timestamps in wire form after `stamp` (None: already)."""
 
     session: Any
-    revisions: list[tuple[Any, list[Any]]]
+    revisions: list[tuple[Any, list[tuple]]]
+    stamp: Callable[[str], str] | None = None
 
     @property
     def flat(self) -> tuple[Any, list[Any]] | tuple[None, list[Any]]:
@@ -245,16 +252,44 @@ class TranscriptRows:
 SessionRow = namedtuple("SessionRow", TRANSCRIPT_SESSION_FIELDS)
 
 
-def _session_and_transcripts(workspace: Workspace, session_id: str, revision_kind: str | None) -> tuple[Any, list[Any]]:
+@dataclass(frozen=True)
+class TranscriptAlongside:
+    """`_session_and_transcripts`' read, done in the API-key lookup's statement
+    (apps/access/credentials.py `Alongside`): the session of this id in the key's workspace, and
+    its committed and final revisions (at most one of each), as one row."""
+
+    params: tuple
+    shape = "transcript"
+
+    def join(self, vendor: str, quote, workspace: str) -> tuple[list[str], str]:
+        return _TRANSCRIPT_SQL.alongside(vendor, quote, workspace)
+
+
+def transcript_alongside(session_id: str) -> TranscriptAlongside:
+    return TranscriptAlongside((session_id, RevisionKind.COMMITTED.value, RevisionKind.FINAL.value))
+
+
+def _session_and_transcripts(
+    workspace: Workspace, session_id: str, revision_kind: str | None, read: ReadAlongside | None = None
+) -> tuple[Any, list[Any]]:
     """The session row and its revisions' rows (only `revision_kind` when given), in one query:
-    the session left-joined to its (at most two) revisions. The session's `updated_at` is read
-    in microseconds as text (`iso_us_sql`): it only enters the answer's validator."""
-    with connection.cursor() as cursor:
-        cursor.execute(_TRANSCRIPT_SQL.session_and_revisions(), [workspace.pk, session_id])
-        rows = cursor.fetchall()
+    the session left-joined to its (at most two) revisions; none when admission already read
+    them with the API key (`read`, from `TranscriptAlongside`: the same columns, a revision's
+    NULL when it has none, in the key's workspace, which is `workspace`). The session's
+    `updated_at` is read in microseconds as text (`iso_us_sql`): it only enters the answer's
+    validator."""
+    width = len(TRANSCRIPT_SESSION_FIELDS)
+    if read is not None and isinstance(read.alongside, TranscriptAlongside) and read.alongside.params[0] == session_id:
+        if read.row is None:
+            raise NotFound()
+        one = len(TRANSCRIPT_ROWS.fields)
+        rows = [read.row[:width] + read.row[width + i * one : width + (i + 1) * one] for i in range(2)]
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(_TRANSCRIPT_SQL.session_and_revisions(), [workspace.pk, session_id])
+            rows = cursor.fetchall()
     if not rows:
         raise NotFound()
-    width = len(TRANSCRIPT_SESSION_FIELDS)
     transcripts = [
         TRANSCRIPT_ROWS.make(row[width:])
         for row in rows
@@ -263,11 +298,17 @@ def _session_and_transcripts(workspace: Workspace, session_id: str, revision_kin
     return SessionRow._make(rows[0][:width]), transcripts
 
 
-def segment_rows(transcript: Any, rows: WireRows = FLAT_SEGMENT_ROWS) -> list[Any]:
-    """A revision's segments in its order, as rows."""
+def segment_rows(transcript: Any, rows: WireRows = FLAT_SEGMENT_ROWS) -> list[tuple]:
+    """A revision's segments in its order, as tuples of `rows.fields` (timestamps as
+    `segment_stamp()` says)."""
     with connection.cursor() as cursor:
         cursor.execute(_TRANSCRIPT_SQL.segments(rows, transcript.revision_kind), [transcript.id])
-        return list(map(rows.make, cursor.fetchall()))
+        return cursor.fetchall()
+
+
+def segment_stamp() -> Callable[[str], str] | None:
+    """What turns `segment_rows`' timestamps into wire form on this database (`stamp_read`)."""
+    return stamp_read(connection.vendor, "")[1]
 
 
 class _TranscriptSql:
@@ -299,19 +340,48 @@ class _TranscriptSql:
             )
         return self._cache[key]
 
+    def alongside(self, vendor: str, q, workspace: str) -> tuple[list[str], str]:
+        """`session_and_revisions()` as LEFT JOINs on aliases `a` (the session, on `workspace` and
+        its id) and `tc`, `tf` (its committed and final revision): the same columns, the
+        revisions' side by side, the session's id first (NULL when there is no such session)."""
+        s, t = Session._meta, Transcript._meta
+
+        def revision(alias: str) -> list[str]:
+            return [
+                iso_ms_sql(vendor, f"{alias}.{q(t.get_field(f).column)}") if f in TRANSCRIPT_ROWS.stamps
+                else f"{alias}.{q(t.pk.column if f == 'id' else t.get_field(f).column)}" for f in TRANSCRIPT_ROWS.fields
+            ]  # fmt: skip
+
+        select = [
+            f"a.{q(s.pk.column)}", f"a.{q(s.get_field('label').column)}",
+            iso_us_sql(vendor, f"a.{q(s.get_field('updated_at').column)}"), *revision("tc"), *revision("tf"),
+        ]  # fmt: skip
+        session, kind = q(t.get_field("session").column), q(t.get_field("revision_kind").column)
+        join = (
+            f"LEFT JOIN {q(s.db_table)} a ON a.{q(s.get_field('workspace').column)} = {workspace} "
+            f"AND a.{q(s.pk.column)} = %s "
+            f"LEFT JOIN {q(t.db_table)} tc ON tc.{session} = a.{q(s.pk.column)} AND tc.{kind} = %s "
+            f"LEFT JOIN {q(t.db_table)} tf ON tf.{session} = a.{q(s.pk.column)} AND tf.{kind} = %s"
+        )
+        return select, join
+
     def segments(self, rows: WireRows, revision_kind: str) -> str:
         key = (connection.vendor, rows.fields, revision_kind == RevisionKind.COMMITTED)
         if key not in self._cache:
             q, vendor, m = connection.ops.quote_name, connection.vendor, Segment._meta
             columns = [
-                iso_ms_sql(vendor, q(m.get_field(f).column)) if f in rows.stamps
+                stamp_read(vendor, q(m.get_field(f).column))[0] if f in rows.stamps
                 else q(m.pk.column if f == "id" else m.get_field(f).column) for f in rows.fields
             ]  # fmt: skip
-            order = "session_committed_index" if revision_kind == RevisionKind.COMMITTED else "sequence"
+            # Both orders are an index's (models.Segment.Meta): no sort. A final revision's
+            # order is its sequence alone (unique per transcript).
+            order = (
+                f"{q(m.get_field('session_committed_index').column)}, {q(m.get_field('sequence').column)}"
+                if revision_kind == RevisionKind.COMMITTED else q(m.get_field("sequence").column)
+            )  # fmt: skip
             self._cache[key] = (
                 f"SELECT {', '.join(columns)} FROM {q(m.db_table)} "  # noqa: S608 - our own names
-                f"WHERE {q(m.get_field('transcript').column)} = %s "
-                f"ORDER BY {q(m.get_field(order).column)}, {q(m.get_field('sequence').column)}"
+                f"WHERE {q(m.get_field('transcript').column)} = %s ORDER BY {order}"
             )
         return self._cache[key]
 
@@ -320,25 +390,28 @@ _TRANSCRIPT_SQL = _TranscriptSql()
 
 
 def transcript_rows(
-    *, workspace: Workspace, session_id: str, revision_kind: str | None = None, flat: bool = False
+    *, workspace: Workspace, session_id: str, revision_kind: str | None = None, flat: bool = False,
+    read: ReadAlongside | None = None,
 ) -> TranscriptRows:
     """The session's revisions (only `revision_kind` when given) with their segments. `flat`:
-    only the flat transcript's revision is read, with the flat segment's fields."""
-    session, transcripts = _session_and_transcripts(workspace, session_id, revision_kind)
+    only the flat transcript's revision is read, with the flat segment's fields. `read`: what
+    admission read ahead (`TranscriptAlongside`), if anything."""
+    session, transcripts = _session_and_transcripts(workspace, session_id, revision_kind, read)
     if flat:
         chosen, _ = TranscriptRows(session, [(t, []) for t in transcripts]).flat
-        return TranscriptRows(session, [(chosen, segment_rows(chosen))] if chosen else [])
-    return TranscriptRows(session, [(t, segment_rows(t, REVISION_SEGMENT_ROWS)) for t in transcripts])
+        return TranscriptRows(session, [(chosen, segment_rows(chosen))] if chosen else [], segment_stamp())
+    return TranscriptRows(session, [(t, segment_rows(t, REVISION_SEGMENT_ROWS)) for t in transcripts], segment_stamp())
 
 
 def transcript_validator(
-    *, workspace: Workspace, session_id: str, revision_kind: str | None = None, flat: bool = False
+    *, workspace: Workspace, session_id: str, revision_kind: str | None = None, flat: bool = False,
+    read: ReadAlongside | None = None,
 ) -> tuple[Any, list[tuple[str, int, int | None]]]:
     """What a transcript answer is made from, without its segments: the session row and, per
     revision the answer shows, (transcript id, segment count, last sequence). Segments are only
     ever appended to a revision (a new final revision is a new transcript), so these change
     whenever the answer does. `transcript_version` gives the same triples from read rows."""
-    session, transcripts = _session_and_transcripts(workspace, session_id, revision_kind)
+    session, transcripts = _session_and_transcripts(workspace, session_id, revision_kind, read)
     if flat:
         chosen, _ = TranscriptRows(session, [(t, []) for t in transcripts]).flat
         transcripts = [chosen] if chosen else []
@@ -354,11 +427,14 @@ def transcript_validator(
     return session, [(tid, *counts[tid]) for tid in counts]
 
 
+_SEQUENCE = itemgetter(FLAT_SEGMENT_ROWS.index["sequence"])
+if REVISION_SEGMENT_ROWS.index["sequence"] != FLAT_SEGMENT_ROWS.index["sequence"]:  # REVISION_SEGMENT extends FLAT_SEGMENT
+    raise RuntimeError("a revision segment's sequence is not where a flat segment's is")
+
+
 def transcript_version(rows: TranscriptRows) -> list[tuple[str, int, int | None]]:
     """`transcript_validator`'s triples from rows already read."""
-    return [
-        (t.id, len(segments), max((s.sequence for s in segments), default=None)) for t, segments in rows.revisions
-    ]
+    return [(t.id, len(segments), max(map(_SEQUENCE, segments), default=None)) for t, segments in rows.revisions]
 
 
 def session_boards(*, workspace: Workspace, session_id: str, with_payload: bool = False) -> list[BoardContent]:

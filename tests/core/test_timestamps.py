@@ -39,3 +39,48 @@ def test_the_database_formats_a_timestamp_as_iso_ms_does(acme, micro):
     session.refresh_from_db()
     [formatted] = Session.objects.filter(pk=session.pk).values_list(IsoMs("created_at"), flat=True)
     assert formatted == iso_ms(session.created_at) == iso_ms(value)
+
+
+@pytest.mark.parametrize("micro", [0, 1, 999, 1000, 499999, 500000, 999999])
+def test_stamp_read_gives_iso_ms_on_this_database(acme, micro):
+    """`stamp_read` (the transcript's segment timestamps): the column as it reads it, turned
+    into wire form by its converter, is iso_ms of the stored value; on SQLite the value read is
+    the stored text (`+column`: no datetime converter ran), which `iso_ms_from_stored` slices."""
+    from django.db import connection
+
+    from apps.core.timestamps import stamp_read
+    from apps.recordings.models import Session
+    from tests import factories
+
+    value = datetime(2026, 3, 4, 5, 6, 7, micro, tzinfo=timezone.utc)
+    session = factories.session(acme, at=value)
+    sql, convert = stamp_read(connection.vendor, '"created_at"')
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {sql} FROM {Session._meta.db_table} WHERE id = %s", [session.pk])  # noqa: S608
+        [read] = cursor.fetchone()
+    assert isinstance(read, str)
+    assert (convert(read) if convert else read) == iso_ms(value)
+    assert (convert is None) == (connection.vendor == "postgresql")
+
+
+@pytest.mark.parametrize(
+    "stored, wire",
+    [
+        ("2026-03-04 05:06:07.123456", "2026-03-04T05:06:07.123Z"),
+        ("2026-03-04 05:06:07.000999", "2026-03-04T05:06:07.000Z"),
+        ("2026-03-04 05:06:07", "2026-03-04T05:06:07.000Z"),
+        ("2026-03-04 05:06:07.5", "2026-03-04T05:06:07.500Z"),
+    ],
+)
+def test_iso_ms_from_stored_is_the_sqlite_expression_in_python(stored, wire):
+    """The same text as `iso_ms_sql("sqlite", …)` gives for the same stored text (whole seconds,
+    a short fraction), computed by SQLite itself here."""
+    import sqlite3
+
+    from apps.core.timestamps import iso_ms_from_stored, iso_ms_sql
+
+    [(by_sqlite,)] = sqlite3.connect(":memory:").execute(f"SELECT {iso_ms_sql('sqlite', '?')}", [stored] * 3)
+    assert iso_ms_from_stored(stored) == by_sqlite == wire
+    # The expression the row encoder inlines (six fraction digits sliced, else the call).
+    inline = eval(f"lambda x: {iso_ms_from_stored.inline('x', 'call')}", {"call": iso_ms_from_stored})  # noqa: S307
+    assert inline(stored) == wire
