@@ -18,16 +18,18 @@ candidates' texts are read in one query after the walk.
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import connection
 
 import apps.recordings.search.windows as windows
 from apps.recordings.search.terms import fts5_match
 from apps.recordings.search.windows import CandidateWindow, HitSession, HitTranscript, WindowBounds
+
+if TYPE_CHECKING:  # the driver is imported by Django's SQLite backend, where this module runs
+    import sqlite3
 
 SEQUENCE_BITS = 24  # the rowid's low bits hold the sequence (migrations 0002, 0003)
 SEQUENCE_MASK = (1 << SEQUENCE_BITS) - 1
