@@ -32,8 +32,9 @@ pinned by tests/test_engine_pins.py):
   so each client reads its response's end rather than a cut connection, and nothing is left for
   daphne to wait for.
 
-Every private attribute is read with a default, so a Twisted that renamed one makes
-`can_write_through` false (the ordinary `Request.write` path), never an AttributeError.
+Every private attribute is looked for before it is read (or read with a default), so a Twisted
+that renamed one makes `direct_write` take the ordinary `Request.write` path, never an
+AttributeError.
 """
 
 from __future__ import annotations
@@ -185,7 +186,7 @@ def direct_write(request: Any, producer: Producer | None) -> Callable[[bytes], N
     if request is None or producer is None:
         return None
     transport = getattr(request.channel, "transport", None)
-    if not can_write_through(transport):
+    if not can_write_through(transport) or not hasattr(request, "_disconnected"):
         write = request.write
 
         def write_now(data: bytes) -> None:
@@ -204,7 +205,7 @@ def direct_write(request: Any, producer: Producer | None) -> Callable[[bytes], N
     def write_through(data: bytes) -> None:
         global _last_framed
         # `_usable`, inlined: this runs once per live stream and dispatched batch.
-        if request.finished or request.channel is None or getattr(request, "_disconnected", False):
+        if request.finished or request.channel is None or request._disconnected:
             return
         if not chunked:
             chunk = data

@@ -137,6 +137,18 @@ def test_write_through_to_a_connection_the_peer_has_closed_does_not_raise():
         ours.close()
 
 
+def test_a_request_without_the_private_disconnected_flag_is_not_written_through(connection):
+    class Renamed(Request):  # as a Twisted that renamed `_disconnected` would hand over
+        @property
+        def _disconnected(self):
+            raise AttributeError("_disconnected")
+
+    request = Renamed(DummyChannel(), False)
+    request.channel.transport = connection
+    write = daphne_stream.direct_write(request, daphne_stream.Producer(Stream()))
+    assert daphne_stream.can_write_through(connection) and write.__name__ == "write_now"
+
+
 def test_a_request_without_the_private_disconnected_flag_is_still_judged():
     # A request-shaped object as a Twisted that renamed `_disconnected` would hand over.
     renamed = SimpleNamespace(finished=False, channel=object())
