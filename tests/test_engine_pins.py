@@ -144,8 +144,8 @@ PINS: list[tuple[str, str, Callable[[], object]]] = [
               and _attr("twisted.internet.abstract:FileDescriptor.offset") == 0)),
     ("apps/events/consumer.py", "FileDescriptor._tempDataLen (set per instance)",
      lambda: _source_has("twisted.internet.abstract:FileDescriptor.__init__", "self._tempDataLen = 0")),
-    ("apps/events/consumer.py", "twisted.internet.tcp.Connection.writeSomeData(data)",
-     lambda: _parameters("twisted.internet.tcp:Connection.writeSomeData") == ["self", "data"]),
+    ("connect/engine/daphne_stream.py", "tcp.Connection.writeSomeData is its socket's send() (write_through calls it)",
+     lambda: _source_has("twisted.internet.tcp:Connection.writeSomeData", "untilConcludes(self.socket.send")),
     # --- channels -------------------------------------------------------------------------------
     ("connect/engine/lanes.py", "channels.db.database_sync_to_async closes old connections around the call",
      lambda: _source_has("channels.db:DatabaseSyncToAsync.thread_handler", "close_old_connections")),

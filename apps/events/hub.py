@@ -319,8 +319,12 @@ class Hub:
         self.process = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.db = _DbThreads(self.loop, workers=2, name="events-db")
         self.streams: dict[int, set[Stream]] = defaultdict(set)
-        # workspace → (type, sessionId or None) → the streams whose subscription has that route.
-        self.routes: dict[int, dict[tuple[str, str | None], set[Stream]]] = defaultdict(lambda: defaultdict(set))
+        # workspace → subscription → its streams: streams with equal filters share one routing and
+        # one copy of each batch's bytes (a fan-out to thousands of streams of one subscription
+        # is one join, then one write per stream).
+        self.groups: dict[int, dict[Subscription, set[Stream]]] = defaultdict(dict)
+        # workspace → (type, sessionId or None) → the subscriptions (of `groups`) with that route.
+        self.routes: dict[int, dict[tuple[str, str | None], set[Subscription]]] = defaultdict(lambda: defaultdict(set))
         self.stream_count = 0
         self._carrier: asyncio.Future | None = None
         self._maintenance: asyncio.Task | None = None
@@ -646,25 +650,39 @@ class Hub:
 
     # --- streams -------------------------------------------------------------------------
     def register(self, stream: Stream) -> None:
-        self.streams[stream.workspace_id].add(stream)
-        routes = self.routes[stream.workspace_id]
-        for route in stream.subscription.routes():
-            routes[route].add(stream)
+        workspace_id, subscription = stream.workspace_id, stream.subscription
+        self.streams[workspace_id].add(stream)
+        groups = self.groups[workspace_id]
+        group = groups.get(subscription)
+        if group is None:
+            group = groups[subscription] = set()
+            routes = self.routes[workspace_id]
+            for route in subscription.routes():
+                routes[route].add(subscription)
+        group.add(stream)
         self.stream_count += 1
 
     def unregister(self, stream: Stream) -> None:
-        group = self.streams.get(stream.workspace_id)
-        if group is not None and stream in group:
-            group.discard(stream)
-            self.stream_count -= 1
-            routes = self.routes[stream.workspace_id]
-            for route in stream.subscription.routes():
-                routes[route].discard(stream)
+        workspace_id, subscription = stream.workspace_id, stream.subscription
+        streams = self.streams.get(workspace_id)
+        if streams is None or stream not in streams:
+            return
+        streams.discard(stream)
+        self.stream_count -= 1
+        groups = self.groups[workspace_id]
+        group = groups[subscription]
+        group.discard(stream)
+        if not group:
+            del groups[subscription]
+            routes = self.routes[workspace_id]
+            for route in subscription.routes():
+                routes[route].discard(subscription)
                 if not routes[route]:
                     del routes[route]
-            if not group:
-                del self.streams[stream.workspace_id]
-                del self.routes[stream.workspace_id]
+        if not streams:
+            del self.streams[workspace_id]
+            del self.groups[workspace_id]
+            del self.routes[workspace_id]
 
     def all_streams(self) -> list[Stream]:
         return [s for group in self.streams.values() for s in group]
@@ -672,25 +690,50 @@ class Hub:
     def dispatch(self, rows: list[tuple]) -> None:
         """Route a batch of (workspace_id, type, session_id, log key, frame) rows, in log order
         (the key is `(position, event id)`), and hand each matching stream its share at once
-        (one write per stream and batch)."""
-        shares: dict[Stream, list[tuple[tuple[int, str], bytes]]] = {}
+        (one write per stream and batch).
+
+        Routed per subscription, not per stream: each subscription's share is joined once, and
+        the same bytes object is written to each of its live streams (the daphne write frames it
+        once for all of them, connect/engine/daphne_stream.py). The per-stream work is the loop
+        below: a stream that can take the bytes now (live, not paused, nothing queued, past its
+        resume floor) is written at once; any other goes through `Stream.offer`."""
+        shares: dict[tuple[int, Subscription], list[tuple[tuple[int, str], bytes]]] = {}
         for workspace_id, type_, session_id, key, frame in rows:
             routes = self.routes.get(workspace_id)
             if not routes:
                 continue
             item = (key, frame)
-            # A set union: a stream on both routes gets the event once.
-            for stream in routes.get((type_, None), _NO_STREAMS) | routes.get((type_, session_id), _NO_STREAMS):
-                share = shares.get(stream)
+            # A set union: a subscription on both routes gets the event once.
+            for subscription in routes.get((type_, None), _NO_STREAMS) | routes.get((type_, session_id), _NO_STREAMS):
+                share = shares.get((workspace_id, subscription))
                 if share is None:
-                    shares[stream] = [item]
+                    shares[(workspace_id, subscription)] = [item]
                 else:
                     share.append(item)
-        # Offering may close (and unregister) a stream: `shares` is our own copy.
         direct = fanned = 0
-        for stream, items in shares.items():
-            direct += stream.offer(items)
-            fanned += len(items)
+        for (workspace_id, subscription), items in shares.items():
+            group = self.groups.get(workspace_id, {}).get(subscription)
+            if not group:
+                continue
+            count = len(items)
+            data = items[0][1] if count == 1 else b"".join([frame for _, frame in items])
+            first = items[0][0]
+            # Writing may close (and unregister) a stream: iterate over a copy of the group.
+            streams = tuple(group)
+            fanned += count * len(streams)
+            for stream in streams:
+                write = stream.write
+                if write is not None and not stream.paused and not stream.queue and (
+                        stream.floor is None or stream.floor < first):
+                    stream.sent += count
+                    try:
+                        write(data)
+                    except Exception:  # noqa: BLE001 - one broken connection must not stop the dispatch
+                        logger.exception("direct write to an event stream failed; closing it")
+                        stream.close("write_failed")
+                    direct += 1
+                else:
+                    direct += stream.offer(items)
         self.direct_writes += direct
         if fanned:
             metrics.EVENTS_FANNED_OUT.inc(fanned)  # once per batch, not per stream

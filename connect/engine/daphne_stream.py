@@ -19,6 +19,9 @@ pinned by tests/test_engine_pins.py):
   `tcp.Connection.writeSomeData` is the non-blocking `send()` that `doWrite` itself calls:
   sending at once keeps the order and skips the `startWriting`/`doWrite` round (two `epoll_ctl`s
   and a loop pass per stream and batch); what the socket does not take is buffered as before.
+  `write_through` calls that `send()` itself, on the transport's `socket` (writeSomeData is
+  `untilConcludes(self.socket.send, ...)`, pinned), and frames one batch's bytes as an HTTP
+  chunk once for all the streams it is written to.
 - daphne installs Twisted's asyncio reactor on the loop the consumers run on, so Twisted's
   callbacks, the hub's dispatch and the consumer never interleave mid-write.
 - daphne/http_protocol.py keeps the request's ASGI input queue (`application_queue`, an
@@ -29,8 +32,9 @@ pinned by tests/test_engine_pins.py):
   so each client reads its response's end rather than a cut connection, and nothing is left for
   daphne to wait for.
 
-Every private attribute is read with a default, so a Twisted that renamed one makes
-`can_write_through` false (the ordinary `Request.write` path), never an AttributeError.
+Every private attribute is looked for before it is read (or read with a default), so a Twisted
+that renamed one makes `direct_write` take the ordinary `Request.write` path, never an
+AttributeError.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
 TRANSPORT_PRIVATE_NAMES = ("_tempDataLen", "_writeDisconnected")
 
 # Public but undocumented attributes this module also reads: pinned by presence the same way.
-TRANSPORT_BUFFER_NAMES = ("dataBuffer", "offset", "writeSomeData")
+TRANSPORT_BUFFER_NAMES = ("dataBuffer", "offset", "socket")
 
 
 # On shutdown, how long the streams' last chunks get to leave before Twisted drops the connections.
@@ -169,13 +173,20 @@ def can_write_through(transport: Any) -> bool:
     )
 
 
+# The last bytes `write_through` framed as an HTTP chunk, and that chunk: the hub writes one
+# bytes object to every live stream of a subscription in a row (apps/events/hub.py `dispatch`),
+# so the chunk is made once per batch, not once per stream. Compared by identity: the cache
+# holds the object, so its id cannot be reused while it is here.
+_last_framed: tuple[bytes, bytes] = (b"", b"0\r\n\r\n")
+
+
 def direct_write(request: Any, producer: Producer | None) -> Callable[[bytes], None] | None:
     """The write a live stream's frames take; None without flow control (then every frame
     goes through the stream's task and ASGI `send`)."""
     if request is None or producer is None:
         return None
     transport = getattr(request.channel, "transport", None)
-    if not can_write_through(transport):
+    if not can_write_through(transport) or not hasattr(request, "_disconnected"):
         write = request.write
 
         def write_now(data: bytes) -> None:
@@ -184,22 +195,36 @@ def direct_write(request: Any, producer: Producer | None) -> Callable[[bytes], N
 
         return write_now
     chunked = bool(request.chunked)
+    # tcp.Connection.writeSomeData is this socket's send() behind a memoryview of at most
+    # SEND_LIMIT bytes, `untilConcludes` (EINTR: Python retries it itself, PEP 475) and a
+    # translation of OSError: the same call without the three frames. What it does not take,
+    # and any OSError (EAGAIN, a connection already gone), goes to `transport.write` as before:
+    # buffered, and Twisted finds a lost connection its own way.
+    send = transport.socket.send
 
     def write_through(data: bytes) -> None:
+        global _last_framed
         # `_usable`, inlined: this runs once per live stream and dispatched batch.
-        if request.finished or request.channel is None or getattr(request, "_disconnected", False):
+        if request.finished or request.channel is None or request._disconnected:
             return
-        chunk = b"%x\r\n%s\r\n" % (len(data), data) if chunked else data  # as Request.write's toChunk
+        if not chunked:
+            chunk = data
+        elif _last_framed[0] is data:
+            chunk = _last_framed[1]
+        else:
+            chunk = b"%x\r\n%s\r\n" % (len(data), data)  # as Request.write's toChunk
+            _last_framed = (data, chunk)
         request.sentLength += len(data)
         if (
             transport.connected
             and not transport.disconnecting
-            and not getattr(transport, "_writeDisconnected", True)
-            and not getattr(transport, "_tempDataLen", 1)
+            and not transport._writeDisconnected
+            and not transport._tempDataLen
             and len(transport.dataBuffer) == transport.offset
         ):
-            sent = transport.writeSomeData(chunk)
-            if not isinstance(sent, int):  # connection lost: let Twisted find out its own way
+            try:
+                sent = send(chunk)
+            except OSError:
                 sent = 0
             if sent == len(chunk):
                 return

@@ -63,6 +63,92 @@ def test_direct_write_goes_through_request_write_and_stops_once_finished():
     assert request.channel.transport.written.getvalue() == before
 
 
+def _chunked_request_on(transport) -> Request:
+    transport.connected = True  # as for an accepted connection (tcp.Server)
+    request = Request(DummyChannel(), False)
+    request.channel.transport = transport
+    request.chunked = True
+    return request
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    sock.setblocking(False)
+    data = b""
+    while True:
+        try:
+            part = sock.recv(1 << 20)
+        except BlockingIOError:
+            return data
+        if not part:
+            return data
+        data += part
+
+
+def test_write_through_sends_the_chunk_on_the_socket_and_frames_a_shared_batch_once():
+    pairs = [socket.socketpair() for _ in range(2)]
+    try:
+        transports = [tcp.Connection(ours, Protocol(), reactor) for ours, _ in pairs]
+        writes = [daphne_stream.direct_write(_chunked_request_on(t), daphne_stream.Producer(Stream()))
+                  for t in transports]
+        batch = b"data: one\n\n"
+        for write in writes:
+            write(batch)
+        assert daphne_stream._last_framed[0] is batch  # framed once, reused for the second stream
+        for (_, theirs), transport in zip(pairs, transports):
+            assert _read_all(theirs) == b"b\r\ndata: one\n\n\r\n"
+            assert not transport._tempDataLen and not transport.dataBuffer  # all of it was sent
+        writes[0](b"data: two\n\n")  # another object, equal or not, is framed on its own
+        assert _read_all(pairs[0][1]) == b"b\r\ndata: two\n\n\r\n"
+    finally:
+        for ours, theirs in pairs:
+            ours.close()
+            theirs.close()
+
+
+def test_write_through_buffers_what_the_socket_does_not_take_in_order():
+    ours, theirs = socket.socketpair()
+    try:
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        ours.setblocking(False)
+        transport = tcp.Connection(ours, Protocol(), reactor)
+        write = daphne_stream.direct_write(_chunked_request_on(transport), daphne_stream.Producer(Stream()))
+        first, second = b"a" * 200_000, b"b" * 10
+        write(first)
+        assert transport._tempDataLen > 0  # the socket took part; the rest waits in Twisted's buffer
+        write(second)  # behind it, never beside it
+        waiting = b"".join(transport._tempDataBuffer)
+        received = _read_all(theirs)
+        assert received + waiting == b"30d40\r\n" + first + b"\r\n" + b"a\r\n" + second + b"\r\n"
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_write_through_to_a_connection_the_peer_has_closed_does_not_raise():
+    ours, theirs = socket.socketpair()
+    try:
+        transport = tcp.Connection(ours, Protocol(), reactor)
+        write = daphne_stream.direct_write(_chunked_request_on(transport), daphne_stream.Producer(Stream()))
+        theirs.close()
+        write(b"data: one\n\n")  # EPIPE: handed to Twisted's buffer, which finds the loss itself
+        write(b"data: two\n\n")
+        assert transport._tempDataLen > 0
+    finally:
+        ours.close()
+
+
+def test_a_request_without_the_private_disconnected_flag_is_not_written_through(connection):
+    class Renamed(Request):  # as a Twisted that renamed `_disconnected` would hand over
+        @property
+        def _disconnected(self):
+            raise AttributeError("_disconnected")
+
+    request = Renamed(DummyChannel(), False)
+    request.channel.transport = connection
+    write = daphne_stream.direct_write(request, daphne_stream.Producer(Stream()))
+    assert daphne_stream.can_write_through(connection) and write.__name__ == "write_now"
+
+
 def test_a_request_without_the_private_disconnected_flag_is_still_judged():
     # A request-shaped object as a Twisted that renamed `_disconnected` would hand over.
     renamed = SimpleNamespace(finished=False, channel=object())

@@ -71,6 +71,52 @@ def test_a_batch_is_one_write_per_live_stream_and_wakes_no_task():
     run(scenario())
 
 
+def test_the_streams_of_one_subscription_are_written_one_shared_copy_of_the_batch():
+    """Routed per subscription: the batch's frames are joined once and the same bytes object is
+    written to every live stream holding those filters (the daphne write then frames it once),
+    a stream whose resume floor lies below the batch included; one whose floor cuts into it
+    gets its own share."""
+    async def scenario():
+        hub = get_hub()
+        a, b, resumed, cut = make_stream(), make_stream(), make_stream(), make_stream()
+        for stream in (a, b, resumed, cut):
+            hub.register(stream)
+            stream.write = Socket(stream)
+        resumed.floor = (0, "evt_0")
+        cut.floor = (1, "evt_1")
+        assert len(hub.groups[1]) == 1  # four streams, one subscription
+        hub.dispatch([row("evt_1"), row("evt_2")])
+        assert a.write.writes == [b"<evt_1><evt_2>"] and cut.write.writes == [b"<evt_2>"]
+        assert a.write.writes[0] is b.write.writes[0] is resumed.write.writes[0]
+        assert (a.sent, b.sent, resumed.sent, cut.sent) == (2, 2, 2, 1)
+        assert hub.direct_writes == 4
+        for stream in (a, b, resumed, cut):
+            stream.close("client_gone")
+        assert not hub.groups and not hub.routes and hub.stream_count == 0
+
+    run(scenario())
+
+
+def test_subscriptions_that_share_a_route_each_get_the_event_once():
+    async def scenario():
+        hub = get_hub()
+        narrow = make_stream()  # (segments, ses_a)
+        both = Stream(
+            workspace_id=1,
+            subscription=Subscription(entries=(FilterEntry(SEGMENTS, "ses_a"), FilterEntry(SEGMENTS, None))),
+            credential=CredentialRef(kind="api_key", credential_id="1", membership_id=1, workspace_id=1),
+            queue_size=3,
+        )
+        for stream in (narrow, both):
+            hub.register(stream)
+            stream.write = Socket(stream)
+        hub.dispatch([row("evt_1"), row("evt_2", session_id="ses_b")])
+        assert narrow.write.writes == [b"<evt_1>"]
+        assert both.write.writes == [b"<evt_1><evt_2>"]
+
+    run(scenario())
+
+
 def test_a_paused_stream_queues_in_order_and_overflows_alone():
     async def scenario():
         hub = get_hub()
