@@ -9,7 +9,6 @@ copied into every request's task, where each variable makes every later `Context
 asgiref's context restore after each hop to a lane cost more (tests/test_asgi_lanes.py)."""
 
 import contextvars
-import gc
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "connect.settings")
@@ -58,10 +57,3 @@ def _build():
 
 
 application = contextvars.copy_context().run(_build)
-
-# What the build made (settings, URL resolvers, DRF, the OpenAPI schema, ~145,000 objects) lives
-# as long as the process: frozen out of the collector's reach, so a full collection walks only
-# what came after, mostly the open streams. A pass over them took 133-144 ms of the event loop
-# (gc.collect() after the build, on the 2-core bench machine at load ~6), and a burst of stream
-# opens triggers several (bench/README.md, issue 26).
-gc.freeze()

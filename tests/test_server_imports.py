@@ -106,6 +106,19 @@ def test_deferring_an_imported_or_missing_module_changes_nothing():
     assert sys.modules["json"] is before and "no_such_module_here" not in sys.modules
 
 
+def test_settling_the_start_up_heap_freezes_what_exists_then():
+    import gc
+
+    before = gc.get_freeze_count()
+    kept = [[] for _ in range(10)]  # containers the collector tracks, made since any earlier freeze
+    try:
+        daphne_worker.settle_start_up_heap()
+        assert gc.get_freeze_count() >= before + len(kept)
+    finally:
+        if before == 0:
+            gc.unfreeze()
+
+
 PROBE = """
 import json, sys
 from connect.engine import daphne_worker
