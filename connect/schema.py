@@ -18,28 +18,34 @@ from apps.core.errors import MethodNotAllowed, error_response
 SAFE = ("GET", "HEAD")
 
 
-@cache
-def _views():
-    from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
+def _made_on_first_request(make_view):
+    """A view that makes `make_view()`'s view when first asked for something it answers."""
+    view = cache(make_view)
 
-    return SpectacularJSONAPIView.as_view(), SpectacularSwaggerView.as_view(url_name="openapi")
+    @csrf_exempt
+    def answer(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if request.method not in SAFE:
+            # As DRF answered before: JSON, and the Allow that OPTIONS' plain answer is made from
+            # (apps/core/middleware.py), without loading the schema machinery for it.
+            response = error_response(MethodNotAllowed())
+            response["Allow"] = "GET, HEAD, OPTIONS"
+            return response
+        return view()(request, *args, **kwargs)
 
-
-def _answer(which: int, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-    if request.method not in SAFE:
-        # As DRF answered before: JSON, and the Allow that OPTIONS' plain answer is made from
-        # (apps/core/middleware.py), without loading the schema machinery for it.
-        response = error_response(MethodNotAllowed())
-        response["Allow"] = "GET, HEAD, OPTIONS"
-        return response
-    return _views()[which](request, *args, **kwargs)
-
-
-@csrf_exempt
-def openapi_view(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-    return _answer(0, request, *args, **kwargs)
+    return answer
 
 
-@csrf_exempt
-def docs_view(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-    return _answer(1, request, *args, **kwargs)
+def _openapi():
+    from drf_spectacular.views import SpectacularJSONAPIView
+
+    return SpectacularJSONAPIView.as_view()
+
+
+def _docs():
+    from drf_spectacular.views import SpectacularSwaggerView
+
+    return SpectacularSwaggerView.as_view(url_name="openapi")
+
+
+openapi_view = _made_on_first_request(_openapi)
+docs_view = _made_on_first_request(_docs)

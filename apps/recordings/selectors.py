@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections import namedtuple
 from collections.abc import Callable
-from operator import itemgetter
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from operator import itemgetter
 from typing import Any
 
 from django.db import connection
