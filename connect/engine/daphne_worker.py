@@ -121,12 +121,25 @@ def settle_start_up_heap() -> None:
         pass
 
 
+def report_ready() -> None:
+    """Tells `serve` this process serves (its reactor runs and watches the socket daphne was
+    given before `reactor.run()`): one byte on the pipe named by CONNECT_READY_FD, if any;
+    `serve` starts the task side once every server has said so (connect/engine/serve.py)."""
+    fd = os.environ.pop("CONNECT_READY_FD", None)
+    if fd is not None:
+        try:
+            os.write(int(fd), b".")
+        finally:
+            os.close(int(fd))
+
+
 def main() -> None:
     leave_unused_unimported()
     from daphne.cli import CommandLineInterface
     from twisted.internet import reactor  # daphne's command line installed its asyncio reactor
 
     reactor.callWhenRunning(settle_start_up_heap)
+    reactor.callWhenRunning(report_ready)
     CommandLineInterface.entrypoint()
 
 

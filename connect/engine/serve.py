@@ -9,6 +9,17 @@ other idled. A child that dies is restarted on its socket; SIGINT/SIGTERM stop a
 leads a process group, killed whole once the child has stopped or failed to within 10 s, so
 nothing a child forked outlives it.
 
+The task side starts once every server process is ready (its reactor runs, its socket is
+watched) or has exited: each server is handed the write end of a pipe (`CONNECT_READY_FD`,
+written by connect/engine/daphne_worker.py). Started together, the qcluster and the sweeper
+(each a Django set-up, 1.3-1.7 s of CPU) took half of a 2-core machine while the servers
+started, and a restart under 5,000 reconnecting streams waited for them (issue 26's storm).
+
+Each socket listens with the deepest accept queue the kernel allows (`net.core.somaxconn`,
+4096 by default since Linux 5.4): 5,000 clients reconnecting at once overflowed 1,024 per
+socket, and a connection whose handshake found the queue full waited for the client's
+retransmission, a second or more (TcpExtListenOverflows: 14,006 in one storm).
+
 Relies on: daphne's `--fd` option (an inherited listening socket, Twisted's endpoint
 `fd:fileno=N`), Linux's SO_REUSEPORT, and `subprocess.Popen(process_group=0)` (Python 3.11).
 """
@@ -16,6 +27,7 @@ Relies on: daphne's `--fd` option (an inherited listening socket, Twisted's endp
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -25,6 +37,8 @@ from collections.abc import Callable
 from typing import TextIO
 
 STOP_SECONDS = 10
+READY_SECONDS = 60  # the task side starts anyway if a server is not ready by then
+ACCEPT_QUEUE = 65535  # capped by the kernel at net.core.somaxconn
 
 
 def daphne_command(app: str, fd: int, *, access_log: bool) -> list[str]:
@@ -35,22 +49,38 @@ def daphne_command(app: str, fd: int, *, access_log: bool) -> list[str]:
 
 
 def supervise(
-    commands: list[list[str]],
+    servers: list[list[str]],
     sockets: list[socket.socket],
+    tasks: list[list[str]] = (),
     *,
     stderr: TextIO,
     on_exit: Callable[[int], object] = lambda pid: None,
 ) -> None:
-    """Runs `commands` (the i-th of the first len(sockets) gets sockets[i]) until SIGINT or
-    SIGTERM, restarting any that exits (after `on_exit(its pid)`); then stops them all and
-    closes the sockets."""
+    """Runs `servers` (the i-th with sockets[i]) and, once each of them is ready or has exited,
+    `tasks`, until SIGINT or SIGTERM, restarting any that exits (after `on_exit(its pid)`); then
+    stops them all and closes the sockets."""
+    waiting: dict[int, int] = {}  # read end of a server's ready pipe -> its index
 
-    def spawn(i: int) -> subprocess.Popen:
+    def spawn_server(i: int) -> subprocess.Popen:
         # Each child leads its own process group, so that what it forked goes with it.
-        fds = [sockets[i].fileno()] if i < len(sockets) else []
-        return subprocess.Popen(commands[i], pass_fds=fds, process_group=0)
+        ready, told = os.pipe()
+        try:
+            env = {**os.environ, "CONNECT_READY_FD": str(told)}
+            child = subprocess.Popen(servers[i], pass_fds=[sockets[i].fileno(), told], env=env, process_group=0)
+        except BaseException:
+            os.close(ready)
+            raise
+        finally:
+            os.close(told)
+        waiting[ready] = i
+        return child
 
-    children = [spawn(i) for i in range(len(commands))]
+    def spawn_task(command: list[str]) -> subprocess.Popen:
+        return subprocess.Popen(command, process_group=0)
+
+    children = [spawn_server(i) for i in range(len(servers))]
+    started_tasks: list[subprocess.Popen] = []
+    tasks_due = time.monotonic() + READY_SECONDS
     stopping = False
 
     def stop(signum, frame) -> None:  # noqa: ARG001
@@ -61,19 +91,31 @@ def supervise(
     signal.signal(signal.SIGTERM, stop)
     try:
         while not stopping:
-            for i, child in enumerate(children):
+            if waiting:  # a byte (ready) or end of file (the server exited): it has started, either way
+                for ready in select.select(list(waiting), [], [], 0)[0]:
+                    del waiting[ready]
+                    os.close(ready)
+            if tasks and not started_tasks and (not waiting or time.monotonic() > tasks_due):
+                started_tasks = [spawn_task(command) for command in tasks]
+            for i, child in enumerate(children + started_tasks):
                 if child.poll() is not None and not stopping:
                     stderr.write(f"child process {child.pid} exited ({child.returncode}); restarting\n")
                     kill_group(child)
                     on_exit(child.pid)
                     time.sleep(0.5)
-                    children[i] = spawn(i)
-            time.sleep(0.2)
+                    if i < len(children):
+                        children[i] = spawn_server(i)
+                    else:
+                        started_tasks[i - len(children)] = spawn_task(tasks[i - len(children)])
+            time.sleep(0.05 if waiting else 0.2)
     finally:
-        for child in children:
+        for ready in waiting:
+            os.close(ready)
+        everyone = children + started_tasks
+        for child in everyone:
             if child.poll() is None:
                 child.terminate()
-        for child in children:
+        for child in everyone:
             try:
                 child.wait(timeout=STOP_SECONDS)
             except subprocess.TimeoutExpired:
@@ -116,6 +158,6 @@ def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
         port = probe.getsockname()[1]
     sockets = [bound(port, reuse_port=True) for _ in range(count)]
     for sock in sockets:
-        sock.listen(1024)
+        sock.listen(ACCEPT_QUEUE)
         sock.set_inheritable(True)
     return sockets

@@ -1,10 +1,10 @@
 """`serve [--host H] [--port P] [--workers N]`: N daphne processes listening on one port
 (processes and sockets: connect/engine/serve.py).
 
-Beside daphne it runs the task side (unless `--no-tasks`): the django-q2 cluster (`qcluster`;
-ORM broker by default, Redis when REDIS_URL is set) and the webhook sweeper, which re-queues
-due retries and expired leases every CONNECT_WEBHOOK_SWEEP_SECONDS. On other machines,
-`manage.py qcluster` runs workers alone.
+Beside daphne it runs the task side (unless `--no-tasks`), started once the servers serve: the
+django-q2 cluster (`qcluster`; ORM broker by default, Redis when REDIS_URL is set) and the
+webhook sweeper, which re-queues due retries and expired leases every
+CONNECT_WEBHOOK_SWEEP_SECONDS. On other machines, `manage.py qcluster` runs workers alone.
 
 Metrics (apps/core/metrics.py): every process of this `serve` writes its Prometheus values to
 one multiprocess directory, PROMETHEUS_MULTIPROC_DIR when set (it then belongs to this `serve`),
@@ -30,6 +30,9 @@ from connect.engine.serve import daphne_command, listening_sockets, supervise
 
 class Command(BaseCommand):
     help = "Serve the ASGI app with N daphne processes listening on one port."
+    # This process only reads settings and supervises: each child sets Django up and the servers
+    # run no checks either. manage.py runs `serve` without django.setup() (its docstring).
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
@@ -44,12 +47,12 @@ class Command(BaseCommand):
         workers = max(1, workers)
         sockets = listening_sockets(host, port, workers)
         app = settings.ASGI_APPLICATION.replace(".application", ":application")
-        commands = [daphne_command(app, sock.fileno(), access_log=access_log) for sock in sockets]
+        servers = [daphne_command(app, sock.fileno(), access_log=access_log) for sock in sockets]
+        tasks = []
         if not no_tasks:
             django = [sys.executable, "-m", "django"]  # DJANGO_SETTINGS_MODULE is inherited
-            commands.append(django + ["qcluster"])
             sweep_every = str(settings.CONNECT_WEBHOOK_SWEEP_SECONDS)
-            commands.append(django + ["sweep_webhook_deliveries", "--every", sweep_every])
+            tasks = [django + ["qcluster"], django + ["sweep_webhook_deliveries", "--every", sweep_every]]
         self.stdout.write(
             f"Serving on http://{host}:{port} with {workers} daphne process(es)"
             + ("" if no_tasks else " and the task cluster"),
@@ -58,7 +61,7 @@ class Command(BaseCommand):
         self.stdout.flush()
         metrics_dir, owned = metrics_directory()
         try:
-            supervise(commands, sockets, stderr=self.stderr, on_exit=lambda pid: process_dead(pid, metrics_dir))
+            supervise(servers, sockets, tasks, stderr=self.stderr, on_exit=lambda pid: process_dead(pid, metrics_dir))
         finally:
             if owned:
                 shutil.rmtree(metrics_dir, ignore_errors=True)
