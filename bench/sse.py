@@ -610,6 +610,9 @@ def bench_connect(name: str, args: argparse.Namespace, tmp: Path, root: Path = R
     label = f"{label}-{name}"
     server_log = open(tmp / f"{label}-server.log", "w")
     server_env = {**env, "PYTHONPATH": str(root), **(args.head_env if root == ROOT else {})}
+    # Bytecode as a deployment has it: with PYTHONDONTWRITEBYTECODE set (as in this machine's
+    # shells) every server process compiled the project's 140 modules, 0.2 s of each start.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "connect", "apps"], cwd=root, check=True)
     stats_url = f"http://127.0.0.1:{port}/api/v1/events/_stats"
 
     def start_server() -> tuple[subprocess.Popen, list[int]]:
