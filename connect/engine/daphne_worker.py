@@ -123,9 +123,9 @@ def settle_start_up_heap() -> None:
 
 def report_ready() -> None:
     """Tells `serve` this process serves (its reactor runs and watches the socket daphne was
-    given before `reactor.run()`): one byte on the pipe named by CONNECT_READY_FD, if any;
+    given before `reactor.run()`): one byte on the pipe named by SERVE_READY_FD, if any;
     `serve` starts the task side once every server has said so (connect/engine/serve.py)."""
-    fd = os.environ.pop("CONNECT_READY_FD", None)
+    fd = os.environ.pop("SERVE_READY_FD", None)
     if fd is not None:
         try:
             os.write(int(fd), b".")

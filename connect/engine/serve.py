@@ -10,7 +10,7 @@ leads a process group, killed whole once the child has stopped or failed to with
 nothing a child forked outlives it.
 
 The task side starts once every server process is ready (its reactor runs, its socket is
-watched) or has exited: each server is handed the write end of a pipe (`CONNECT_READY_FD`,
+watched) or has exited: each server is handed the write end of a pipe (`SERVE_READY_FD`,
 written by connect/engine/daphne_worker.py). Started together, the qcluster and the sweeper
 (each a Django set-up, 1.3-1.7 s of CPU) took half of a 2-core machine while the servers
 started, and a restart under 5,000 reconnecting streams waited for them (issue 26's storm).
@@ -65,7 +65,7 @@ def supervise(
         # Each child leads its own process group, so that what it forked goes with it.
         ready, told = os.pipe()
         try:
-            env = {**os.environ, "CONNECT_READY_FD": str(told)}
+            env = {**os.environ, "SERVE_READY_FD": str(told)}
             child = subprocess.Popen(servers[i], pass_fds=[sockets[i].fileno(), told], env=env, process_group=0)
         except BaseException:
             os.close(ready)

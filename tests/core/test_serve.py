@@ -110,7 +110,7 @@ serve.supervise(servers, serve.listening_sockets("127.0.0.1", 0, 2), tasks, stde
 RECORD = "import os, sys, time; open(sys.argv[1], 'a').write(f'{time.time()!r}\\n'); "
 READY_AFTER_A_WHILE = RECORD + (
     "time.sleep(1); open(sys.argv[1], 'a').write(f'{time.time()!r}\\n'); "
-    "os.write(int(os.environ['CONNECT_READY_FD']), b'.'); time.sleep(600)"
+    "os.write(int(os.environ['SERVE_READY_FD']), b'.'); time.sleep(600)"
 )
 EXITS = "import sys; sys.exit(3)"
 NEVER_READY = "import time; time.sleep(600)"
