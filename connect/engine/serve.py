@@ -20,12 +20,16 @@ Each socket listens with the deepest accept queue the kernel allows (`net.core.s
 socket, and a connection whose handshake found the queue full waited for the client's
 retransmission, a second or more (TcpExtListenOverflows: 14,006 in one storm).
 
+Every child is told to stop (SIGTERM) when `serve` dies, even by SIGKILL (`stop_with`).
+
 Relies on: daphne's `--fd` option (an inherited listening socket, Twisted's endpoint
-`fd:fileno=N`), Linux's SO_REUSEPORT, and `subprocess.Popen(process_group=0)` (Python 3.11).
+`fd:fileno=N`), Linux's SO_REUSEPORT and PR_SET_PDEATHSIG, and `subprocess.Popen(process_group=0)`
+(Python 3.11).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import select
 import signal
@@ -37,6 +41,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 STOP_SECONDS = 10
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 READY_SECONDS = 60  # the task side starts anyway if a server is not ready by then
 ACCEPT_QUEUE = 65535  # capped by the kernel at net.core.somaxconn
 
@@ -66,7 +71,8 @@ def supervise(
         ready, told = os.pipe()
         try:
             env = {**os.environ, "SERVE_READY_FD": str(told)}
-            child = subprocess.Popen(servers[i], pass_fds=[sockets[i].fileno(), told], env=env, process_group=0)
+            child = subprocess.Popen(servers[i], pass_fds=[sockets[i].fileno(), told], env=env, process_group=0,
+                                     preexec_fn=stop_with(parent))
         except BaseException:
             os.close(ready)
             raise
@@ -76,7 +82,9 @@ def supervise(
         return child
 
     def spawn_task(command: list[str]) -> subprocess.Popen:
-        return subprocess.Popen(command, process_group=0)
+        return subprocess.Popen(command, process_group=0, preexec_fn=stop_with(parent))
+
+    parent = os.getpid()
 
     children = [spawn_server(i) for i in range(len(servers))]
     started_tasks: list[subprocess.Popen] = []
@@ -123,6 +131,22 @@ def supervise(
             kill_group(child)
         for sock in sockets:
             sock.close()
+
+
+def stop_with(parent: int) -> Callable[[], None]:
+    """Run in a child between fork and exec: it gets SIGTERM when `serve` dies, however it dies
+    (Linux's PR_SET_PDEATHSIG, kept across exec). A `serve` killed with SIGKILL (the OOM killer,
+    a supervisor's last resort) left its servers listening on the port, so the next `serve`
+    failed with EADDRINUSE, and its task side running (seen after a test run: a qcluster and a
+    server per killed `make run`). A child whose parent died before the call exits at once."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def stop_when_parent_dies() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return stop_when_parent_dies
 
 
 def kill_group(child: subprocess.Popen) -> None:

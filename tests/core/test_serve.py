@@ -178,3 +178,25 @@ def test_the_supervising_process_does_not_set_django_up(tmp_path, transactional_
 
 def _mapped(pid: int) -> str:
     return Path(f"/proc/{pid}/maps").read_text()
+
+
+@pytest.mark.e2e
+def test_a_killed_serve_takes_its_servers_and_task_side_with_it(tmp_path, transactional_db):
+    """SIGKILL cannot be caught: the children are told by the kernel (PR_SET_PDEATHSIG). Before,
+    they kept the port (the next `serve` failed with EADDRINUSE) and the task side ran on."""
+    server = start(tmp_path, workers=2, tasks=True)
+    try:
+        wait_until(lambda: sum(b"qcluster" in cmdline_of(p) for p in descendants(server.process.pid)) >= 2
+                   and any(b"sweep_webhook_deliveries" in cmdline_of(p) for p in descendants(server.process.pid)),
+                   what="the task side", timeout=60)
+        family = descendants(server.process.pid)
+        assert sum(b"daphne" in cmdline_of(p) for p in family) == 2
+        os.kill(server.process.pid, signal.SIGKILL)
+        server.process.wait(timeout=10)
+        wait_until(lambda: not [p for p in family if alive(p)], what="every child of the killed serve gone", timeout=60)
+        again = start(tmp_path, port=server.port)  # the port is free again
+        again.stop()
+    finally:
+        for pid in [p for p in descendants(server.process.pid) if alive(p)]:
+            os.kill(pid, signal.SIGKILL)
+        server.stop()
