@@ -21,6 +21,8 @@ wrapping the driver's error with it as `__cause__` (its `sqlstate`).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import weakref
 from typing import Any
 
@@ -45,27 +47,42 @@ def fetchone(name: str, sql: str, params: list[Any]) -> tuple | None:
     """`sql` (with `%s` placeholders) run with `params`, its first row; as the prepared statement
     `name` on PostgreSQL outside a transaction, else as it is."""
     with connection.cursor() as cursor:
-        if connection.vendor != "postgresql" or connection.in_atomic_block:
-            cursor.execute(sql, params)
-            return cursor.fetchone()
-        names = _prepared.setdefault(connection.connection, set())
-        execute = f"EXECUTE {name}({', '.join(['%s'] * len(params))})" if params else f"EXECUTE {name}"
-        for attempt in (1, 2):
-            if name not in names:
-                _prepare(cursor, name, sql)
-                names.add(name)
-            try:
-                cursor.execute(execute, params)
-            except DatabaseError as error:
-                state = getattr(error.__cause__, "sqlstate", None)
-                if attempt == 2 or state not in (INVALID_STATEMENT_NAME, FEATURE_NOT_SUPPORTED):
-                    raise
-                names.discard(name)  # the connection lost it, or its plan no longer fits the tables
-                if state == FEATURE_NOT_SUPPORTED:
-                    cursor.execute(f"DEALLOCATE {name}")
-                continue
-            return cursor.fetchone()
-    raise AssertionError("unreachable")
+        run(cursor, name, sql, params)
+        return cursor.fetchone()
+
+
+def run(cursor, name: str | None, sql: str, params: list[Any]) -> None:
+    """`sql` (with `%s` placeholders) run with `params` on `cursor` (a cursor of Django's default
+    connection), its rows left on the cursor to fetch: as the prepared statement `name` (None:
+    a name made from the text, `name_for`) on PostgreSQL outside a transaction, else as it is."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        cursor.execute(sql, params)
+        return
+    name = name or name_for(sql)
+    names = _prepared.setdefault(connection.connection, set())
+    execute = f"EXECUTE {name}({', '.join(['%s'] * len(params))})" if params else f"EXECUTE {name}"
+    for attempt in (1, 2):
+        if name not in names:
+            _prepare(cursor, name, sql)
+            names.add(name)
+        try:
+            cursor.execute(execute, params)
+        except DatabaseError as error:
+            state = getattr(error.__cause__, "sqlstate", None)
+            if attempt == 2 or state not in (INVALID_STATEMENT_NAME, FEATURE_NOT_SUPPORTED):
+                raise
+            names.discard(name)  # the connection lost it, or its plan no longer fits the tables
+            if state == FEATURE_NOT_SUPPORTED:
+                cursor.execute(f"DEALLOCATE {name}")
+            continue
+        return
+
+
+@functools.lru_cache(maxsize=1024)
+def name_for(sql: str) -> str:
+    """A statement name for `sql`: the same text gets the same name in every process (a digest
+    of it), so one shape of a statement built at run time is prepared once per connection."""
+    return "connect_s_" + hashlib.blake2b(sql.encode(), digest_size=10).hexdigest()
 
 
 def _prepare(cursor, name: str, sql: str) -> None:
