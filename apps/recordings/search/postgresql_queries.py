@@ -105,7 +105,7 @@ def ranged_source(workspace_id: Any, driver: str, driver_params: list[Any], word
     Returns the WITH clause and its parameters, then a FROM item `d` (transcript_id,
     created_at, sequences: those shared with every word, intersected in C, NULL or empty when
     none) and its parameters; `batch_sql` continues from `d` as from the driver."""
-    cap = RANGE_ROWS * limit
+    cap = max(1, int(RANGE_ROWS * limit))  # read when called: tests lower it
     ctes, params = [f"d AS MATERIALIZED ({driver})"], list(driver_params)
     shared, source_params, joins = "d.sequences", [], []
     for n, word in enumerate(words, start=1):

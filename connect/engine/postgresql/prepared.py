@@ -34,6 +34,14 @@ DUPLICATE_PREPARED_STATEMENT = "42P05"
 # returns since it was prepared on this connection.
 FEATURE_NOT_SUPPORTED = "0A000"
 
+# Every statement prepared here runs with the plan PostgreSQL made once for it (a generic plan):
+# by default it plans each run again for its parameters (a custom plan) whenever the generic
+# plan's estimated cost is higher than the custom plans' so far, as it is for the search's
+# batches (a LIMIT or a word it cannot see), so preparing them saved nothing. Set per session,
+# on the connection's first prepared statement: Django prepares nothing itself, and the only
+# PL/pgSQL (the search index's triggers) runs statements without parameters, always generic.
+PLAN_CACHE_MODE = "force_generic_plan"
+
 _prepared: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
@@ -63,6 +71,8 @@ def run(cursor, name: str | None, sql: str, params: list[Any]) -> None:
     execute = f"EXECUTE {name}({', '.join(['%s'] * len(params))})" if params else f"EXECUTE {name}"
     for attempt in (1, 2):
         if name not in names:
+            if not names:  # the connection's first statement (or the first since it lost them)
+                cursor.execute(f"SET plan_cache_mode = {PLAN_CACHE_MODE}")
             _prepare(cursor, name, sql)
             names.add(name)
         try:
@@ -71,9 +81,11 @@ def run(cursor, name: str | None, sql: str, params: list[Any]) -> None:
             state = getattr(error.__cause__, "sqlstate", None)
             if attempt == 2 or state not in (INVALID_STATEMENT_NAME, FEATURE_NOT_SUPPORTED):
                 raise
-            names.discard(name)  # the connection lost it, or its plan no longer fits the tables
             if state == FEATURE_NOT_SUPPORTED:
+                names.discard(name)  # its plan no longer fits the tables
                 cursor.execute(f"DEALLOCATE {name}")
+            else:
+                names.clear()  # the connection lost them all, and its settings (DISCARD ALL)
             continue
         return
 
