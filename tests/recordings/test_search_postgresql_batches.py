@@ -182,3 +182,36 @@ def test_a_ranged_batch_reads_indexes_only(db):
     assert "CTE Scan on r1 j1" in plan and "CTE Scan on r2 j2" in plan, plan  # joined to the driver's
     assert plan.count("Index Scan using recordings_revisionword_pkey") == 2, plan  # the fallbacks
     assert "Seq Scan" not in plan and "recordings_segment_search_vector" not in plan, plan
+
+
+def test_a_query_of_one_term_is_counted_once(db, monkeypatch):
+    """The words of a one-term query are remembered from its first count: later searches skip
+    the count and find the same, also when the word is in no revision (now or any more)."""
+    acme = factories.workspace("acme")
+    seed(acme, sessions=6)
+    monkeypatch.setattr(postgresql, "_ONE_TERM_WORDS", {})
+    statements = []
+
+    def searched(query: str):
+        def log(execute, sql, params, many, context):
+            statements.append(sql)
+            return execute(sql, params, many, context)
+
+        statements.clear()
+        with connection.execute_wrapper(log):
+            return search_transcripts(workspace=acme, query=query, limit=3)
+
+    def counted() -> bool:
+        return any(postgresql_queries.WORDS_SQL in sql for sql in statements)
+
+    for query in ("Budget", "zeppelin", "budget review"):
+        first = searched(query)
+        assert counted()
+        assert searched(query) == first
+        assert counted() == (query == "budget review")  # two terms: counted every time
+    assert postgresql._ONE_TERM_WORDS == {"Budget": ("budget",), "zeppelin": ("zeppelin",)}
+    assert searched("Budget")[0] and searched("zeppelin") == ([], None)
+    # Searched while the word is in no revision any more: nothing, as the count would say.
+    from apps.recordings.models import Segment
+    Segment.objects.filter(workspace_id=acme.id).delete()
+    assert searched("Budget") == ([], None) and not counted()

@@ -51,12 +51,34 @@ def rarest_first(db, terms: list[str], workspace_id: Any) -> list[str] | None:
 
 
 def counted_rarest_first(db, terms: list[str], workspace_id: Any) -> list[tuple[str, int]] | None:
-    """`rarest_first`, each word with its count of revisions (up to COUNT_CAP)."""
-    prepared.run(db, "connect_search_words", WORDS_SQL, [workspace_id, COUNT_CAP, " ".join(terms)])
+    """`rarest_first`, each word with its count of revisions (up to COUNT_CAP). The words a
+    text of one term gives are remembered (`one_word`)."""
+    text = " ".join(terms)
+    prepared.run(db, "connect_search_words", WORDS_SQL, [workspace_id, COUNT_CAP, text])
     counted = db.fetchall()
+    if len(terms) == 1:
+        if len(_ONE_TERM_WORDS) >= ONE_TERM_WORDS_KEPT:
+            _ONE_TERM_WORDS.clear()
+        _ONE_TERM_WORDS[text] = tuple(word for word, _ in counted)
     if not counted or any(count == 0 for _, count in counted):
         return None
     return sorted(counted, key=lambda wc: (wc[1], wc[0]))
+
+
+# The words (lexemes) the index keeps of a query of one term, by the term: the text search
+# configuration makes them from the text alone, so they are the same every time.
+ONE_TERM_WORDS_KEPT = 4096
+_ONE_TERM_WORDS: dict[str, tuple[str, ...]] = {}
+
+
+def one_word(terms: list[str]) -> str | None:
+    """The one word of a query of one term, when it is known to make one word: such a query
+    needs no counting (its word leads, and a batch that reads no revision of it finds that
+    nothing matches, as a count of 0 would have said)."""
+    if len(terms) != 1:
+        return None
+    words = _ONE_TERM_WORDS.get(terms[0])
+    return words[0] if words is not None and len(words) == 1 else None
 
 
 def ranged_words(counted: list[tuple[str, int]]) -> int:
@@ -78,11 +100,13 @@ def find_window(
     window = CandidateWindow({})
     unchanged = (shown.last, shown.more) if shown else (None, False)
     with connection.cursor() as db:
-        counted = counted_rarest_first(db, terms, workspace_id)
-        if counted is None:
+        if (word := one_word(terms)) is not None:
+            words, ranged = [word], 0
+        elif (counted := counted_rarest_first(db, terms, workspace_id)) is None:
             window.last, window.more = unchanged
             return window.settle(shown)
-        words, ranged = [word for word, _ in counted], ranged_words(counted)
+        else:
+            words, ranged = [word for word, _ in counted], ranged_words(counted)
         matched: list[tuple[str, int, list[int]]] = []  # (transcript id, created_at in µs, sequences)
         max_scanned = max_revisions_read(len(words))
         # One word: every revision read matches, so the window's and one more (is there more?).
