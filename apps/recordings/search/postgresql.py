@@ -16,7 +16,14 @@ than a window's matches it ends there (a page can then be short or empty, with a
 on SQLite).
 
 Which word is rarest is counted through the same index, each count stopping at COUNT_CAP
-rows; among words of COUNT_CAP revisions or more (common ones) the order is alphabetical.
+rows; among words of COUNT_CAP revisions or more (common ones) the order is alphabetical. A
+query of one term skips the count once its word is known (`one_word`). The other words'
+rows are read as ranges of the same index beside the rarest word's, between its batch's newest
+and oldest created_at, and joined to it by transcript (`queries.ranged_source`), when they are
+at most RANGE_RATIO times as frequent as it (every common word: a range stops at its bound and
+the older revisions fall back to the lookup by primary key); rarer leads keep the lookups.
+Every statement is prepared once per connection, with its generic plan
+(connect/engine/postgresql/prepared.py `run`).
 
 The candidates' texts and starts, with what their hits show of each revision and its session,
 are read in one more query. "Newest" is transcript created_at (then id); a window's bounds are
