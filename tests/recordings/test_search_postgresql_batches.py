@@ -174,13 +174,13 @@ def test_a_ranged_batch_reads_indexes_only(db):
         db.execute(f"EXPLAIN EXECUTE connect_test_ranged({', '.join(['%s'] * len(params))})", params)
         plan = "\n".join(row[0] for row in db.fetchall())
         db.execute("DEALLOCATE connect_test_ranged")
-    # (On these few rows the planner may take the driver's range as a bitmap scan and a sort;
-    # tests/recordings/test_search_scale.py checks the driver's plan on more data.)
+    # (On these few rows the planner may read an index through a bitmap, and sort the driver's
+    # range; tests/recordings/test_search_scale.py checks the driver's plan on more data.)
     assert plan.count("revision_word_newest") == 3, plan  # the driver's range and the two words'
     # Each word's range is bounded by the driver's created_at in the index condition.
     assert len(re.findall(r"Index Cond: .*\(created_at <= \$\d+\) AND \(created_at >= \$\d+\)", plan)) == 2, plan
     assert "CTE Scan on r1 j1" in plan and "CTE Scan on r2 j2" in plan, plan  # joined to the driver's
-    assert plan.count("Index Scan using recordings_revisionword_pkey") == 2, plan  # the fallbacks
+    assert plan.count("recordings_revisionword_pkey") == 2, plan  # the fallbacks (by index or bitmap)
     assert "Seq Scan" not in plan and "recordings_segment_search_vector" not in plan, plan
 
 
