@@ -125,6 +125,36 @@ def test_a_revision_rewritten_since_its_candidates_were_found_is_left_out():
     assert ranked == [RankedHit(segment_score("budget", ["budget"]), T0, "kept", 0)]
 
 
+def test_rank_scores_as_segment_score_does_on_random_text():
+    """`rank` inlines `segment_score`: the same scores (to the bit), best segments and order as
+    ranking by `segment_score` itself, on random ASCII and accented text, one to three keys."""
+
+    def reference(candidates, texts, created, keys):
+        ranked = []
+        for tid, sequences in candidates.items():
+            scored = [(segment_score(texts[tid, seq], keys), -seq) for seq in sequences if (tid, seq) in texts]
+            if scored and tid in created:
+                score, best = max(scored)
+                ranked.append(RankedHit(score, created[tid], tid, -best))
+        return sorted(ranked, reverse=True)
+
+    draw = random.Random(24)
+    vocabulary = ["budget", "Budget", "BÜDGET", "review", "réview", "the", "a", "x1", "q_r", "plan", "ok", "ça"]
+    for _ in range(300):
+        keys = list(dict.fromkeys(fold(w) for w in draw.sample(vocabulary, draw.randint(1, 3))))
+        candidates, texts, created = {}, {}, {}
+        for t in range(draw.randint(1, 8)):
+            tid = f"t{t}"
+            candidates[tid] = sorted(draw.sample(range(20), draw.randint(1, 4)))
+            for seq in candidates[tid]:
+                if draw.random() < 0.9:
+                    texts[tid, seq] = " ".join(draw.choice(vocabulary) + draw.choice(["", ",", ".", " -"])
+                                               for _ in range(draw.randint(0, 25)))  # fmt: skip
+            if draw.random() < 0.95:
+                created[tid] = T0 + timedelta(minutes=draw.randint(0, 3))
+        assert rank(candidates, texts, created, keys) == reference(candidates, texts, created, keys)
+
+
 # --- Snippets ----------------------------------------------------------------------------
 
 

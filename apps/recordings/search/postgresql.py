@@ -16,7 +16,14 @@ than a window's matches it ends there (a page can then be short or empty, with a
 on SQLite).
 
 Which word is rarest is counted through the same index, each count stopping at COUNT_CAP
-rows; among words of COUNT_CAP revisions or more (common ones) the order is alphabetical.
+rows; among words of COUNT_CAP revisions or more (common ones) the order is alphabetical. A
+query of one term skips the count once its word is known (`one_word`). The other words'
+rows are read as ranges of the same index beside the rarest word's, between its batch's newest
+and oldest created_at, and joined to it by transcript (`queries.ranged_source`), when they are
+at most RANGE_RATIO times as frequent as it (every common word: a range stops at its bound and
+the older revisions fall back to the lookup by primary key); rarer leads keep the lookups.
+Every statement is prepared once per connection, with its generic plan
+(connect/engine/postgresql/prepared.py `run`).
 
 The candidates' texts and starts, with what their hits show of each revision and its session,
 are read in one more query. "Newest" is transcript created_at (then id); a window's bounds are
@@ -30,6 +37,8 @@ from typing import Any
 
 from django.db import connection
 
+from connect.engine.postgresql import prepared
+
 import apps.recordings.search.windows as windows
 import apps.recordings.search.postgresql_queries as queries
 from apps.recordings.search.postgresql_queries import OTHER_WORD_SQL, TEXTS_SQL, WORDS_SQL, batch_sql
@@ -39,15 +48,53 @@ FIRST_BATCH = 128  # revisions of the rarest word read first (of a query of one 
 MAX_SCANNED = 400  # revisions of the rarest word one window of up to SCANNED_WORDS words reads at most
 SCANNED_WORDS = 3  # longer queries read proportionally fewer revisions (never fewer than FIRST_BATCH)
 COUNT_CAP = 500  # a word's revisions are counted up to this many (which word is rarest)
+RANGE_RATIO = 4  # a word at most this many times as frequent as the rarest is read as a range beside it
 
 def rarest_first(db, terms: list[str], workspace_id: Any) -> list[str] | None:
     """The query's words, rarest first; None when one of them is in none of the workspace's
     revisions (or the query has no word the index keeps): then nothing matches."""
-    db.execute(WORDS_SQL, [workspace_id, COUNT_CAP, " ".join(terms)])
+    counted = counted_rarest_first(db, terms, workspace_id)
+    return None if counted is None else [word for word, _ in counted]
+
+
+def counted_rarest_first(db, terms: list[str], workspace_id: Any) -> list[tuple[str, int]] | None:
+    """`rarest_first`, each word with its count of revisions (up to COUNT_CAP). The words a
+    text of one term gives are remembered (`one_word`)."""
+    text = " ".join(terms)
+    prepared.run(db, "connect_search_words", WORDS_SQL, [workspace_id, COUNT_CAP, text])
     counted = db.fetchall()
+    if len(terms) == 1:
+        if len(_ONE_TERM_WORDS) >= ONE_TERM_WORDS_KEPT:
+            _ONE_TERM_WORDS.clear()
+        _ONE_TERM_WORDS[text] = tuple(word for word, _ in counted)
     if not counted or any(count == 0 for _, count in counted):
         return None
-    return [word for word, _ in sorted(counted, key=lambda wc: (wc[1], wc[0]))]
+    return sorted(counted, key=lambda wc: (wc[1], wc[0]))
+
+
+# The words (lexemes) the index keeps of a query of one term, by the term: the text search
+# configuration makes them from the text alone, so they are the same every time.
+ONE_TERM_WORDS_KEPT = 4096
+_ONE_TERM_WORDS: dict[str, tuple[str, ...]] = {}
+
+
+def one_word(terms: list[str]) -> str | None:
+    """The one word of a query of one term, when it is known to make one word: such a query
+    needs no counting (its word leads, and a batch that reads no revision of it finds that
+    nothing matches, as a count of 0 would have said)."""
+    if len(terms) != 1:
+        return None
+    words = _ONE_TERM_WORDS.get(terms[0])
+    return words[0] if words is not None and len(words) == 1 else None
+
+
+def ranged_words(counted: list[tuple[str, int]]) -> int:
+    """How many of the words after the rarest a batch reads as ranges beside the rarest's
+    (`queries.ranged_source`) rather than by one lookup per revision: those at most
+    RANGE_RATIO times as frequent as it (words of COUNT_CAP revisions or more count as equal;
+    a range stops at its bound anyway). The counts are ascending, so they are the first ones."""
+    lead = counted[0][1]
+    return sum(1 for _, count in counted[1:] if count <= RANGE_RATIO * lead)
 
 
 def find_window(
@@ -60,10 +107,13 @@ def find_window(
     window = CandidateWindow({})
     unchanged = (shown.last, shown.more) if shown else (None, False)
     with connection.cursor() as db:
-        words = rarest_first(db, terms, workspace_id)
-        if words is None:
+        if (word := one_word(terms)) is not None:
+            words, ranged = [word], 0
+        elif (counted := counted_rarest_first(db, terms, workspace_id)) is None:
             window.last, window.more = unchanged
             return window.settle(shown)
+        else:
+            words, ranged = [word for word, _ in counted], ranged_words(counted)
         matched: list[tuple[str, int, list[int]]] = []  # (transcript id, created_at in µs, sequences)
         max_scanned = max_revisions_read(len(words))
         # One word: every revision read matches, so the window's and one more (is there more?).
@@ -71,15 +121,16 @@ def find_window(
         resume, scanned, batch, oldest, exhausted = start, 0, min(first, max_scanned), None, False
         in_batch = len(words) <= queries.SQL_WORDS  # the batch reads its matches' texts itself
         while True:
-            db.execute(*batch_sql(workspace_id, words, revision_kind, resume, through, down_to, batch, per_revision,
-                                  texts_for=max_revisions - len(matched)))  # fmt: skip
+            prepared.run(db, None, *batch_sql(workspace_id, words, revision_kind, resume, through, down_to, batch,
+                                              per_revision, texts_for=max_revisions - len(matched),
+                                              ranged=ranged))  # fmt: skip
             rows = db.fetchall()
             scanned += len(rows)
             alive = {row[0]: row[2] for row in rows if row[2]}
             for word in words[queries.SQL_WORDS:]:  # beyond those the batch intersected
                 if not alive:
                     break
-                db.execute(OTHER_WORD_SQL, [array_literal(list(alive)), word])
+                prepared.run(db, "connect_search_other_word", OTHER_WORD_SQL, [array_literal(list(alive)), word])
                 found = dict(db.fetchall())
                 alive = {tid: kept for tid, sequences in alive.items() if tid in found
                          for also in [set(found[tid])] if (kept := [s for s in sequences if s in also])}  # fmt: skip
@@ -144,7 +195,7 @@ def _add_texts(db, matched: list[tuple[str, int, list[int]]], window: CandidateW
     """What the window needs of the matched revisions (newest first), for a query whose batches
     did not read it (`queries.TEXTS_SQL`)."""
     if matched:
-        db.execute(TEXTS_SQL, [array_literal([tid for tid, _, _ in matched]),
+        prepared.run(db, "connect_search_texts", TEXTS_SQL, [array_literal([tid for tid, _, _ in matched]),
                                array_literal([array_literal(sequences) for _, _, sequences in matched])])  # fmt: skip
         for transcript_id, *hit in db.fetchall():
             _add_hit(window, transcript_id, hit)

@@ -8,12 +8,22 @@ statement (bench/README.md). psycopg's own automatic preparation is off under Dj
 `prepare_threshold` to None, which psycopg also applies to `prepare=True`), so the statement is
 prepared in SQL, by name, through the same client-side cursor as every other query.
 
+PostgreSQL search's statements (apps/recordings/search/postgresql.py) go through `run`: its
+batches are built at run time in a bounded number of shapes, each named by a digest of its text
+(`name_for`), so each shape is prepared once per connection; their planning was 0.5-0.8 ms of
+a 1-2.5 ms batch. Prepared statements run with their generic plan (`PLAN_CACHE_MODE`).
+
 A connection's prepared names are remembered per driver connection (pooled connections are
-reused for the life of the process). A connection that lost them (`DISCARD ALL`, a pooler that
-hands over another server connection) answers `26000 invalid_sql_statement_name`, and one
-whose statement returns a column a migration changed since answers `0A000` ("cached plan must
-not change result type"): the statement is prepared again and run once more. Inside a transaction, where a failed statement would abort
-the transaction, the statement runs unprepared.
+reused for the life of the process). A connection that lost them (`DEALLOCATE ALL`, `DISCARD
+ALL`, a pooler that hands over another server connection) answers `26000
+invalid_sql_statement_name`: the process forgets all it had prepared there, sets the plan mode
+again and prepares the statement again (a name the connection still has, `42P05`, is kept:
+the same name is always the same text). One whose statement returns a column a migration
+changed since answers `0A000` ("cached plan must not change result type"): that statement is
+deallocated and prepared again. Either way it runs once more. Inside a transaction, where a
+failed statement would abort the transaction, the statement runs unprepared. A pooler that
+hands over a server connection which has the statements but not the plan mode gives custom
+plans: slower, the same rows.
 
 Relies on: `connection.connection` (the psycopg connection, weakly referenceable) and Django
 wrapping the driver's error with it as `__cause__` (its `sqlstate`).
@@ -21,6 +31,8 @@ wrapping the driver's error with it as `__cause__` (its `sqlstate`).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import weakref
 from typing import Any
 
@@ -31,6 +43,14 @@ DUPLICATE_PREPARED_STATEMENT = "42P05"
 # "cached plan must not change result type": a migration changed a column the statement
 # returns since it was prepared on this connection.
 FEATURE_NOT_SUPPORTED = "0A000"
+
+# Every statement prepared here runs with the plan PostgreSQL made once for it (a generic plan):
+# by default it plans each run again for its parameters (a custom plan) whenever the generic
+# plan's estimated cost is higher than the custom plans' so far, as it is for the search's
+# batches (a LIMIT or a word it cannot see), so preparing them saved nothing. Set per session,
+# on the connection's first prepared statement: Django prepares nothing itself, and the only
+# PL/pgSQL (the search index's triggers) runs statements without parameters, always generic.
+PLAN_CACHE_MODE = "force_generic_plan"
 
 _prepared: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
@@ -45,27 +65,46 @@ def fetchone(name: str, sql: str, params: list[Any]) -> tuple | None:
     """`sql` (with `%s` placeholders) run with `params`, its first row; as the prepared statement
     `name` on PostgreSQL outside a transaction, else as it is."""
     with connection.cursor() as cursor:
-        if connection.vendor != "postgresql" or connection.in_atomic_block:
-            cursor.execute(sql, params)
-            return cursor.fetchone()
-        names = _prepared.setdefault(connection.connection, set())
-        execute = f"EXECUTE {name}({', '.join(['%s'] * len(params))})" if params else f"EXECUTE {name}"
-        for attempt in (1, 2):
-            if name not in names:
-                _prepare(cursor, name, sql)
-                names.add(name)
-            try:
-                cursor.execute(execute, params)
-            except DatabaseError as error:
-                state = getattr(error.__cause__, "sqlstate", None)
-                if attempt == 2 or state not in (INVALID_STATEMENT_NAME, FEATURE_NOT_SUPPORTED):
-                    raise
-                names.discard(name)  # the connection lost it, or its plan no longer fits the tables
-                if state == FEATURE_NOT_SUPPORTED:
-                    cursor.execute(f"DEALLOCATE {name}")
-                continue
-            return cursor.fetchone()
-    raise AssertionError("unreachable")
+        run(cursor, name, sql, params)
+        return cursor.fetchone()
+
+
+def run(cursor, name: str | None, sql: str, params: list[Any]) -> None:
+    """`sql` (with `%s` placeholders) run with `params` on `cursor` (a cursor of Django's default
+    connection), its rows left on the cursor to fetch: as the prepared statement `name` (None:
+    a name made from the text, `name_for`) on PostgreSQL outside a transaction, else as it is."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        cursor.execute(sql, params)
+        return
+    name = name or name_for(sql)
+    names = _prepared.setdefault(connection.connection, set())
+    execute = f"EXECUTE {name}({', '.join(['%s'] * len(params))})" if params else f"EXECUTE {name}"
+    for attempt in (1, 2):
+        if name not in names:
+            if not names:  # the connection's first statement (or the first since it lost them)
+                cursor.execute(f"SET plan_cache_mode = {PLAN_CACHE_MODE}")
+            _prepare(cursor, name, sql)
+            names.add(name)
+        try:
+            cursor.execute(execute, params)
+        except DatabaseError as error:
+            state = getattr(error.__cause__, "sqlstate", None)
+            if attempt == 2 or state not in (INVALID_STATEMENT_NAME, FEATURE_NOT_SUPPORTED):
+                raise
+            if state == FEATURE_NOT_SUPPORTED:
+                names.discard(name)  # its plan no longer fits the tables
+                cursor.execute(f"DEALLOCATE {name}")
+            else:
+                names.clear()  # the connection lost them all, and its settings (DISCARD ALL)
+            continue
+        return
+
+
+@functools.lru_cache(maxsize=1024)
+def name_for(sql: str) -> str:
+    """A statement name for `sql`: the same text gets the same name in every process (a digest
+    of it), so one shape of a statement built at run time is prepared once per connection."""
+    return "connect_s_" + hashlib.blake2b(sql.encode(), digest_size=10).hexdigest()
 
 
 def _prepare(cursor, name: str, sql: str) -> None:
