@@ -35,6 +35,7 @@ in the issue, that does not scale past a few hundred streams).
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import queue
@@ -77,6 +78,13 @@ FOLLOW_BATCH = 1000
 RESUME_MAX_EVENTS = 5000
 # Redis messages already received are dispatched together, up to this many at once.
 REDIS_BATCH_MAX = 500
+# The cyclic garbage collector waits while stream opens are in progress (`Hub.opening`), for at
+# most GC_HOLD_MAX_SECONDS at a time, and runs again once no open has been in progress for
+# GC_RESUME_AFTER_SECONDS: a burst of thousands of opens allocates millions of objects, and the
+# collections they trigger (the older generations walk every open stream's objects) were paid
+# on the loop in the middle of the burst.
+GC_HOLD_MAX_SECONDS = 10.0
+GC_RESUME_AFTER_SECONDS = 0.25
 
 
 def _db_job(fn: Callable, retry: bool, *args, **kwargs):
@@ -341,6 +349,11 @@ class Hub:
         self.direct_writes = 0  # batches written straight to a stream (stats, tests)
         self._resumes: dict[tuple, _SharedResume] = {}
         self._admits: dict[tuple, _SharedAdmit] = {}
+        self._acquiring: _SharedAcquire | None = None
+        self._opening = 0  # stream opens in progress (`opening`)
+        self._gc_held: float | None = None  # when this hub disabled the collector (loop time)
+        self._gc_spent = False  # held for GC_HOLD_MAX_SECONDS: not again until opens pause
+        self._gc_timer: asyncio.TimerHandle | None = None
         self._commit_socket = None  # embedded: woken by other processes' commits (fanout.py)
         self.commit_wakeups = 0
         self.resume_reads = 0  # resume reads run (stats: a reconnect storm shares them)
@@ -399,6 +412,54 @@ class Hub:
             future.add_done_callback(lambda _: self._admits.get(key) is shared and self._admits.pop(key))
         admissions = await asyncio.shield(shared.future)
         return admissions[place]
+
+    def acquire_slot(self, *, workspace_id: int, limit: int) -> asyncio.Future:
+        """A slot for one stream open (slots.acquire_slot): the future's result is its id, or None
+        at the workspace's limit. The opens asking while the hub's threads are busy (a reconnect
+        storm) join one job that takes all their slots in one Redis call (slots.acquire_slots),
+        each decided in the order it asked, exactly as alone. The job runs even if the caller
+        stops waiting: see `release_acquired_slot`."""
+        request = (workspace_id, self.process, limit, secrets.token_hex(16))
+        batch = self._acquiring
+        mine = None if batch is None else batch.join(request, self.loop)
+        if mine is None:
+            batch = self._acquiring = _SharedAcquire()
+            mine = batch.join(request, self.loop)
+            done = self.run_db(batch.run, retry=True)
+            done.add_done_callback(batch.settle)
+            done.add_done_callback(lambda _: self._acquiring is batch and setattr(self, "_acquiring", None))
+        return mine
+
+    def opening(self) -> None:
+        """A stream open begins (paired with `opened`): the collector waits while opens are in
+        progress (GC_HOLD_MAX_SECONDS at most). Only a collector this hub disabled is enabled
+        again."""
+        self._opening += 1
+        now = self.loop.time()
+        if self._gc_held is None:
+            if not self._gc_spent and gc.isenabled():
+                gc.disable()
+                self._gc_held = now
+        elif now - self._gc_held > GC_HOLD_MAX_SECONDS:
+            self._resume_gc()
+            self._gc_spent = True
+
+    def opened(self) -> None:
+        self._opening -= 1
+        if self._opening == 0 and (self._gc_held is not None or self._gc_spent) and self._gc_timer is None:
+            self._gc_timer = self.loop.call_later(GC_RESUME_AFTER_SECONDS, self._opens_paused)
+
+    def _opens_paused(self) -> None:
+        self._gc_timer = None
+        if self._opening:
+            return  # the next `opened` that leaves none in progress looks again
+        self._resume_gc()
+        self._gc_spent = False
+
+    def _resume_gc(self) -> None:
+        if self._gc_held is not None:
+            self._gc_held = None
+            gc.enable()
 
     def release_acquired_slot(self, acquiring: asyncio.Future) -> None:
         """Done-callback for an acquire whose stream was abandoned before it finished."""
@@ -638,6 +699,10 @@ class Hub:
 
     def shutdown(self) -> None:
         """Stop this hub's tasks and threads (tests that run a hub on a loop of their own)."""
+        if self._gc_timer is not None:
+            self._gc_timer.cancel()
+            self._gc_timer = None
+        self._resume_gc()
         for task in (self._maintenance, self._carrier_task, self._carrier, self._follower):
             if task is not None and not task.done():
                 task.cancel()
@@ -892,6 +957,50 @@ class _SharedAdmit:
             self.started = True
             count = self.count
         return admit_each(authorization, audiences=audiences, count=count)
+
+
+class _SharedAcquire:
+    """One slot job that the opens asking while it waits for a hub thread join (`Hub.acquire_slot`);
+    each gets its own future. Joined on the loop, started on a hub thread: the lock makes the
+    list the job reads the final one."""
+
+    __slots__ = ("lock", "requests", "futures", "started")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests: list[tuple[int, str, int, str]] = []
+        self.futures: list[asyncio.Future] = []
+        self.started = False
+
+    def join(self, request: tuple[int, str, int, str], loop: asyncio.AbstractEventLoop) -> asyncio.Future | None:
+        """This open's future, or None when the job has started."""
+        with self.lock:
+            if self.started:
+                return None
+            self.requests.append(request)
+            future = loop.create_future()
+            self.futures.append(future)
+            return future
+
+    def run(self) -> list:
+        with self.lock:
+            self.started = True
+            requests = list(self.requests)
+        # Safe to run twice (`retry`): each request's holder finds the slot a first run took.
+        return slots.acquire_slots(requests)
+
+    def settle(self, done: asyncio.Future) -> None:
+        """On the loop: each open's result, or the job's error for every one of them."""
+        error = None if done.cancelled() else done.exception()
+        for n, future in enumerate(self.futures):
+            if future.done():
+                continue
+            if done.cancelled():
+                future.cancel()
+            elif error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(done.result()[n])
 
 
 class _SharedResume:
