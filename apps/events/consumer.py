@@ -73,6 +73,42 @@ STREAM_HEADERS = [
 ]
 
 
+# Query string and scopes → the Subscription they make, for the opens that asked the same (a
+# reconnect storm's clients mostly do): the same answer as working it out again, without the
+# URL decoding and JSON parsing per open. Successes only; cleared when full.
+_SUBSCRIPTIONS: dict[tuple[bytes, frozenset[str]], filters.Subscription] = {}
+SUBSCRIPTIONS_KEPT = 256
+
+
+def _subscription(query_string: bytes, scopes: frozenset[str]) -> filters.Subscription:
+    key = (query_string, scopes)
+    subscription = _SUBSCRIPTIONS.get(key)
+    if subscription is None:
+        subscription = _parse_subscription(query_string, scopes)
+        if len(_SUBSCRIPTIONS) >= SUBSCRIPTIONS_KEPT:
+            _SUBSCRIPTIONS.clear()
+        _SUBSCRIPTIONS[key] = subscription
+    return subscription
+
+
+def _parse_subscription(query_string: bytes, scopes: frozenset[str]) -> filters.Subscription:
+    query = parse_qs(query_string.decode("latin-1"), keep_blank_values=True)
+    refused = unknown_parameters(["filters"], query)
+    if refused is not None:
+        raise refused
+    raw = query.get("filters")
+    if raw is not None and len(raw) != 1:
+        raise InvalidFilters(detail="filters: given more than once")
+    try:
+        return filters.subscription_for(raw[0] if raw else None, scopes)
+    except filters.InvalidFilters as invalid_filters:
+        raise InvalidFilters(detail=invalid_filters.detail) from None
+    except filters.FilterCostExceeded as exceeded:
+        raise FilterCostExceeded(**exceeded.body_fields()) from None
+    except filters.MissingScope:
+        raise InsufficientScope() from None
+
+
 class EventStreamConsumer(AsyncHttpConsumer):
     stream: Stream | None = None
     slot_id: slots.SlotId | None = None
@@ -165,21 +201,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
             raise admission.error
         principal: Principal = admission.principal
         context.note_principal(principal.workspace.id, principal.credential_id)  # admitted on a hub thread
-        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-        refused = unknown_parameters(["filters"], query)
-        if refused is not None:
-            raise refused
-        raw = query.get("filters")
-        if raw is not None and len(raw) != 1:
-            raise InvalidFilters(detail="filters: given more than once")
-        try:
-            subscription = filters.subscription_for(raw[0] if raw else None, principal.scopes)
-        except filters.InvalidFilters as invalid_filters:
-            raise InvalidFilters(detail=invalid_filters.detail) from None
-        except filters.FilterCostExceeded as exceeded:
-            raise FilterCostExceeded(**exceeded.body_fields()) from None
-        except filters.MissingScope:
-            raise InsufficientScope() from None
+        subscription = _subscription(self.scope.get("query_string", b""), frozenset(principal.scopes))
         last_event_id = self._header(b"last-event-id")
         if last_event_id is not None and len(last_event_id) > 64:
             raise InvalidRequest(detail="Last-Event-ID: at most 64 characters")

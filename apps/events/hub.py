@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import logging
 import os
 import queue
@@ -85,6 +86,13 @@ REDIS_BATCH_MAX = 500
 # on the loop in the middle of the burst.
 GC_HOLD_MAX_SECONDS = 10.0
 GC_RESUME_AFTER_SECONDS = 0.25
+# While a burst of opens is in progress (at least BURST_OPENS at once: a reconnect storm, not
+# ordinary churn), the follower polls at most every BURST_FOLLOW_SECONDS: each dispatch writes to
+# every live stream, and at 50 commits/s the storm's live writes (one send() per stream and
+# commit) were the largest share of the loop while thousands of opens waited for it. Events wait
+# at most that long for their batch meanwhile; nothing is skipped (the follower reads the log).
+BURST_OPENS = 16
+BURST_FOLLOW_SECONDS = 0.1
 
 
 def _db_job(fn: Callable, retry: bool, *args, **kwargs):
@@ -350,6 +358,7 @@ class Hub:
         self._resumes: dict[tuple, _SharedResume] = {}
         self._admits: dict[tuple, _SharedAdmit] = {}
         self._acquiring: _SharedAcquire | None = None
+        self._holders = itertools.count()
         self._opening = 0  # stream opens in progress (`opening`)
         self._gc_held: float | None = None  # when this hub disabled the collector (loop time)
         self._gc_spent = False  # held for GC_HOLD_MAX_SECONDS: not again until opens pause
@@ -419,7 +428,8 @@ class Hub:
         storm) join one job that takes all their slots in one Redis call (slots.acquire_slots),
         each decided in the order it asked, exactly as alone. The job runs even if the caller
         stops waiting: see `release_acquired_slot`."""
-        request = (workspace_id, self.process, limit, secrets.token_hex(16))
+        # Unique per open: `process` is unique to this hub (pid and a random part), the count within it.
+        request = (workspace_id, self.process, limit, str(next(self._holders)))
         batch = self._acquiring
         mine = None if batch is None else batch.join(request, self.loop)
         if mine is None:
@@ -585,7 +595,7 @@ class Hub:
         # an announcement on Redis) starts one at once.
         period = REDIS_FOLLOW_POLL_SECONDS if settings.REDIS_URL else FOLLOW_POLL_SECONDS
         await_delay = AWAIT_POLL_SECONDS
-        next_poll = self.loop.time()
+        next_poll = last_poll = self.loop.time()
         while True:
             if self._awaited:
                 # Announced but not read: an older transaction holds the horizon. Soon again.
@@ -602,7 +612,12 @@ class Hub:
                     await self._poke.wait()
                 finally:
                     timer.cancel()
+            if self._opening >= BURST_OPENS:
+                wait = last_poll + BURST_FOLLOW_SECONDS - self.loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)  # what is committed meanwhile joins this poll
             self._poke.clear()
+            last_poll = self.loop.time()
             try:
                 rows = await self.run_db(self._poll, retry=True)
             except Exception:  # noqa: BLE001 - a database hiccup: try again next poll
