@@ -402,9 +402,14 @@ class Hub:
         if shared is None or shared.started:
             shared = self._resumes[key] = _SharedResume()
             self.resume_reads += 1
-            shared.future = self.run_db(shared.run, fn, retry=True, **kwargs)
-            shared.future.add_done_callback(lambda _: self._resumes.get(key) is shared and self._resumes.pop(key))
+            shared.future = self.loop.create_future()
+            self._next_tick(self._submit_read, key, shared, fn, kwargs)
         return await asyncio.shield(shared.future)
+
+    def _submit_read(self, key: tuple, shared: _SharedResume, fn: Callable, kwargs: dict) -> None:
+        job = self.run_db(shared.run, fn, retry=True, **kwargs)
+        job.add_done_callback(lambda _: self._resumes.get(key) is shared and self._resumes.pop(key))
+        job.add_done_callback(partial(_chain, shared.future))
 
     async def admit(self, authorization: str | None, *, audiences: frozenset[str]) -> Admission:
         """`apps.access.admission.admit` on a hub thread, with one credential lookup for every open
@@ -416,11 +421,17 @@ class Hub:
         place = None if shared is None else shared.join()
         if place is None:
             shared = self._admits[key] = _SharedAdmit()
+            shared.future = self.loop.create_future()
             place = shared.join()
-            future = shared.future = self.run_db(shared.run, authorization, audiences=audiences)
-            future.add_done_callback(lambda _: self._admits.get(key) is shared and self._admits.pop(key))
+            self._next_tick(self._submit_admit, key, shared, authorization, audiences)
         admissions = await asyncio.shield(shared.future)
         return admissions[place]
+
+    def _submit_admit(self, key: tuple, shared: _SharedAdmit, authorization: str | None,
+                      audiences: frozenset[str]) -> None:
+        job = self.run_db(shared.run, authorization, audiences=audiences)
+        job.add_done_callback(lambda _: self._admits.get(key) is shared and self._admits.pop(key))
+        job.add_done_callback(partial(_chain, shared.future))
 
     def acquire_slot(self, *, workspace_id: int, limit: int) -> asyncio.Future:
         """A slot for one stream open (slots.acquire_slot): the future's result is its id, or None
@@ -435,10 +446,19 @@ class Hub:
         if mine is None:
             batch = self._acquiring = _SharedAcquire()
             mine = batch.join(request, self.loop)
-            done = self.run_db(batch.run, retry=True)
-            done.add_done_callback(batch.settle)
-            done.add_done_callback(lambda _: self._acquiring is batch and setattr(self, "_acquiring", None))
+            self._next_tick(self._submit_acquire, batch)
         return mine
+
+    def _submit_acquire(self, batch: _SharedAcquire) -> None:
+        done = self.run_db(batch.run, retry=True)
+        done.add_done_callback(batch.settle)
+        done.add_done_callback(lambda _: self._acquiring is batch and setattr(self, "_acquiring", None))
+
+    def _next_tick(self, submit: Callable, *args) -> None:
+        """`submit(*args)` once the loop has run what is ready now: the opens that Twisted read in
+        the same pass (a burst arrives many per pass) join the job before it is even queued, not
+        only while it waits for a busy thread (idle threads took each open's job alone)."""
+        self.loop.call_soon(submit, *args)
 
     def opening(self) -> None:
         """A stream open begins (paired with `opened`): the collector waits while opens are in
@@ -830,6 +850,18 @@ class Hub:
             "resumeReads": self.resume_reads,
             "commitWakeups": self.commit_wakeups,
         }
+
+
+def _chain(future: asyncio.Future, job: asyncio.Future) -> None:
+    """`future` gets `job`'s outcome."""
+    if future.done():
+        return
+    if job.cancelled():
+        future.cancel()
+    elif job.exception() is not None:
+        future.set_exception(job.exception())
+    else:
+        future.set_result(job.result())
 
 
 def _log_failure(future: asyncio.Future) -> None:
