@@ -6,7 +6,9 @@ Two stores behind one set of functions, chosen like the other shared state (DESI
 - Production (`REDIS_URL`): one Redis sorted set per workspace, a member per open stream
   (`process|holder`) scored by its lease's end. Taking a slot is one atomic script (drop lapsed
   members, refuse at the limit, add), so concurrent opens on any process or instance never hold
-  more than the limit; releasing is one ZREM; no database row is written per open.
+  more than the limit; releasing is one ZREM; no database row is written per open. A burst of
+  opens (a reconnect storm) takes its slots in one script call (`acquire_slots`), each open
+  decided by the same rule, in order.
 - Embedded default (no Redis): a `StreamSlot` row per open stream; the database's unique
   `(workspace, number)` arbitrates.
 
