@@ -78,6 +78,7 @@ def counted_acquires(monkeypatch):
 def test_a_bursts_slots_are_taken_by_one_job_in_the_order_the_opens_asked(acme, counted_acquires):
     async def scenario():
         hub = get_hub()
+        await hub.ensure_carrier()  # as an open does first: in Redis this names the process alive
         held = block_threads(hub)
         asks = [hub.acquire_slot(workspace_id=acme.id, limit=LIMIT) for _ in range(LIMIT + 2)]
         await asyncio.sleep(0.05)
@@ -99,6 +100,7 @@ def test_an_open_abandoned_while_its_slot_is_taken_gives_it_back(acme, counted_a
 
     async def scenario():
         hub = get_hub()
+        await hub.ensure_carrier()
         held = block_threads(hub)
         kept, abandoned = EventStreamConsumer(), EventStreamConsumer()
         opens = [asyncio.ensure_future(c._acquire_slot(hub, acme.id)) for c in (kept, abandoned)]
