@@ -31,7 +31,6 @@ import asyncio
 import contextvars
 import gc
 import logging
-import secrets
 from functools import partial
 from urllib.parse import parse_qs
 
@@ -74,6 +73,42 @@ STREAM_HEADERS = [
 ]
 
 
+# Query string and scopes → the Subscription they make, for the opens that asked the same (a
+# reconnect storm's clients mostly do): the same answer as working it out again, without the
+# URL decoding and JSON parsing per open. Successes only; cleared when full.
+_SUBSCRIPTIONS: dict[tuple[bytes, frozenset[str]], filters.Subscription] = {}
+SUBSCRIPTIONS_KEPT = 256
+
+
+def _subscription(query_string: bytes, scopes: frozenset[str]) -> filters.Subscription:
+    key = (query_string, scopes)
+    subscription = _SUBSCRIPTIONS.get(key)
+    if subscription is None:
+        subscription = _parse_subscription(query_string, scopes)
+        if len(_SUBSCRIPTIONS) >= SUBSCRIPTIONS_KEPT:
+            _SUBSCRIPTIONS.clear()
+        _SUBSCRIPTIONS[key] = subscription
+    return subscription
+
+
+def _parse_subscription(query_string: bytes, scopes: frozenset[str]) -> filters.Subscription:
+    query = parse_qs(query_string.decode("latin-1"), keep_blank_values=True)
+    refused = unknown_parameters(["filters"], query)
+    if refused is not None:
+        raise refused
+    raw = query.get("filters")
+    if raw is not None and len(raw) != 1:
+        raise InvalidFilters(detail="filters: given more than once")
+    try:
+        return filters.subscription_for(raw[0] if raw else None, scopes)
+    except filters.InvalidFilters as invalid_filters:
+        raise InvalidFilters(detail=invalid_filters.detail) from None
+    except filters.FilterCostExceeded as exceeded:
+        raise FilterCostExceeded(**exceeded.body_fields()) from None
+    except filters.MissingScope:
+        raise InsufficientScope() from None
+
+
 class EventStreamConsumer(AsyncHttpConsumer):
     stream: Stream | None = None
     slot_id: slots.SlotId | None = None
@@ -109,6 +144,8 @@ class EventStreamConsumer(AsyncHttpConsumer):
             self.body.append(message["body"])
         if message.get("more_body"):
             return
+        hub = get_hub()
+        hub.opening()
         try:
             streaming = await self.open_stream()
         except ApiError as error:
@@ -117,6 +154,8 @@ class EventStreamConsumer(AsyncHttpConsumer):
         except Exception as exc:  # noqa: BLE001 - never leak details; the body is the contract's
             await self.send_error(self._error_for(exc))
             streaming = False
+        finally:
+            hub.opened()
         if not streaming or self.stream is None:
             # Refused, or live under daphne: a LiveStream holds it now, with no task, and this
             # consumer (its task, its scope) ends here.
@@ -162,21 +201,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
             raise admission.error
         principal: Principal = admission.principal
         context.note_principal(principal.workspace.id, principal.credential_id)  # admitted on a hub thread
-        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-        refused = unknown_parameters(["filters"], query)
-        if refused is not None:
-            raise refused
-        raw = query.get("filters")
-        if raw is not None and len(raw) != 1:
-            raise InvalidFilters(detail="filters: given more than once")
-        try:
-            subscription = filters.subscription_for(raw[0] if raw else None, principal.scopes)
-        except filters.InvalidFilters as invalid_filters:
-            raise InvalidFilters(detail=invalid_filters.detail) from None
-        except filters.FilterCostExceeded as exceeded:
-            raise FilterCostExceeded(**exceeded.body_fields()) from None
-        except filters.MissingScope:
-            raise InsufficientScope() from None
+        subscription = _subscription(self.scope.get("query_string", b""), frozenset(principal.scopes))
         last_event_id = self._header(b"last-event-id")
         if last_event_id is not None and len(last_event_id) > 64:
             raise InvalidRequest(detail="Last-Event-ID: at most 64 characters")
@@ -243,7 +268,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
         self.stream = self.producer = self.slot_id = self.opened_at = None
         replay, self.replay = self.replay, None
         try:
-            await self._replay(live.stream, replay)
+            await self._replay(live.stream, replay, live.direct)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001
@@ -254,17 +279,11 @@ class EventStreamConsumer(AsyncHttpConsumer):
         return True
 
     async def _acquire_slot(self, hub, workspace_id: int) -> None:
-        """Sets `slot_id` (None: the workspace is at its limit). Retried once on a dead database
-        connection: `holder` makes a second run find the first one's row. If this task is
-        cancelled meanwhile, the slot the job still takes is released when it arrives."""
-        acquiring = hub.run_db(
-            slots.acquire_slot,
-            retry=True,
-            workspace_id=workspace_id,
-            process=hub.process,
-            limit=settings.CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE,
-            holder=secrets.token_hex(16),
-        )
+        """Sets `slot_id` (None: the workspace is at its limit), taken with the other opens of a
+        burst in one job (Hub.acquire_slot). Retried once on a dead database connection: each
+        open's `holder` makes a second run find the first one's row. If this task is cancelled
+        meanwhile, the slot the job still takes is released when it arrives."""
+        acquiring = hub.acquire_slot(workspace_id=workspace_id, limit=settings.CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE)
         try:
             self.slot_id = await asyncio.shield(acquiring)
         except asyncio.CancelledError:
@@ -280,16 +299,21 @@ class EventStreamConsumer(AsyncHttpConsumer):
             self.producer = daphne_stream.register_producer(request, self.stream)
 
     # --- streaming -------------------------------------------------------------------------
-    async def _replay(self, stream: Stream, replay: Replay | None) -> None:
+    async def _replay(self, stream: Stream, replay: Replay | None, write=None) -> None:
         """What the client missed, a chunk at a time: each written once its socket takes more,
-        and the next one read from the log only then (hub.Replay says when it ends)."""
+        and the next one read from the log only then (hub.Replay says when it ends). `write`:
+        the stream's direct write under daphne (the live frames' own, after the headers and the
+        first comment went out through `send`), else each chunk goes through ASGI `send`."""
         if replay is None:
             return
         while True:
             if not await self._writable(stream):
                 return
             if replay.items:
-                await self.send_body(replay.data, more_body=True)
+                if write is not None:
+                    write(replay.data)  # synchronous: in order with what `send` wrote before
+                else:
+                    await self.send_body(replay.data, more_body=True)
                 stream.sent += len(replay.items)
                 replay.items, replay.data = [], b""
             if replay.caught_up(stream) or not await self._writable(stream):

@@ -35,6 +35,8 @@ in the issue, that does not scale past a few hundred streams).
 from __future__ import annotations
 
 import asyncio
+import gc
+import itertools
 import logging
 import os
 import queue
@@ -77,6 +79,27 @@ FOLLOW_BATCH = 1000
 RESUME_MAX_EVENTS = 5000
 # Redis messages already received are dispatched together, up to this many at once.
 REDIS_BATCH_MAX = 500
+# The cyclic garbage collector waits while stream opens are in progress (`Hub.opening`), for at
+# most GC_HOLD_MAX_SECONDS at a time, and runs again once no open has been in progress for
+# GC_RESUME_AFTER_SECONDS. A burst of thousands of opens allocates millions of objects, nearly
+# all of them the streams' state (measured in a 5,000-stream storm: 71 objects collected per
+# pass), and the collections they trigger walk every open stream's objects: 100–400 ms each,
+# paid on the loop in the middle of the burst. The first pass after the hold walks what the
+# burst made once, after it. The pause before resuming spans a lull within a storm (a
+# process waiting for its clients' next requests): 0.25 s let a 400 ms pass in mid-storm.
+GC_HOLD_MAX_SECONDS = 10.0
+GC_RESUME_AFTER_SECONDS = 1.0
+# While a burst of opens is in progress (at least BURST_OPENS at once: a reconnect storm, not
+# ordinary churn) and for BURST_TAIL_SECONDS after, the follower polls at most every
+# BURST_FOLLOW_SECONDS: each dispatch writes to every live stream, and at 50 commits/s the
+# storm's live writes (one send() per stream and commit) were the largest share of the loop
+# while thousands of opens waited for it, and right after the opens they kept the process at
+# 100 % while its clients were still reading their replays and the other process finished its
+# opens. Events wait at most that long for their batch meanwhile; nothing is skipped (the
+# follower reads the log).
+BURST_OPENS = 16
+BURST_FOLLOW_SECONDS = 0.1
+BURST_TAIL_SECONDS = 2.0
 
 
 def _db_job(fn: Callable, retry: bool, *args, **kwargs):
@@ -341,6 +364,13 @@ class Hub:
         self.direct_writes = 0  # batches written straight to a stream (stats, tests)
         self._resumes: dict[tuple, _SharedResume] = {}
         self._admits: dict[tuple, _SharedAdmit] = {}
+        self._acquiring: _SharedAcquire | None = None
+        self._holders = itertools.count()
+        self._opening = 0  # stream opens in progress (`opening`)
+        self._burst_until = 0.0  # loop time until which the follower batches as in a burst
+        self._gc_held: float | None = None  # when this hub disabled the collector (loop time)
+        self._gc_spent = False  # held for GC_HOLD_MAX_SECONDS: not again until opens pause
+        self._gc_timer: asyncio.TimerHandle | None = None
         self._commit_socket = None  # embedded: woken by other processes' commits (fanout.py)
         self.commit_wakeups = 0
         self.resume_reads = 0  # resume reads run (stats: a reconnect storm shares them)
@@ -380,9 +410,14 @@ class Hub:
         if shared is None or shared.started:
             shared = self._resumes[key] = _SharedResume()
             self.resume_reads += 1
-            shared.future = self.run_db(shared.run, fn, retry=True, **kwargs)
-            shared.future.add_done_callback(lambda _: self._resumes.get(key) is shared and self._resumes.pop(key))
+            shared.future = self.loop.create_future()
+            self._next_tick(self._submit_read, key, shared, fn, kwargs)
         return await asyncio.shield(shared.future)
+
+    def _submit_read(self, key: tuple, shared: _SharedResume, fn: Callable, kwargs: dict) -> None:
+        job = self.run_db(shared.run, fn, retry=True, **kwargs)
+        job.add_done_callback(lambda _: self._resumes.get(key) is shared and self._resumes.pop(key))
+        job.add_done_callback(partial(_chain, shared.future))
 
     async def admit(self, authorization: str | None, *, audiences: frozenset[str]) -> Admission:
         """`apps.access.admission.admit` on a hub thread, with one credential lookup for every open
@@ -394,11 +429,77 @@ class Hub:
         place = None if shared is None else shared.join()
         if place is None:
             shared = self._admits[key] = _SharedAdmit()
+            shared.future = self.loop.create_future()
             place = shared.join()
-            future = shared.future = self.run_db(shared.run, authorization, audiences=audiences)
-            future.add_done_callback(lambda _: self._admits.get(key) is shared and self._admits.pop(key))
+            self._next_tick(self._submit_admit, key, shared, authorization, audiences)
         admissions = await asyncio.shield(shared.future)
         return admissions[place]
+
+    def _submit_admit(self, key: tuple, shared: _SharedAdmit, authorization: str | None,
+                      audiences: frozenset[str]) -> None:
+        job = self.run_db(shared.run, authorization, audiences=audiences)
+        job.add_done_callback(lambda _: self._admits.get(key) is shared and self._admits.pop(key))
+        job.add_done_callback(partial(_chain, shared.future))
+
+    def acquire_slot(self, *, workspace_id: int, limit: int) -> asyncio.Future:
+        """A slot for one stream open (slots.acquire_slot): the future's result is its id, or None
+        at the workspace's limit. The opens asking while the hub's threads are busy (a reconnect
+        storm) join one job that takes all their slots in one Redis call (slots.acquire_slots),
+        each decided in the order it asked, exactly as alone. The job runs even if the caller
+        stops waiting: see `release_acquired_slot`."""
+        # Unique per open: `process` is unique to this hub (pid and a random part), the count within it.
+        request = (workspace_id, self.process, limit, str(next(self._holders)))
+        batch = self._acquiring
+        mine = None if batch is None else batch.join(request, self.loop)
+        if mine is None:
+            batch = self._acquiring = _SharedAcquire()
+            mine = batch.join(request, self.loop)
+            self._next_tick(self._submit_acquire, batch)
+        return mine
+
+    def _submit_acquire(self, batch: _SharedAcquire) -> None:
+        done = self.run_db(batch.run, retry=True)
+        done.add_done_callback(batch.settle)
+        done.add_done_callback(lambda _: self._acquiring is batch and setattr(self, "_acquiring", None))
+
+    def _next_tick(self, submit: Callable, *args) -> None:
+        """`submit(*args)` once the loop has run what is ready now: the opens that Twisted read in
+        the same pass (a burst arrives many per pass) join the job before it is even queued, not
+        only while it waits for a busy thread (idle threads took each open's job alone)."""
+        self.loop.call_soon(submit, *args)
+
+    def opening(self) -> None:
+        """A stream open begins (paired with `opened`): the collector waits while opens are in
+        progress (GC_HOLD_MAX_SECONDS at most). Only a collector this hub disabled is enabled
+        again."""
+        self._opening += 1
+        now = self.loop.time()
+        if self._opening >= BURST_OPENS:
+            self._burst_until = now + BURST_TAIL_SECONDS
+        if self._gc_held is None:
+            if not self._gc_spent and gc.isenabled():
+                gc.disable()
+                self._gc_held = now
+        elif now - self._gc_held > GC_HOLD_MAX_SECONDS:
+            self._resume_gc()
+            self._gc_spent = True
+
+    def opened(self) -> None:
+        self._opening -= 1
+        if self._opening == 0 and (self._gc_held is not None or self._gc_spent) and self._gc_timer is None:
+            self._gc_timer = self.loop.call_later(GC_RESUME_AFTER_SECONDS, self._opens_paused)
+
+    def _opens_paused(self) -> None:
+        self._gc_timer = None
+        if self._opening:
+            return  # the next `opened` that leaves none in progress looks again
+        self._resume_gc()
+        self._gc_spent = False
+
+    def _resume_gc(self) -> None:
+        if self._gc_held is not None:
+            self._gc_held = None
+            gc.enable()
 
     def release_acquired_slot(self, acquiring: asyncio.Future) -> None:
         """Done-callback for an acquire whose stream was abandoned before it finished."""
@@ -524,7 +625,7 @@ class Hub:
         # an announcement on Redis) starts one at once.
         period = REDIS_FOLLOW_POLL_SECONDS if settings.REDIS_URL else FOLLOW_POLL_SECONDS
         await_delay = AWAIT_POLL_SECONDS
-        next_poll = self.loop.time()
+        next_poll = last_poll = self.loop.time()
         while True:
             if self._awaited:
                 # Announced but not read: an older transaction holds the horizon. Soon again.
@@ -541,7 +642,12 @@ class Hub:
                     await self._poke.wait()
                 finally:
                     timer.cancel()
+            if self._opening >= BURST_OPENS or self.loop.time() < self._burst_until:
+                wait = last_poll + BURST_FOLLOW_SECONDS - self.loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)  # what is committed meanwhile joins this poll
             self._poke.clear()
+            last_poll = self.loop.time()
             try:
                 rows = await self.run_db(self._poll, retry=True)
             except Exception:  # noqa: BLE001 - a database hiccup: try again next poll
@@ -638,6 +744,10 @@ class Hub:
 
     def shutdown(self) -> None:
         """Stop this hub's tasks and threads (tests that run a hub on a loop of their own)."""
+        if self._gc_timer is not None:
+            self._gc_timer.cancel()
+            self._gc_timer = None
+        self._resume_gc()
         for task in (self._maintenance, self._carrier_task, self._carrier, self._follower):
             if task is not None and not task.done():
                 task.cancel()
@@ -750,6 +860,18 @@ class Hub:
             "resumeReads": self.resume_reads,
             "commitWakeups": self.commit_wakeups,
         }
+
+
+def _chain(future: asyncio.Future, job: asyncio.Future) -> None:
+    """`future` gets `job`'s outcome."""
+    if future.done():
+        return
+    if job.cancelled():
+        future.cancel()
+    elif job.exception() is not None:
+        future.set_exception(job.exception())
+    else:
+        future.set_result(job.result())
 
 
 def _log_failure(future: asyncio.Future) -> None:
@@ -892,6 +1014,50 @@ class _SharedAdmit:
             self.started = True
             count = self.count
         return admit_each(authorization, audiences=audiences, count=count)
+
+
+class _SharedAcquire:
+    """One slot job that the opens asking while it waits for a hub thread join (`Hub.acquire_slot`);
+    each gets its own future. Joined on the loop, started on a hub thread: the lock makes the
+    list the job reads the final one."""
+
+    __slots__ = ("lock", "requests", "futures", "started")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests: list[tuple[int, str, int, str]] = []
+        self.futures: list[asyncio.Future] = []
+        self.started = False
+
+    def join(self, request: tuple[int, str, int, str], loop: asyncio.AbstractEventLoop) -> asyncio.Future | None:
+        """This open's future, or None when the job has started."""
+        with self.lock:
+            if self.started:
+                return None
+            self.requests.append(request)
+            future = loop.create_future()
+            self.futures.append(future)
+            return future
+
+    def run(self) -> list:
+        with self.lock:
+            self.started = True
+            requests = list(self.requests)
+        # Safe to run twice (`retry`): each request's holder finds the slot a first run took.
+        return slots.acquire_slots(requests)
+
+    def settle(self, done: asyncio.Future) -> None:
+        """On the loop: each open's result, or the job's error for every one of them."""
+        error = None if done.cancelled() else done.exception()
+        for n, future in enumerate(self.futures):
+            if future.done():
+                continue
+            if done.cancelled():
+                future.cancel()
+            elif error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(done.result()[n])
 
 
 class _SharedResume:

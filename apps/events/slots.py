@@ -6,7 +6,9 @@ Two stores behind one set of functions, chosen like the other shared state (DESI
 - Production (`REDIS_URL`): one Redis sorted set per workspace, a member per open stream
   (`process|holder`) scored by its lease's end. Taking a slot is one atomic script (drop lapsed
   members, refuse at the limit, add), so concurrent opens on any process or instance never hold
-  more than the limit; releasing is one ZREM; no database row is written per open.
+  more than the limit; releasing is one ZREM; no database row is written per open. A burst of
+  opens (a reconnect storm) takes its slots in one script call (`acquire_slots`), each open
+  decided by the same rule, in order.
 - Embedded default (no Redis): a `StreamSlot` row per open stream; the database's unique
   `(workspace, number)` arbitrates.
 
@@ -92,6 +94,19 @@ def acquire_slot(*, workspace_id: int, process: str, limit: int, holder: str) ->
     if _redis():
         return _RedisSlots.acquire(workspace_id, process, limit, holder)
     return _db_acquire(workspace_id, process, limit, holder)
+
+
+def acquire_slots(requests: list[tuple[int, str, int, str]]) -> list[SlotId | None]:
+    """`acquire_slot` for each `(workspace_id, process, limit, holder)`, in order, as if one after
+    the other: a burst of stream opens (a reconnect storm) takes its slots in one Redis script
+    call per try instead of one round trip per open. Each is decided exactly as `acquire_slot`
+    alone (the script runs atomically, so opens on other processes and instances interleave only
+    between calls, never inside one) and is as safe to run again (`holder`)."""
+    if not requests:
+        return []
+    if _redis():
+        return _RedisSlots.acquire_many(requests)
+    return [_db_acquire(workspace_id, process, limit, holder) for workspace_id, process, limit, holder in requests]
 
 
 def overdue_retry_after(*, workspace_id: int) -> int | None:
@@ -244,6 +259,28 @@ redis.call('ZADD', KEYS[1], now + lease, ARGV[1])
 redis.call('PEXPIRE', KEYS[1], lease + 1000)
 return 1
 """
+# KEYS: the workspaces' sets. ARGV: now (ms), lease (ms), then per open: its set's index in KEYS
+# (1-based), its member, its limit. `_ACQUIRE` for each open in order, in one call; 1 or 0 each.
+_ACQUIRE_MANY = """
+local now, lease = tonumber(ARGV[1]), tonumber(ARGV[2])
+for i = 1, #KEYS do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. now) end
+local out = {}
+for i = 3, #ARGV, 3 do
+  local key, member = KEYS[tonumber(ARGV[i])], ARGV[i + 1]
+  if redis.call('ZSCORE', key, member) then
+    out[#out + 1] = 1
+  elseif redis.call('ZCARD', key) >= tonumber(ARGV[i + 2]) then
+    out[#out + 1] = 0
+  else
+    redis.call('ZADD', key, now + lease, member)
+    redis.call('PEXPIRE', key, lease + 1000)
+    out[#out + 1] = 1
+  end
+end
+return out
+"""
+# Opens one `_ACQUIRE_MANY` call takes at most (a script blocks Redis while it runs).
+ACQUIRE_BATCH = 500
 # KEYS[1]: the workspace's set. ARGV: now (ms), lease (ms), members… Extends the members still
 # present, drops lapsed ones; returns the members that were gone.
 _RENEW = """
@@ -317,6 +354,38 @@ class _RedisSlots:
             if not client.eval(_ACQUIRE, 1, key, member, limit, _ms(timezone.now()), lease_ms):
                 return None
         return f"{workspace_id}|{member}"
+
+    @classmethod
+    def acquire_many(cls, requests: list[tuple[int, str, int, str]]) -> list[str | None]:
+        client = fanout.redis_client()
+        members = [f"{process}|{holder}" for _, process, _, holder in requests]
+        taken = cls._take(client, requests, members, range(len(requests)))
+        refused = [i for i, ok in enumerate(taken) if not ok]
+        if refused:
+            # As `acquire`: a refused open tries once more after an eviction begun after its
+            # refusal (one per set, shared with concurrent opens), all of them in one more call.
+            when = time.monotonic()
+            for key in {cls.key(requests[i][0]) for i in refused}:
+                cls.evict_dead_since(client, key, refused=when)
+            for i, ok in zip(refused, cls._take(client, requests, members, refused)):
+                taken[i] = ok
+        return [f"{request[0]}|{member}" if ok else None for request, member, ok in zip(requests, members, taken)]
+
+    @classmethod
+    def _take(cls, client, requests, members, which) -> list[bool]:
+        which = list(which)
+        out: list[bool] = []
+        lease_ms = int(lease_seconds() * 1000)
+        for start in range(0, len(which), ACQUIRE_BATCH):
+            keys: dict[str, int] = {}
+            argv: list = []
+            for i in which[start:start + ACQUIRE_BATCH]:
+                workspace_id, _, limit, _ = requests[i]
+                index = keys.setdefault(cls.key(workspace_id), len(keys) + 1)
+                argv += [index, members[i], limit]
+            result = client.eval(_ACQUIRE_MANY, len(keys), *keys, _ms(timezone.now()), lease_ms, *argv)
+            out += [bool(r) for r in result]
+        return out
 
     @classmethod
     def evict_dead_since(cls, client, key: str, *, refused: float) -> None:

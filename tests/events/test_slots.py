@@ -282,3 +282,86 @@ def test_a_freed_number_in_the_middle_is_taken_again_and_the_limit_holds(acme, s
     assert acquire(acme, "p") is not None and numbers() == list(range(LIMIT))
     slots.release_slot(taken[-1])
     assert acquire(acme, "p") is not None and numbers() == list(range(LIMIT)) and acquire(acme, "p") is None
+
+
+# --- a burst's slots in one call (slots.acquire_slots, the hub's batch) -----------------------
+def _requests(workspace_id: int, process: str, count: int, limit: int = LIMIT) -> list[tuple]:
+    return [(workspace_id, process, limit, secrets.token_hex(16)) for _ in range(count)]
+
+
+def test_a_batch_is_decided_in_order_as_if_one_open_after_the_other(acme, globex, store):
+    """One call for a burst: the first LIMIT opens of each workspace win, in the order they
+    asked, the rest are refused; another workspace's opens in the same call are apart."""
+    mixed = [_requests(acme.id, "alive", 1)[0] if n % 3 else _requests(globex.id, "alive", 1)[0] for n in range(9)]
+    got = slots.acquire_slots(mixed)
+    acme_got = [g for r, g in zip(mixed, got) if r[0] == acme.id]
+    globex_got = [g for r, g in zip(mixed, got) if r[0] == globex.id]
+    assert acme_got[:LIMIT] == [g for g in acme_got[:LIMIT] if g is not None] and acme_got[LIMIT:] == [None] * 3
+    assert None not in globex_got and len(globex_got) == 3
+    assert slots.open_slots(workspace_id=acme.id) == LIMIT == slots.open_slots(workspace_id=globex.id)
+    assert slots.existing_slots([g for g in got if g is not None]) == {g for g in got if g is not None}
+
+
+def test_a_retried_batch_finds_its_own_slots_and_takes_no_more(acme, store):
+    """A batch whose answer was lost (a connection dropped under it) runs again with the same
+    holders: each open gets the slot the first run took for it, and no open a second one."""
+    burst = _requests(acme.id, "alive", LIMIT - 1)
+    first = slots.acquire_slots(burst)
+    again = slots.acquire_slots(burst)
+    assert None not in first and again == first
+    assert slots.open_slots(workspace_id=acme.id) == LIMIT - 1
+    late = slots.acquire_slots(_requests(acme.id, "alive", 2))
+    assert late[0] is not None and late[1] is None  # the room the first run left: one
+
+
+@pytest.mark.django_db(transaction=True)  # the threads' own connections see the workspace
+def test_bursts_from_two_instances_at_once_never_pass_the_limit(acme, store):
+    """Two instances each take a burst's slots in one call (several calls racing per instance
+    too): exactly `limit` win over all of them, whichever instance and batch they come from."""
+    limit = 10
+    batches = [_requests(acme.id, "alive" if n % 2 else "other", 6, limit) for n in range(6)]
+    barrier = threading.Barrier(len(batches))
+    won: list = []
+    errors: list = []
+
+    def run(batch) -> None:
+        from django.db import connection
+
+        try:
+            barrier.wait(timeout=30)
+            won.extend(slot for slot in slots.acquire_slots(batch) if slot is not None)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(batch,)) for batch in batches]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors
+    assert len(won) == limit == len(set(won)) == slots.open_slots(workspace_id=acme.id)
+
+
+def test_a_batch_refused_by_a_killed_processes_slots_frees_them_and_takes_the_room(acme, store):
+    """Redis: a killed process held the workspace; a burst's batch is refused, evicts it (its hub
+    connection is gone) and takes the room in its one retry, up to the limit and no further."""
+    if not store:
+        pytest.skip("Redis only: the database store waits for the lease")
+    killed = [acquire(acme, "dead") for _ in range(LIMIT)]
+    store["dead"].close()
+    got = slots.acquire_slots(_requests(acme.id, "alive", LIMIT + 2))
+    assert [g is not None for g in got] == [True] * LIMIT + [False] * 2
+    assert not slots.existing_slots(killed) and slots.open_slots(workspace_id=acme.id) == LIMIT
+
+
+def test_a_batchs_slots_of_a_killed_process_still_lapse(acme, store, clock):
+    """Taken in a batch, renewed by nobody (the process was killed and no eviction saw it): each
+    lapses after its lease like a slot taken alone."""
+    got = slots.acquire_slots(_requests(acme.id, "alive", LIMIT))
+    assert None not in got
+    clock(slots.lease_seconds() + 1)
+    slots.renew_leases(slot_ids=[])  # the database store drops lapsed rows here
+    assert slots.existing_slots(got) == set() and slots.open_slots(workspace_id=acme.id) == 0
+    assert None not in slots.acquire_slots(_requests(acme.id, "other", LIMIT))

@@ -24,7 +24,7 @@ from apps.oauth.services import create_client
 from apps.recordings import services as recordings
 from apps.tenancy import services as tenancy
 from apps.tenancy.models import ApiKey
-from bench.harness import pid_holding_socket, socket_inodes
+from bench.harness import pid_holding_socket, tcp_sockets
 from tests import factories
 from tests.events.live import STREAM, Reader, abort, raw_stream, simulate, start_server, wait_until
 from tests.servers import descendants, without_request_id
@@ -340,7 +340,10 @@ def test_slow_reader_is_disconnected_while_a_fast_one_keeps_receiving(servers, r
 def server_ends(server, sockets) -> set[str]:
     """The inodes of the server's side of our client `sockets` (their remote port is the
     client's port), read while they are open."""
-    ends = set().union(*(socket_inodes(sock.getsockname()[1], remote=True) for sock in sockets)) - {"0"}
+    # Only the sockets whose local port is the server's: on a shared machine another test's
+    # connection may have our client's port as its own remote port.
+    ends = {inode for sock in sockets for local, _, inode, _ in tcp_sockets(sock.getsockname()[1], remote=True)
+            if int(local.rsplit(":", 1)[1], 16) == sock.getpeername()[1]} - {"0"}
     assert len(ends) == len(sockets), ends
     assert pid_holding_socket(descendants(server.process.pid), ends) is not None
     return ends
