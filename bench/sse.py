@@ -619,7 +619,11 @@ def bench_connect(name: str, args: argparse.Namespace, tmp: Path, root: Path = R
         process = subprocess.Popen(
             [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", str(workers)],
             cwd=root, env=server_env, stdout=server_log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_http(stats_url, process, "connect")
+        try:
+            wait_http(stats_url, process, "connect")
+        except RuntimeError as error:  # the run's directory goes with the run: say why here
+            server_log.flush()
+            raise RuntimeError(f"{error}; its log ends:\n{Path(server_log.name).read_text()[-3000:]}") from None
         deadline = time.monotonic() + 60
         while True:  # every daphne process up, not just the first to answer
             daphnes = [pid for pid in children_of(process.pid) if "daphne" in cmdline(pid)]

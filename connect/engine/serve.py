@@ -30,6 +30,7 @@ Relies on: daphne's `--fd` option (an inherited listening socket, Twisted's endp
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import select
 import signal
@@ -44,6 +45,7 @@ STOP_SECONDS = 10
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 READY_SECONDS = 60  # the task side starts anyway if a server is not ready by then
 ACCEPT_QUEUE = 65535  # capped by the kernel at net.core.somaxconn
+RELEASE_SECONDS = 5.0  # how long a port in use is tried again (`listening_sockets`)
 
 
 def daphne_command(app: str, fd: int, *, access_log: bool) -> list[str]:
@@ -161,13 +163,19 @@ def kill_group(child: subprocess.Popen) -> None:
     child.wait()
 
 
-def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
+def listening_sockets(host: str, port: int, count: int, *, release_seconds: float = RELEASE_SECONDS) -> list[socket.socket]:
     """`count` sockets listening on (host, port) with SO_REUSEPORT, one per daphne process.
 
     SO_REUSEPORT would also let this group join sockets that another process (of the same user)
     bound with it, such as a second `serve` started by mistake on the same port, and split its
     traffic silently. So the port is first bound once without it: a port in use fails with
-    EADDRINUSE as it always did, and port 0 picks the port the group then shares."""
+    EADDRINUSE as it always did, and port 0 picks the port the group then shares.
+
+    A port in use is tried again for `release_seconds` first: a killed `serve`'s processes
+    release their sockets only as they finish exiting, after /proc shows them gone (the kernel
+    frees a process's memory, and with it its command line, before its files), and one holding
+    2,500 connections takes a moment to close them; a restart right after the kill (issue 26's
+    storm, a supervisor's restart) failed with EADDRINUSE."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
 
     def bound(port: int, *, reuse_port: bool) -> socket.socket:
@@ -178,7 +186,16 @@ def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
         sock.bind((host, port))
         return sock
 
-    with bound(port, reuse_port=False) as probe:
+    give_up = time.monotonic() + release_seconds
+    while True:
+        try:
+            probe = bound(port, reuse_port=False)
+            break
+        except OSError as error:
+            if error.errno != errno.EADDRINUSE or time.monotonic() >= give_up:
+                raise
+            time.sleep(0.05)
+    with probe:
         port = probe.getsockname()[1]
     sockets = [bound(port, reuse_port=True) for _ in range(count)]
     for sock in sockets:

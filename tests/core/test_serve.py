@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -43,10 +44,27 @@ def test_a_port_in_use_is_refused_even_by_a_reuse_port_listener(reuse_port):
     other.listen(8)
     try:
         with pytest.raises(OSError) as refused:
-            listening_sockets("127.0.0.1", other.getsockname()[1], 2)
+            listening_sockets("127.0.0.1", other.getsockname()[1], 2, release_seconds=0.3)
         assert refused.value.errno == errno.EADDRINUSE
     finally:
         other.close()
+
+
+def test_a_port_released_soon_after_is_taken():
+    """A killed `serve`'s processes hold the port until they have finished exiting: the next
+    `serve` waits for it (up to RELEASE_SECONDS) instead of failing at once."""
+    other = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    other.bind(("127.0.0.1", 0))
+    other.listen(8)
+    port = other.getsockname()[1]
+    threading.Timer(0.5, other.close).start()
+    sockets = listening_sockets("127.0.0.1", port, 2, release_seconds=60)
+    try:
+        assert [sock.getsockname()[1] for sock in sockets] == [port, port]
+        assert other.fileno() == -1  # taken only once the other listener was gone
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 @pytest.mark.e2e
