@@ -70,6 +70,15 @@ def clock(monkeypatch):
     return advance
 
 
+def run_at_once(target, arguments) -> None:
+    """`target(argument)` for each argument, each on a thread of its own, all joined."""
+    threads = [threading.Thread(target=target, args=(argument,)) for argument in arguments]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+
 def acquire(acme, process, holder=None):
     holder = holder or secrets.token_hex(16)
     return slots.acquire_slot(workspace_id=acme.id, process=process, limit=LIMIT, holder=holder)
@@ -210,11 +219,7 @@ def _burst(workspace_id: int, processes: list[str], limit: int) -> tuple[list, i
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=open_one, args=(process,)) for process in processes]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    run_at_once(open_one, processes)
     assert not errors
     return won, len(refused)
 
@@ -335,11 +340,7 @@ def test_bursts_from_two_instances_at_once_never_pass_the_limit(acme, store):
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=run, args=(batch,)) for batch in batches]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    run_at_once(run, batches)
     assert not errors
     assert len(won) == limit == len(set(won)) == slots.open_slots(workspace_id=acme.id)
 
