@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import NamedTuple
 
-from apps.recordings.search.terms import _ASCII_WORDS, folded_words
+from apps.recordings.search.terms import folded_words
 
 # BM25's term-frequency saturation and length normalisation. No inverse document frequency:
 # every word must occur in every hit, and corpus statistics would make the cost and the
@@ -62,24 +62,19 @@ def rank(
     order (so the same floats: tests/recordings/test_search_units.py compares the two on random
     text), inlined: a window scores up to 400 texts, and the calls were most of its Python time."""
     ranked = []
-    get_text, ascii_words, fold_words = texts.get, _ASCII_WORDS, folded_words
-    one_key = keys[0] if len(keys) == 1 else None
+    get_text = texts.get
     for transcript_id, sequences in candidates.items():
         best_score, best_sequence = None, None
         for sequence in sequences:
             text = get_text((transcript_id, sequence))
             if text is None:
                 continue
-            words = text.translate(ascii_words).split() if text.isascii() else fold_words(text)
+            words = folded_words(text)
             norm = K1 * (1 - B + B * len(words) / AVERAGE_WORDS)
-            if one_key is not None:
-                tf = words.count(one_key)
-                score = 0.0 + tf * (K1 + 1) / (tf + norm)
-            else:
-                score = 0.0
-                for key in keys:
-                    tf = words.count(key)
-                    score += tf * (K1 + 1) / (tf + norm)
+            score = 0.0
+            for key in keys:
+                tf = words.count(key)
+                score += tf * (K1 + 1) / (tf + norm)
             if best_score is None or score > best_score or (score == best_score and sequence < best_sequence):
                 best_score, best_sequence = score, sequence
         if best_score is not None and transcript_id in session_created:
