@@ -56,11 +56,8 @@ def rank(
     """The candidate revisions (transcript id: candidate sequences) best first, each scored by
     its best candidate segment (of equal ones, the first); only those ranked after `after`
     when given. A revision whose texts or session time are missing (rewritten since its
-    candidates were found) is left out rather than failing the page.
-
-    Each segment is scored as `segment_score` scores it, with the same operations in the same
-    order (so the same floats: tests/recordings/test_search_units.py compares the two on random
-    text), inlined: a window scores up to 400 texts, and the calls were most of its Python time."""
+    candidates were found) is left out rather than failing the page. The best segment is kept
+    as the loop goes (no list of scores per revision): a window scores up to 400 texts."""
     ranked = []
     get_text = texts.get
     for transcript_id, sequences in candidates.items():
@@ -69,12 +66,7 @@ def rank(
             text = get_text((transcript_id, sequence))
             if text is None:
                 continue
-            words = folded_words(text)
-            norm = K1 * (1 - B + B * len(words) / AVERAGE_WORDS)
-            score = 0.0
-            for key in keys:
-                tf = words.count(key)
-                score += tf * (K1 + 1) / (tf + norm)
+            score = segment_score(text, keys)
             if best_score is None or score > best_score or (score == best_score and sequence < best_sequence):
                 best_score, best_sequence = score, sequence
         if best_score is not None and transcript_id in session_created:
