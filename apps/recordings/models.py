@@ -127,7 +127,8 @@ class RevisionWord(models.Model):
 
     `word` is a lexeme as the segment's search_vector holds it, without the workspace prefix;
     `created_at` and `revision_kind` are the transcript's, copied so that "the newest revisions
-    containing this word" is one index range (workspace_id, word, created_at DESC, transcript_id DESC)."""
+    containing this word" is one index range (workspace_id, word, created_at DESC, transcript_id DESC);
+    `weights` lets a window be ranked without reading its candidates' texts."""
 
     pk = models.CompositePrimaryKey("transcript_id", "word")
     transcript_id = models.CharField(max_length=40)
@@ -136,6 +137,9 @@ class RevisionWord(models.Model):
     created_at = models.DateTimeField()
     revision_kind = models.CharField(max_length=10, choices=RevisionKind.choices)
     sequences = ArrayField(models.IntegerField())
+    # Parallel to `sequences`: what scoring reads of each of those segments (its word count
+    # × 1024 + this word's occurrences, or -1 when unknown; migration 0008).
+    weights = ArrayField(models.IntegerField(), default=list)
 
     class Meta:
         managed = True

@@ -73,16 +73,21 @@ def search_transcripts(
     next_window = next_window_cursor(workspace.id, digest, window.last) if window.more else None
     if not window.candidates:
         return [], next_window
-    ranked = rank(window.candidates, window.texts, window.created, query_keys(terms), start.after)
+    ranked = rank(window.candidates, window.texts, window.created, query_keys(terms), start.after, window.scores)
     page = ranked[: limit + 1]
     has_more = len(page) > limit
     page = page[:limit]
+    # Ranked from scores the index kept (PostgreSQL): the page's texts now. A hit whose segment
+    # is gone since (a rewritten revision) is left out, as rank leaves out one found without texts.
+    if unread := [(hit.transcript_id, hit.sequence) for hit in page if (hit.transcript_id, hit.sequence) not in window.texts]:
+        postgresql.add_page_texts(window, unread)
 
-    # Everything a hit shows was read with the texts (in one statement, so a ranked hit has it all).
+    # Everything else a hit shows was read with the window (so a ranked hit has it all).
     hits = [
         SearchHit(*window.revisions[hit.transcript_id], make_snippet(window.texts[hit.transcript_id, hit.sequence], terms),
                   hit.sequence, window.starts[hit.transcript_id, hit.sequence])
         for hit in page
+        if (hit.transcript_id, hit.sequence) in window.texts
     ]  # fmt: skip
     if not has_more:
         return hits, next_window

@@ -41,7 +41,11 @@ from connect.engine.postgresql import prepared
 
 import apps.recordings.search.windows as windows
 import apps.recordings.search.postgresql_queries as queries
-from apps.recordings.search.postgresql_queries import OTHER_WORD_SQL, TEXTS_SQL, WORDS_SQL, batch_sql
+from apps.recordings.search.postgresql_queries import (
+    OTHER_WORD_SQL, PAGE_TEXTS_SQL, TEXTS_SQL, WORDS_SQL, batch_sql,
+)  # fmt: skip
+from apps.recordings.search.scoring import counted_score
+from apps.recordings.search.terms import query_keys
 from apps.recordings.search.windows import CandidateWindow, HitSession, HitTranscript, WindowBounds
 
 FIRST_BATCH = 128  # revisions of the rarest word read first (of a query of one word: a window's and one); each next batch twice as many
@@ -49,6 +53,9 @@ MAX_SCANNED = 400  # revisions of the rarest word one window of up to SCANNED_WO
 SCANNED_WORDS = 3  # longer queries read proportionally fewer revisions (never fewer than FIRST_BATCH)
 COUNT_CAP = 500  # a word's revisions are counted up to this many (which word is rarest)
 RANGE_RATIO = 4  # a word at most this many times as frequent as the rarest is read as a range beside it
+WEIGHTED = True  # rank from the index's weights where they are known (tests turn it off to compare)
+# A weight (migration 0008): the segment's word count << OCCURRENCE_BITS | the word's occurrences.
+OCCURRENCE_BITS = 10
 
 def rarest_first(db, terms: list[str], workspace_id: Any) -> list[str] | None:
     """The query's words, rarest first; None when one of them is in none of the workspace's
@@ -115,15 +122,20 @@ def find_window(
         else:
             words, ranged = [word for word, _ in counted], ranged_words(counted)
         matched: list[tuple[str, int, list[int]]] = []  # (transcript id, created_at in µs, sequences)
+        unweighed: set[str] = set()  # matched revisions scored from their texts (a weight unknown)
         max_scanned = max_revisions_read(len(words))
         # One word: every revision read matches, so the window's and one more (is there more?).
         first = max_revisions + 1 if len(words) == 1 else FIRST_BATCH
         resume, scanned, batch, oldest, exhausted = start, 0, min(first, max_scanned), None, False
-        in_batch = len(words) <= queries.SQL_WORDS  # the batch reads its matches' texts itself
+        in_batch = len(words) <= queries.SQL_WORDS  # the batch reads its matches' texts (or weights) itself
+        keys = query_keys(terms)
+        # The weights count the index's words: they score the query when its keys are those words.
+        weighted = WEIGHTED and in_batch and sorted(keys) == sorted(words)
+        order, scored = [words.index(key) for key in keys] if weighted else [], {}
         while True:
             prepared.run(db, None, *batch_sql(workspace_id, words, revision_kind, resume, through, down_to, batch,
                                               per_revision, texts_for=max_revisions - len(matched),
-                                              ranged=ranged))  # fmt: skip
+                                              ranged=ranged, weighted=weighted))  # fmt: skip
             rows = db.fetchall()
             scanned += len(rows)
             alive = {row[0]: row[2] for row in rows if row[2]}
@@ -135,7 +147,11 @@ def find_window(
                 alive = {tid: kept for tid, sequences in alive.items() if tid in found
                          for also in [set(found[tid])] if (kept := [s for s in sequences if s in also])}  # fmt: skip
             matched += [(row[0], row[1], alive[row[0]][:per_revision]) for row in rows if row[0] in alive]
-            if in_batch:
+            if weighted:
+                for transcript_id, _, shared, *revision, weights in rows:
+                    if not _add_weighed(window, transcript_id, shared, revision, weights, order, scored):
+                        unweighed.add(transcript_id)
+            elif in_batch:
                 for transcript_id, _, _, *hit in rows:
                     _add_hit(window, transcript_id, hit)
             if rows:
@@ -148,8 +164,8 @@ def find_window(
             if scanned >= max_scanned:
                 break
             resume, batch = oldest, min(2 * batch, max_scanned - scanned)
-        if not in_batch:
-            _add_texts(db, matched[:max_revisions], window)
+        if not in_batch or unweighed:
+            _add_texts(db, [m for m in matched[:max_revisions] if not in_batch or m[0] in unweighed], window)
         for transcript_id, _, sequences in matched[:max_revisions]:
             window.candidates[transcript_id] = sequences
     if len(matched) > max_revisions:
@@ -205,12 +221,51 @@ def _add_hit(window: CandidateWindow, transcript_id: str, hit: list[Any]) -> Non
     """A matched revision's HIT_COLUMNS into the window: its candidate segments' texts and
     starts, and what a hit shows of it and its session (nothing when they were not read, or
     the revision or its segments are gone since)."""
-    kind, session_id, label, status, started, ended, created, sequences, texts, starts = hit
-    if kind is None or sequences is None:
+    *revision, sequences, texts, starts = hit
+    if revision[0] is None or sequences is None:
         return
-    session = HitSession(session_id, label, status, instant(started), instant(ended), instant(created))
-    window.revisions[transcript_id] = (HitTranscript(transcript_id, kind), session)
-    window.created[transcript_id] = session.created_at
+    _add_revision(window, transcript_id, revision)
     for sequence, text, start in zip(sequences, texts, starts):
         window.texts[transcript_id, sequence] = text
         window.starts[transcript_id, sequence] = start
+
+
+def _add_revision(window: CandidateWindow, transcript_id: str, revision: list[Any]) -> None:
+    """A matched revision's REVISION_COLUMNS into the window: what a hit shows of it and its session."""
+    kind, session_id, label, status, started, ended, created = revision
+    session = HitSession(session_id, label, status, instant(started), instant(ended), instant(created))
+    window.revisions[transcript_id] = (HitTranscript(transcript_id, kind), session)
+    window.created[transcript_id] = session.created_at
+
+
+def _add_weighed(window: CandidateWindow, transcript_id: str, shared: list[int] | None, revision: list[Any],
+                 weights: list[int | None], order: list[int], scored: dict[tuple, float]) -> bool:  # fmt: skip
+    """A revision of a weighted batch into the window: what a hit shows of it, and its
+    candidates' scores from their weights (`weights`: for each candidate in turn, each word's
+    in the batch's order; `order`: the query's keys' places among the words). `scored` holds
+    the scores of the weights seen so far: most candidates share theirs with others. False when
+    a weight is unknown: the revision is then scored from its texts."""
+    if revision[0] is None or not shared:
+        return True  # not a match, or not one the window takes
+    _add_revision(window, transcript_id, revision)
+    words, mask = len(order), (1 << OCCURRENCE_BITS) - 1
+    for i, sequence in enumerate(shared):
+        at = tuple(weights[i * words : (i + 1) * words])
+        score = scored.get(at)
+        if score is None:
+            if None in at or min(at) < 0:
+                return False
+            score = scored[at] = counted_score(at[0] >> OCCURRENCE_BITS, [at[k] & mask for k in order])
+        window.scores[transcript_id, sequence] = score
+    return True
+
+
+def add_page_texts(window: CandidateWindow, segments: list[tuple[str, int]]) -> None:
+    """The texts and starts of the page's hits' segments ((transcript id, sequence) pairs) that
+    the window was ranked without (`PAGE_TEXTS_SQL`): nothing for one that is gone since."""
+    with connection.cursor() as db:
+        prepared.run(db, "connect_search_page_texts", PAGE_TEXTS_SQL,
+                     [array_literal([t for t, _ in segments]), array_literal([s for _, s in segments])])  # fmt: skip
+        for transcript_id, sequence, text, start in db.fetchall():
+            window.texts[transcript_id, sequence] = text
+            window.starts[transcript_id, sequence] = start

@@ -25,21 +25,26 @@ WORDS_SQL = """
     ) AS c)
     FROM unnest(tsvector_to_array(to_tsvector('connect_search'::regconfig, %s))) AS q(word)
 """
-def hit_joins(revision: str, sequences: str, gate: str = "true") -> str:
-    """What a page needs of a matched revision (the column `revision`, its candidate sequences
-    `sequences`, an integer[]): its candidate segments' texts and starts (`y`), and what a hit
-    shows of the revision and its session (`x`: windows.HitTranscript, HitSession), selected
-    by HIT_COLUMNS. Each read by key, per revision (OFFSET 0 keeps the transcript's and
-    session's a lookup, not a hash join over every transcript and session of the database),
-    and only where `gate` holds (a one-time filter per revision): NULLs elsewhere. The three
-    aggregates read the same rows in the same order, so their arrays line up."""
+def revision_join(revision: str, gate: str = "true") -> str:
+    """What a hit shows of a matched revision (the column `revision`) and its session (`x`:
+    windows.HitTranscript, HitSession), selected by REVISION_COLUMNS: read by key, per revision
+    (OFFSET 0 keeps the transcript's and session's a lookup, not a hash join over every
+    transcript and session of the database), and only where `gate` holds (a one-time filter
+    per revision): NULLs elsewhere."""
     return f"""
     LEFT JOIN LATERAL (
         SELECT t.revision_kind, s.id, s.label, s.status, {epoch_us("s.started_at")} AS started,
                {epoch_us("s.ended_at")} AS ended, {epoch_us("s.created_at")} AS created
         FROM recordings_transcript AS t JOIN recordings_session AS s ON s.id = t.session_id
         WHERE {gate} AND t.id = {revision} OFFSET 0
-    ) AS x ON true
+    ) AS x ON true"""
+
+
+def texts_join(revision: str, sequences: str, gate: str = "true") -> str:
+    """The texts and starts of a matched revision's candidate segments (`sequences`, an
+    integer[]) (`y`), where `gate` holds, as `revision_join`. The three aggregates read the
+    same rows in the same order, so their arrays line up."""
+    return f"""
     LEFT JOIN LATERAL (
         SELECT array_agg(seg.sequence) AS sequences, array_agg(seg.text) AS texts,
                array_agg(seg.timestamp_start) AS starts
@@ -48,7 +53,14 @@ def hit_joins(revision: str, sequences: str, gate: str = "true") -> str:
     ) AS y ON true"""
 
 
-HIT_COLUMNS = "x.revision_kind, x.id, x.label, x.status, x.started, x.ended, x.created, y.sequences, y.texts, y.starts"
+def hit_joins(revision: str, sequences: str, gate: str = "true") -> str:
+    """What a page needs of a matched revision: `revision_join` and `texts_join`, selected by
+    HIT_COLUMNS."""
+    return revision_join(revision, gate) + texts_join(revision, sequences, gate)
+
+
+REVISION_COLUMNS = "x.revision_kind, x.id, x.label, x.status, x.started, x.ended, x.created"
+HIT_COLUMNS = f"{REVISION_COLUMNS}, y.sequences, y.texts, y.starts"
 
 # The matched revisions' hit columns, for revisions whose words were not all intersected in
 # their batch (`batch_sql` reads them itself otherwise): the ids, and each one's candidate
@@ -68,10 +80,16 @@ def newest_first(alias: str = "") -> str:
     return f"ORDER BY {alias}created_at DESC, {alias}transcript_id DESC"
 
 
+# A revision word's columns a batch reads: its weights too when it scores from them.
+def word_columns(weighted: bool) -> str:
+    return "transcript_id, created_at, sequences" + (", weights" if weighted else "")
+
+
 def driver_sql(workspace_id: Any, word: str, revision_kind: str | None, resume: Any, through: Any,
-               down_to: Any, limit: int) -> tuple[str, list[Any]]:  # fmt: skip
+               down_to: Any, limit: int, weighted: bool = False) -> tuple[str, list[Any]]:  # fmt: skip
     """The newest revisions containing `word` (older than `resume`, within `through` … `down_to`,
-    each a (created_at, id) pair or None), with the word's sequences: one range of the index."""
+    each a (created_at, id) pair or None), with the word's sequences (and weights, `weighted`):
+    one range of the index."""
     where, params = ["workspace_id = %s", "word = %s"], [workspace_id, word]
     if revision_kind:
         where.append("revision_kind = %s")
@@ -81,7 +99,7 @@ def driver_sql(workspace_id: Any, word: str, revision_kind: str | None, resume: 
             where.append(f"(created_at, transcript_id) {op} (%s, %s)")
             params += list(bound)
     sql = (
-        "SELECT transcript_id, created_at, sequences FROM recordings_revisionword"
+        f"SELECT {word_columns(weighted)} FROM recordings_revisionword"
         f" WHERE {' AND '.join(where)} {newest_first()} LIMIT %s"
     )
     return sql, params + [limit]
@@ -92,7 +110,8 @@ RANGE_ROWS = 4  # a word's range read beside the driver's holds at most this man
 
 
 def ranged_source(workspace_id: Any, driver: str, driver_params: list[Any], words: list[str],
-                  revision_kind: str | None, limit: int) -> tuple[str, list[Any], str, list[Any]]:  # fmt: skip
+                  revision_kind: str | None, limit: int,
+                  weighted: bool = False) -> tuple[str, list[Any], str, list[Any]]:  # fmt: skip
     """The batch's revisions (`driver`: the driver's range) with the sequences they share with
     `words`, each word's rows read as a range of the same index beside the driver's, instead of
     one lookup per revision: its rows between the driver's newest and oldest created_at, newest
@@ -104,14 +123,16 @@ def ranged_source(workspace_id: Any, driver: str, driver_params: list[Any], word
 
     Returns the WITH clause and its parameters, then a FROM item `d` (transcript_id,
     created_at, sequences: those shared with every word, intersected in C, NULL or empty when
-    none) and its parameters; `batch_sql` continues from `d` as from the driver."""
+    none; with `weighted`, also each word's own sequences and weights, `s0`, `w0` for the
+    driver's, `s1`, `w1` for `words[0]`, …) and its parameters; `batch_sql` continues from `d`
+    as from the driver."""
     cap = max(1, int(RANGE_ROWS * limit))  # read when called: tests lower it
     ctes, params = [f"d AS MATERIALIZED ({driver})"], list(driver_params)
-    shared, source_params, joins = "d.sequences", [], []
+    columns, source_params, joins = ["d.sequences AS s0"] + (["d.weights AS w0"] if weighted else []), [], []
     for n, word in enumerate(words, start=1):
         kind = " AND revision_kind = %s" if revision_kind else ""
         ctes.append(
-            f"r{n} AS MATERIALIZED (SELECT transcript_id, created_at, sequences FROM recordings_revisionword"
+            f"r{n} AS MATERIALIZED (SELECT {word_columns(weighted)} FROM recordings_revisionword"
             f" WHERE workspace_id = %s AND word = %s{kind}"
             " AND created_at <= (SELECT max(created_at) FROM d) AND created_at >= (SELECT min(created_at) FROM d)"
             f" {newest_first()} LIMIT %s)"
@@ -123,17 +144,24 @@ def ranged_source(workspace_id: Any, driver: str, driver_params: list[Any], word
         covered = (f"j{n}.transcript_id IS NOT NULL OR (SELECT count(*) FROM r{n}) < %s"
                    f" OR (d.created_at, d.transcript_id) >= (SELECT created_at, transcript_id FROM r{n}"
                    " ORDER BY created_at, transcript_id LIMIT 1)")  # fmt: skip
-        lookup = (f"(SELECT o.sequences FROM recordings_revisionword AS o"
-                  f" WHERE o.transcript_id = d.transcript_id AND o.word = %s)")  # fmt: skip
-        shared = f"recordings_sequences_and({shared}, CASE WHEN {covered} THEN j{n}.sequences ELSE {lookup} END)"
-        source_params += [cap, word]
-    source = (f"(SELECT d.transcript_id, d.created_at, {shared} AS sequences FROM d{''.join(joins)} OFFSET 0) AS d")
+        for array, prefix in [("sequences", "s"), ("weights", "w")][: 2 if weighted else 1]:
+            lookup = (f"(SELECT o.{array} FROM recordings_revisionword AS o"
+                      f" WHERE o.transcript_id = d.transcript_id AND o.word = %s)")  # fmt: skip
+            columns.append(f"CASE WHEN {covered} THEN j{n}.{array} ELSE {lookup} END AS {prefix}{n}")
+            source_params += [cap, word]
+    shared = "e.s0"
+    for n in range(1, len(words) + 1):
+        shared = f"recordings_sequences_and({shared}, e.s{n})"
+    kept = "".join(f", e.s{n}, e.w{n}" for n in range(len(words) + 1)) if weighted else ""
+    source = (f"(SELECT e.transcript_id, e.created_at, {shared} AS sequences{kept} FROM"
+              f" (SELECT d.transcript_id, d.created_at, {', '.join(columns)} FROM d{''.join(joins)} OFFSET 0) AS e"
+              " OFFSET 0) AS d")  # fmt: skip
     return "WITH " + ", ".join(ctes), params, source, source_params
 
 
 def batch_sql(workspace_id: Any, words: list[str], revision_kind: str | None, resume: Any, through: Any,
               down_to: Any, limit: int, per_revision: int, texts_for: int = 0,
-              ranged: int = 0) -> tuple[str, list[Any]]:  # fmt: skip
+              ranged: int = 0, weighted: bool = False) -> tuple[str, list[Any]]:  # fmt: skip
     """One batch: the `limit` newest revisions containing `words[0]` (as `driver_sql`), each
     with its created_at (`epoch_us`) and the sequences its rows for `words[:SQL_WORDS]` share
     (its segments that hold each of them), intersected in the database so that no long list
@@ -142,7 +170,10 @@ def batch_sql(workspace_id: Any, words: list[str], revision_kind: str | None, re
 
     When that is every word, each row also has HIT_COLUMNS for the first `texts_for` matching
     revisions of the batch (those a window still takes; NULLs for the others): a window of
-    such a query needs no other statement.
+    such a query needs no other statement. With `weighted`, REVISION_COLUMNS instead, then the
+    weights (migration 0008) of those first `per_revision` shared sequences: for each of them
+    in turn, each word's, in the order of `words` (NULL past the shared ones): the window is
+    ranked from them and only its page's texts are read (`PAGE_TEXTS_SQL`).
 
     The `ranged` words after the first are read as ranges beside the driver's
     (`ranged_source`): for words about as frequent as the driver, a range read in index order
@@ -151,38 +182,79 @@ def batch_sql(workspace_id: Any, words: list[str], revision_kind: str | None, re
     reads the word's row by primary key only while the intersection so far is not empty (a
     one-time filter: OFFSET 0 keeps the subquery from being merged into the join, where the
     test would come after the read)."""
-    driver, params = driver_sql(workspace_id, words[0], revision_kind, resume, through, down_to, limit)
+    cut = len(words) <= SQL_WORDS  # every word is in this batch's SQL
+    weighted = weighted and cut
+    driver, params = driver_sql(workspace_id, words[0], revision_kind, resume, through, down_to, limit, weighted)
     sql_words = words[1:SQL_WORDS]  # read when called: tests lower it
     ranged_words, others = sql_words[:ranged], sql_words[ranged:]
     if ranged_words:
         with_sql, with_params, source, source_params = ranged_source(
-            workspace_id, driver, params, ranged_words, revision_kind, limit)  # fmt: skip
+            workspace_id, driver, params, ranged_words, revision_kind, limit, weighted)  # fmt: skip
+        arrays = [(f"d.s{n}", f"d.w{n}") for n in range(len(ranged_words) + 1)]
     else:
         with_sql, with_params, source, source_params = "", [], f"({driver}) AS d", params
-    cut = len(words) <= SQL_WORDS  # every word is in this batch's SQL
+        arrays = [("d.sequences", "d.weights")]
     shared, joins = "d.sequences", []
     for n in range(1, len(others) + 1):
         gate = f"cardinality({shared}) > 0 AND " if n > 1 or ranged_words else ""
-        joins.append(f" LEFT JOIN LATERAL (SELECT recordings_sequences_and({shared}, o.sequences) AS s"
+        kept = ", o.sequences AS q, o.weights AS v" if weighted else ""
+        joins.append(f" LEFT JOIN LATERAL (SELECT recordings_sequences_and({shared}, o.sequences) AS s{kept}"
                      f" FROM recordings_revisionword AS o WHERE {gate}o.transcript_id = d.transcript_id"
                      f" AND o.word = %s OFFSET 0) AS a{n} ON true")  # fmt: skip
         shared = f"a{n}.s"
+        arrays.append((f"a{n}.q", f"a{n}.v"))
     if not cut:
         sql = (f"{with_sql} SELECT d.transcript_id, {epoch_us('d.created_at')}, {shared} FROM {source}{''.join(joins)}"
                f" {newest_first('d.')}")  # fmt: skip
         return sql, [*with_params, *source_params, *others]
+    taken = "b.matched <= %s AND cardinality(b.shared) > 0"  # the revisions the window still takes
     # Numbered in order: how many of the batch's revisions up to each one match (the window
-    # reads the texts of the first `texts_for` of them).
+    # reads the texts, or the weights, of the first `texts_for` of them).
+    if not weighted:
+        sql = f"""{with_sql}
+            SELECT b.transcript_id, {epoch_us("b.created_at")}, b.shared, {HIT_COLUMNS}
+            FROM (
+                SELECT *, count(*) FILTER (WHERE cardinality(shared) > 0) OVER ({newest_first()}) AS matched
+                FROM (SELECT d.transcript_id, d.created_at, {shared}[1:%s] AS shared
+                      FROM {source}{''.join(joins)}) AS i
+            ) AS b
+            {hit_joins("b.transcript_id", "b.shared", taken)}
+            {newest_first("b.")}
+        """
+        # Parameters in the order of their placeholders: the WITH clause's, the cut, the driver's
+        # (or the ranged words'), the other words, the texts' bound (in both joins).
+        return sql, [*with_params, per_revision, *source_params, *others, texts_for, texts_for]
+    # Each word's weights at the shared sequences, taken from its arrays before the rows are
+    # numbered (which may sort them), so that only the weights are carried further (OFFSET 0
+    # keeps `c` from being merged into the numbering); OFFSET 0 keeps `i` a subquery of its
+    # own, so `shared` is intersected once, not once per use.
+    kept = "".join(f", {sequences} AS s{k}, {weights} AS w{k}" for k, (sequences, weights) in enumerate(arrays))
+    at = ", ".join(f"recordings_weight_at(i.s{k}, i.w{k}, i.shared[{n}])"
+                   for n in range(1, per_revision + 1) for k in range(len(arrays)))  # fmt: skip
     sql = f"""{with_sql}
-        SELECT b.transcript_id, {epoch_us("b.created_at")}, b.shared, {HIT_COLUMNS}
+        SELECT b.transcript_id, {epoch_us("b.created_at")}, b.shared, {REVISION_COLUMNS},
+               CASE WHEN {taken} THEN b.weights END
         FROM (
             SELECT *, count(*) FILTER (WHERE cardinality(shared) > 0) OVER ({newest_first()}) AS matched
-            FROM (SELECT d.transcript_id, d.created_at, {shared}[1:%s] AS shared
-                  FROM {source}{''.join(joins)}) AS i
+            FROM (
+                SELECT i.transcript_id, i.created_at, i.shared,
+                       CASE WHEN cardinality(i.shared) > 0 THEN ARRAY[{at}] END AS weights
+                FROM (SELECT d.transcript_id, d.created_at, {shared}[1:%s] AS shared{kept}
+                      FROM {source}{''.join(joins)} OFFSET 0) AS i
+                OFFSET 0
+            ) AS c
         ) AS b
-        {hit_joins("b.transcript_id", "b.shared", "b.matched <= %s AND cardinality(b.shared) > 0")}
+        {revision_join("b.transcript_id", taken)}
         {newest_first("b.")}
     """
-    # Parameters in the order of their placeholders: the WITH clause's, the cut, the driver's
-    # (or the ranged words'), the other words, the texts' bound (in both joins).
-    return sql, [*with_params, per_revision, *source_params, *others, texts_for, texts_for]
+    # The WITH clause's parameters, the taken revisions' bound (the weights'), the cut, the
+    # driver's (or the ranged words'), the other words, the bound again (the revisions').
+    return sql, [*with_params, texts_for, per_revision, *source_params, *others, texts_for]
+
+
+# The texts and starts of a page's hits' segments: (transcript id, sequence) pairs as two arrays.
+PAGE_TEXTS_SQL = """
+    SELECT seg.transcript_id, seg.sequence, seg.text, seg.timestamp_start
+    FROM unnest(%s::varchar[], %s::integer[]) AS p(transcript_id, sequence)
+    JOIN recordings_segment AS seg ON seg.transcript_id = p.transcript_id AND seg.sequence = p.sequence
+"""

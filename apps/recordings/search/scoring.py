@@ -23,10 +23,15 @@ K1, B, AVERAGE_WORDS = 1.2, 0.75, 12.0
 def segment_score(text: str, keys: list[str]) -> float:
     """How well one segment matches the folded query words `keys`; higher is better."""
     words = folded_words(text)
-    norm = K1 * (1 - B + B * len(words) / AVERAGE_WORDS)
+    return counted_score(len(words), [words.count(key) for key in keys])
+
+
+def counted_score(length: int, occurrences: list[int]) -> float:
+    """`segment_score` of a segment of `length` words in which the query's keys occur
+    `occurrences` times, in the keys' order (as an index that kept the counts gives them)."""
+    norm = K1 * (1 - B + B * length / AVERAGE_WORDS)
     score = 0.0
-    for key in keys:
-        tf = words.count(key)
+    for tf in occurrences:
         score += tf * (K1 + 1) / (tf + norm)
     return score
 
@@ -52,21 +57,26 @@ def rank(
     session_created: dict[str, datetime],
     keys: list[str],
     after: RankKey | None = None,
+    scores: dict[tuple[str, int], float] | None = None,
 ) -> list[RankedHit]:
     """The candidate revisions (transcript id: candidate sequences) best first, each scored by
     its best candidate segment (of equal ones, the first); only those ranked after `after`
-    when given. A revision whose texts or session time are missing (rewritten since its
-    candidates were found) is left out rather than failing the page. The best segment is kept
-    as the loop goes (no list of scores per revision): a window scores up to 400 texts."""
+    when given. A candidate's score is in `scores` when its engine knew it (`counted_score`),
+    else scored from its text. A revision whose texts or session time are missing (rewritten
+    since its candidates were found) is left out rather than failing the page. The best
+    segment is kept as the loop goes (no list of scores per revision): a window scores up to
+    400 segments."""
     ranked = []
-    get_text = texts.get
+    get_text, known = texts.get, (scores or {}).get
     for transcript_id, sequences in candidates.items():
         best_score, best_sequence = None, None
         for sequence in sequences:
-            text = get_text((transcript_id, sequence))
-            if text is None:
-                continue
-            score = segment_score(text, keys)
+            score = known((transcript_id, sequence))
+            if score is None:
+                text = get_text((transcript_id, sequence))
+                if text is None:
+                    continue
+                score = segment_score(text, keys)
             if best_score is None or score > best_score or (score == best_score and sequence < best_sequence):
                 best_score, best_sequence = score, sequence
         if best_score is not None and transcript_id in session_created:

@@ -81,7 +81,9 @@ class CandidateWindow:
     first); `texts` holds the candidate segments' texts, `starts` their timestamp_start,
     `created` each candidate revision's session created_at (the ranking's tie-break) and
     `revisions` what a hit shows of the revision and its session: all read in the one query of
-    the texts, so a page needs no other. `first` is None when there are no candidates."""
+    the texts, so a page needs no other. An engine that knows a candidate's score without its
+    text puts it in `scores` instead; the texts (and starts) of the page's hits are then read
+    once the window is ranked. `first` is None when there are no candidates."""
 
     candidates: dict[str, list[int]]
     first: Position = None
@@ -91,6 +93,7 @@ class CandidateWindow:
     created: dict[str, datetime] = field(default_factory=dict)
     starts: dict[tuple[str, int], int] = field(default_factory=dict)
     revisions: dict[str, tuple[HitTranscript, HitSession]] = field(default_factory=dict)
+    scores: dict[tuple[str, int], float] = field(default_factory=dict)
 
     def settle(self, shown: WindowBounds | None) -> CandidateWindow:
         """The window found again for a cursor's `shown` bounds: when it still ends where it
