@@ -136,6 +136,7 @@ class RevisionWord(models.Model):
     workspace_id = models.CharField(max_length=40)
     created_at = models.DateTimeField()
     revision_kind = models.CharField(max_length=10, choices=RevisionKind.choices)
+    session_created_at = models.DateTimeField()  # the session's: the ranking's tie-break (migration 0008)
     sequences = ArrayField(models.IntegerField())
     # Parallel to `sequences`: what scoring reads of each of those segments (its word count
     # × 1024 + this word's occurrences, or -1 when unknown; migration 0008).

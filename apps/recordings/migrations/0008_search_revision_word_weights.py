@@ -1,4 +1,5 @@
-"""PostgreSQL: each revision word's segments carry what scoring reads of them (issue 24 point 5).
+"""PostgreSQL: each revision word's segments carry what scoring reads of them, and each row its
+session's created_at (issue 24 point 5).
 
 A search ranks a window's candidate segments by `scoring.segment_score`, which reads two things
 of a segment: how many words it has and how often each query word occurs among them, both as
@@ -14,6 +15,11 @@ weight is scored from its texts as before (apps/recordings/search/postgresql.py)
 words are the runs of ASCII letters and digits, lowercased (tests/recordings/
 test_search_weights.py compares the two on random text); NULL for any other text. Beyond
 ASCII, casefolding and accents make the two differ too easily to keep in step in SQL.
+
+`session_created_at` is the revision's session's created_at, the ranking's tie-break, copied
+like `created_at` (the transcript's): so a window is ranked from the index by revision alone,
+and only its page's hits read their transcripts and sessions. Both timestamps are set once,
+when the row they come from is created.
 
 The triggers of migration 0005 are replaced by ones that keep both arrays, and every row is
 rebuilt from the segments (as 0005 built them), so no row lacks its weights.
@@ -59,12 +65,13 @@ _WEIGHTED = f"""
 """
 # Their rows of the index: one per (revision, word), sequences sorted, weights beside them.
 _ROWS = """
-    SELECT x.transcript_id, x.word, x.workspace_id, t.created_at, t.revision_kind,
+    SELECT x.transcript_id, x.word, x.workspace_id, t.created_at, t.revision_kind, s.created_at,
            array_agg(x.sequence ORDER BY x.sequence), array_agg(x.weight ORDER BY x.sequence)
     FROM weighted AS x JOIN recordings_transcript AS t ON t.id = x.transcript_id
-    GROUP BY x.transcript_id, x.word, x.workspace_id, t.created_at, t.revision_kind
+    JOIN recordings_session AS s ON s.id = t.session_id
+    GROUP BY x.transcript_id, x.word, x.workspace_id, t.created_at, t.revision_kind, s.created_at
 """
-_COLUMNS = "(transcript_id, word, workspace_id, created_at, revision_kind, sequences, weights)"
+_COLUMNS = "(transcript_id, word, workspace_id, created_at, revision_kind, session_created_at, sequences, weights)"
 # A row's sequences and weights merged with new ones (EXCLUDED), one row per sequence (a sequence
 # in both keeps the new weight), for ARRAY(SELECT m.s | m.wt FROM … ORDER BY m.s).
 _MERGED = """
@@ -98,6 +105,8 @@ POSTGRESQL_INSTALL = [
     SEARCH_WORDS,
     f"ALTER TABLE {TABLE} ADD COLUMN weights integer[] NOT NULL DEFAULT '{{}}'",
     f"ALTER TABLE {TABLE} ALTER COLUMN weights DROP DEFAULT",
+    f"ALTER TABLE {TABLE} ADD COLUMN session_created_at timestamp with time zone NOT NULL DEFAULT 'epoch'",
+    f"ALTER TABLE {TABLE} ALTER COLUMN session_created_at DROP DEFAULT",
     f"""
     CREATE OR REPLACE FUNCTION recordings_revisionword_add() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
@@ -165,7 +174,7 @@ def backwards(apps, schema_editor) -> None:
     for statement in before.POSTGRESQL_INSTALL:
         if "CREATE FUNCTION" in statement:
             schema_editor.execute(statement.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"), params=None)
-    schema_editor.execute(f"ALTER TABLE {TABLE} DROP COLUMN weights", params=None)
+    schema_editor.execute(f"ALTER TABLE {TABLE} DROP COLUMN IF EXISTS weights, DROP COLUMN IF EXISTS session_created_at", params=None)
     schema_editor.execute("DROP FUNCTION IF EXISTS recordings_search_words(text)", params=None)
     schema_editor.execute("DROP FUNCTION IF EXISTS recordings_weight_at(integer[], integer[], integer)", params=None)
 
@@ -176,6 +185,12 @@ class Migration(migrations.Migration):
     operations = [
         migrations.SeparateDatabaseAndState(
             state_operations=[
+                migrations.AddField(
+                    model_name="revisionword",
+                    name="session_created_at",
+                    field=models.DateTimeField(default=None),
+                    preserve_default=False,
+                ),
                 migrations.AddField(
                     model_name="revisionword",
                     name="weights",

@@ -17,7 +17,7 @@ from apps.recordings.search.cursors import (
     same_window_cursor,
     scope_digest,
 )
-from apps.recordings.search.scoring import rank
+from apps.recordings.search.scoring import RankedHit, rank
 from apps.recordings.search.snippets import make_snippet
 from apps.recordings.search.terms import query_keys, query_terms
 from apps.recordings.search.windows import CandidateWindow, HitSession, HitTranscript, WindowBounds
@@ -51,6 +51,11 @@ def find_window(
     raise NotImplementedError(f"transcript search has no full-text index for {connection.vendor}")
 
 
+def _shown(window: CandidateWindow, hit: RankedHit) -> bool:
+    """Whether the window has read all that `hit` shows (its segment's text, its revision)."""
+    return (hit.transcript_id, hit.sequence) in window.texts and hit.transcript_id in window.revisions
+
+
 def search_transcripts(
     *,
     workspace: Workspace,
@@ -77,17 +82,17 @@ def search_transcripts(
     page = ranked[: limit + 1]
     has_more = len(page) > limit
     page = page[:limit]
-    # Ranked from scores the index kept (PostgreSQL): the page's texts now. A hit whose segment
-    # is gone since (a rewritten revision) is left out, as rank leaves out one found without texts.
-    if unread := [(hit.transcript_id, hit.sequence) for hit in page if (hit.transcript_id, hit.sequence) not in window.texts]:
-        postgresql.add_page_texts(window, unread)
+    # Ranked from the weights the index keeps (PostgreSQL): what the page shows is read now. A
+    # hit whose revision or segment is gone since (rewritten) is left out, as rank leaves out
+    # one found without its text.
+    if unread := [(hit.transcript_id, hit.sequence) for hit in page if not _shown(window, hit)]:
+        postgresql.add_page(window, unread)
 
-    # Everything else a hit shows was read with the window (so a ranked hit has it all).
     hits = [
         SearchHit(*window.revisions[hit.transcript_id], make_snippet(window.texts[hit.transcript_id, hit.sequence], terms),
                   hit.sequence, window.starts[hit.transcript_id, hit.sequence])
         for hit in page
-        if (hit.transcript_id, hit.sequence) in window.texts
+        if _shown(window, hit)
     ]  # fmt: skip
     if not has_more:
         return hits, next_window

@@ -25,9 +25,16 @@ the older revisions fall back to the lookup by primary key); rarer leads keep th
 Every statement is prepared once per connection, with its generic plan
 (connect/engine/postgresql/prepared.py `run`).
 
-The candidates' texts and starts, with what their hits show of each revision and its session,
-are read in one more query. "Newest" is transcript created_at (then id); a window's bounds are
-such pairs, both inclusive.
+A batch also gives each matched revision's session created_at and its candidates' weights
+(migration 0008: each candidate segment's word count and each word's occurrences in it, as
+scoring splits its text), when the query's keys are the index's words (`query_keys` folds a
+query as the index does, so almost always): the window is ranked from them alone, and only
+the page's hits read their texts, transcripts and sessions (`add_page`, one statement of at
+most `limit` rows). A revision with an unknown weight (a text that is not ASCII) and every
+window of another query read their candidates' texts, starts, transcripts and sessions
+instead, in the batch or in one more query, and are scored from the texts: the same scores
+(`scoring.counted_score` is `segment_score`'s formula). "Newest" is transcript created_at (then
+id); a window's bounds are such pairs, both inclusive.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from connect.engine.postgresql import prepared
 import apps.recordings.search.windows as windows
 import apps.recordings.search.postgresql_queries as queries
 from apps.recordings.search.postgresql_queries import (
-    OTHER_WORD_SQL, PAGE_TEXTS_SQL, TEXTS_SQL, WORDS_SQL, batch_sql,
+    OTHER_WORD_SQL, PAGE_SQL, TEXTS_SQL, WORDS_SQL, batch_sql,
 )  # fmt: skip
 from apps.recordings.search.scoring import counted_score
 from apps.recordings.search.terms import query_keys
@@ -148,9 +155,7 @@ def find_window(
                          for also in [set(found[tid])] if (kept := [s for s in sequences if s in also])}  # fmt: skip
             matched += [(row[0], row[1], alive[row[0]][:per_revision]) for row in rows if row[0] in alive]
             if weighted:
-                for transcript_id, _, shared, *revision, weights in rows:
-                    if not _add_weighed(window, transcript_id, shared, revision, weights, order, scored):
-                        unweighed.add(transcript_id)
+                unweighed |= _add_weighed(window, rows, order, scored)
             elif in_batch:
                 for transcript_id, _, _, *hit in rows:
                     _add_hit(window, transcript_id, hit)
@@ -238,34 +243,39 @@ def _add_revision(window: CandidateWindow, transcript_id: str, revision: list[An
     window.created[transcript_id] = session.created_at
 
 
-def _add_weighed(window: CandidateWindow, transcript_id: str, shared: list[int] | None, revision: list[Any],
-                 weights: list[int | None], order: list[int], scored: dict[tuple, float]) -> bool:  # fmt: skip
-    """A revision of a weighted batch into the window: what a hit shows of it, and its
-    candidates' scores from their weights (`weights`: for each candidate in turn, each word's
-    in the batch's order; `order`: the query's keys' places among the words). `scored` holds
-    the scores of the weights seen so far: most candidates share theirs with others. False when
-    a weight is unknown: the revision is then scored from its texts."""
-    if revision[0] is None or not shared:
-        return True  # not a match, or not one the window takes
-    _add_revision(window, transcript_id, revision)
-    words, mask = len(order), (1 << OCCURRENCE_BITS) - 1
-    for i, sequence in enumerate(shared):
-        at = tuple(weights[i * words : (i + 1) * words])
-        score = scored.get(at)
-        if score is None:
-            if None in at or min(at) < 0:
-                return False
-            score = scored[at] = counted_score(at[0] >> OCCURRENCE_BITS, [at[k] & mask for k in order])
-        window.scores[transcript_id, sequence] = score
-    return True
+def _add_weighed(window: CandidateWindow, rows: list[tuple], order: list[int], scored: dict[Any, float]) -> set[str]:
+    """A weighted batch's rows into the window: each matched revision's session created_at
+    and its candidates' scores from their weights (the row's last column: for each candidate
+    in turn, each word's in the batch's order; `order`: the query's keys' places among the
+    words). `scored` holds the scores of the weights seen so far: most candidates share theirs
+    with others. Returns the revisions with an unknown weight: they are scored from their texts."""
+    words, mask, unweighed = len(order), (1 << OCCURRENCE_BITS) - 1, set()
+    for transcript_id, _, shared, session_created, weights in rows:
+        if weights is None or not shared:
+            continue  # not a match, or not one the window takes
+        window.created[transcript_id] = instant(session_created)
+        for i, sequence in enumerate(shared):
+            at = weights[i] if words == 1 else tuple(weights[i * words : (i + 1) * words])
+            score = scored.get(at)
+            if score is None:
+                each = (at,) if words == 1 else at
+                if None in each or min(each) < 0:
+                    unweighed.add(transcript_id)
+                    break
+                score = scored[at] = counted_score(each[0] >> OCCURRENCE_BITS, [each[k] & mask for k in order])
+            window.scores[transcript_id, sequence] = score
+    return unweighed
 
 
-def add_page_texts(window: CandidateWindow, segments: list[tuple[str, int]]) -> None:
-    """The texts and starts of the page's hits' segments ((transcript id, sequence) pairs) that
-    the window was ranked without (`PAGE_TEXTS_SQL`): nothing for one that is gone since."""
+def add_page(window: CandidateWindow, segments: list[tuple[str, int]]) -> None:
+    """What the page's hits show that a window ranked from weights did not read (`PAGE_SQL`):
+    their segments' texts and starts ((transcript id, sequence) pairs), their revisions and
+    sessions; nothing for one that is gone since."""
     with connection.cursor() as db:
-        prepared.run(db, "connect_search_page_texts", PAGE_TEXTS_SQL,
+        prepared.run(db, "connect_search_page", PAGE_SQL,
                      [array_literal([t for t, _ in segments]), array_literal([s for _, s in segments])])  # fmt: skip
-        for transcript_id, sequence, text, start in db.fetchall():
+        for transcript_id, sequence, text, start, *revision in db.fetchall():
             window.texts[transcript_id, sequence] = text
             window.starts[transcript_id, sequence] = start
+            if revision[0] is not None:
+                _add_revision(window, transcript_id, revision)

@@ -88,8 +88,8 @@ def word_columns(weighted: bool) -> str:
 def driver_sql(workspace_id: Any, word: str, revision_kind: str | None, resume: Any, through: Any,
                down_to: Any, limit: int, weighted: bool = False) -> tuple[str, list[Any]]:  # fmt: skip
     """The newest revisions containing `word` (older than `resume`, within `through` … `down_to`,
-    each a (created_at, id) pair or None), with the word's sequences (and weights, `weighted`):
-    one range of the index."""
+    each a (created_at, id) pair or None), with the word's sequences (and, `weighted`, its
+    weights and the session's created_at): one range of the index."""
     where, params = ["workspace_id = %s", "word = %s"], [workspace_id, word]
     if revision_kind:
         where.append("revision_kind = %s")
@@ -98,8 +98,9 @@ def driver_sql(workspace_id: Any, word: str, revision_kind: str | None, resume: 
         if bound is not None:
             where.append(f"(created_at, transcript_id) {op} (%s, %s)")
             params += list(bound)
+    ranked_by = ", session_created_at" if weighted else ""  # the ranking's tie-break, for weights
     sql = (
-        f"SELECT {word_columns(weighted)} FROM recordings_revisionword"
+        f"SELECT {word_columns(weighted)}{ranked_by} FROM recordings_revisionword"
         f" WHERE {' AND '.join(where)} {newest_first()} LIMIT %s"
     )
     return sql, params + [limit]
@@ -123,12 +124,13 @@ def ranged_source(workspace_id: Any, driver: str, driver_params: list[Any], word
 
     Returns the WITH clause and its parameters, then a FROM item `d` (transcript_id,
     created_at, sequences: those shared with every word, intersected in C, NULL or empty when
-    none; with `weighted`, also each word's own sequences and weights, `s0`, `w0` for the
-    driver's, `s1`, `w1` for `words[0]`, …) and its parameters; `batch_sql` continues from `d`
-    as from the driver."""
+    none; with `weighted`, also the driver's session_created_at and each word's own sequences
+    and weights, `s0`, `w0` for the driver's, `s1`, `w1` for `words[0]`, …) and its
+    parameters; `batch_sql` continues from `d` as from the driver."""
     cap = max(1, int(RANGE_ROWS * limit))  # read when called: tests lower it
     ctes, params = [f"d AS MATERIALIZED ({driver})"], list(driver_params)
-    columns, source_params, joins = ["d.sequences AS s0"] + (["d.weights AS w0"] if weighted else []), [], []
+    columns = ["d.sequences AS s0"] + (["d.weights AS w0", "d.session_created_at"] if weighted else [])
+    source_params, joins = [], []
     for n, word in enumerate(words, start=1):
         kind = " AND revision_kind = %s" if revision_kind else ""
         ctes.append(
@@ -152,7 +154,7 @@ def ranged_source(workspace_id: Any, driver: str, driver_params: list[Any], word
     shared = "e.s0"
     for n in range(1, len(words) + 1):
         shared = f"recordings_sequences_and({shared}, e.s{n})"
-    kept = "".join(f", e.s{n}, e.w{n}" for n in range(len(words) + 1)) if weighted else ""
+    kept = "".join(f", e.s{n}, e.w{n}" for n in range(len(words) + 1)) + ", e.session_created_at" if weighted else ""
     source = (f"(SELECT e.transcript_id, e.created_at, {shared} AS sequences{kept} FROM"
               f" (SELECT d.transcript_id, d.created_at, {', '.join(columns)} FROM d{''.join(joins)} OFFSET 0) AS e"
               " OFFSET 0) AS d")  # fmt: skip
@@ -170,10 +172,11 @@ def batch_sql(workspace_id: Any, words: list[str], revision_kind: str | None, re
 
     When that is every word, each row also has HIT_COLUMNS for the first `texts_for` matching
     revisions of the batch (those a window still takes; NULLs for the others): a window of
-    such a query needs no other statement. With `weighted`, REVISION_COLUMNS instead, then the
-    weights (migration 0008) of those first `per_revision` shared sequences: for each of them
-    in turn, each word's, in the order of `words` (NULL past the shared ones): the window is
-    ranked from them and only its page's texts are read (`PAGE_TEXTS_SQL`).
+    such a query needs no other statement. With `weighted`, the session's created_at
+    (`epoch_us`) instead, then the weights (migration 0008) of those first `per_revision` shared
+    sequences: for each of them in turn, each word's, in the order of `words` (NULL past the
+    shared ones): the window is ranked from them alone, and only its page's hits read their
+    texts, transcripts and sessions (`PAGE_SQL`).
 
     The `ranged` words after the first are read as ranges beside the driver's
     (`ranged_source`): for words about as frequent as the driver, a range read in index order
@@ -229,32 +232,34 @@ def batch_sql(workspace_id: Any, words: list[str], revision_kind: str | None, re
     # keeps `c` from being merged into the numbering); OFFSET 0 keeps `i` a subquery of its
     # own, so `shared` is intersected once, not once per use.
     kept = "".join(f", {sequences} AS s{k}, {weights} AS w{k}" for k, (sequences, weights) in enumerate(arrays))
+    kept += ", d.session_created_at"
     at = ", ".join(f"recordings_weight_at(i.s{k}, i.w{k}, i.shared[{n}])"
                    for n in range(1, per_revision + 1) for k in range(len(arrays)))  # fmt: skip
     sql = f"""{with_sql}
-        SELECT b.transcript_id, {epoch_us("b.created_at")}, b.shared, {REVISION_COLUMNS},
+        SELECT b.transcript_id, {epoch_us("b.created_at")}, b.shared, {epoch_us("b.session_created_at")},
                CASE WHEN {taken} THEN b.weights END
         FROM (
             SELECT *, count(*) FILTER (WHERE cardinality(shared) > 0) OVER ({newest_first()}) AS matched
             FROM (
-                SELECT i.transcript_id, i.created_at, i.shared,
+                SELECT i.transcript_id, i.created_at, i.shared, i.session_created_at,
                        CASE WHEN cardinality(i.shared) > 0 THEN ARRAY[{at}] END AS weights
                 FROM (SELECT d.transcript_id, d.created_at, {shared}[1:%s] AS shared{kept}
                       FROM {source}{''.join(joins)} OFFSET 0) AS i
                 OFFSET 0
             ) AS c
         ) AS b
-        {revision_join("b.transcript_id", taken)}
         {newest_first("b.")}
     """
-    # The WITH clause's parameters, the taken revisions' bound (the weights'), the cut, the
-    # driver's (or the ranged words'), the other words, the bound again (the revisions').
-    return sql, [*with_params, texts_for, per_revision, *source_params, *others, texts_for]
+    # The WITH clause's parameters, the taken revisions' bound, the cut, the driver's (or the
+    # ranged words'), the other words.
+    return sql, [*with_params, texts_for, per_revision, *source_params, *others]
 
 
-# The texts and starts of a page's hits' segments: (transcript id, sequence) pairs as two arrays.
-PAGE_TEXTS_SQL = """
-    SELECT seg.transcript_id, seg.sequence, seg.text, seg.timestamp_start
+# What a page of hits ranked from weights shows: its segments' texts and starts, and their
+# revisions and sessions (REVISION_COLUMNS), for (transcript id, sequence) pairs as two arrays.
+PAGE_SQL = f"""
+    SELECT seg.transcript_id, seg.sequence, seg.text, seg.timestamp_start, {REVISION_COLUMNS}
     FROM unnest(%s::varchar[], %s::integer[]) AS p(transcript_id, sequence)
     JOIN recordings_segment AS seg ON seg.transcript_id = p.transcript_id AND seg.sequence = p.sequence
+    {revision_join("p.transcript_id")}
 """
