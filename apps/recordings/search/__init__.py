@@ -23,7 +23,8 @@ Modules, by what changes together:
 - `cursors`: what a page's cursor carries.
 - `sqlite`: the SQLite engine, a walk through the workspace's rowid range.
 - `postgresql`, `postgresql_queries`: the PostgreSQL engine, the rarest word's revisions read
-  in batches and checked against the other words, and its SQL.
+  in batches and checked against the other words, ranked from the weights its index keeps
+  (migration 0008) so that only a page's hits read their texts, and its SQL.
 - `pages`: one page: the window, ranked, cut, and its cursor.
 
 `services.compact_search_index` keeps both indexes merged (hourly).

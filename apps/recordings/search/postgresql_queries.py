@@ -230,10 +230,15 @@ def batch_sql(workspace_id: Any, words: list[str], revision_kind: str | None, re
     # Each word's weights at the shared sequences, taken from its arrays before the rows are
     # numbered (which may sort them), so that only the weights are carried further (OFFSET 0
     # keeps `c` from being merged into the numbering); OFFSET 0 keeps `i` a subquery of its
-    # own, so `shared` is intersected once, not once per use.
+    # own, so `shared` is intersected once, not once per use. A long array is stored
+    # compressed, and every function that reads it decompresses it again: each array a
+    # matched revision's weights are read from is decompressed once (`|| '{}'`, in `x`, which
+    # runs only for a revision that matched: a one-time filter).
     kept = "".join(f", {sequences} AS s{k}, {weights} AS w{k}" for k, (sequences, weights) in enumerate(arrays))
     kept += ", d.session_created_at"
-    at = ", ".join(f"recordings_weight_at(i.s{k}, i.w{k}, i.shared[{n}])"
+    unpacked = ", ".join(f"i.s{k} || '{{}}'::integer[] AS s{k}, i.w{k} || '{{}}'::integer[] AS w{k}"
+                         for k in range(len(arrays)))  # fmt: skip
+    at = ", ".join(f"recordings_weight_at(x.s{k}, x.w{k}, i.shared[{n}])"
                    for n in range(1, per_revision + 1) for k in range(len(arrays)))  # fmt: skip
     sql = f"""{with_sql}
         SELECT b.transcript_id, {epoch_us("b.created_at")}, b.shared, {epoch_us("b.session_created_at")},
@@ -241,10 +246,13 @@ def batch_sql(workspace_id: Any, words: list[str], revision_kind: str | None, re
         FROM (
             SELECT *, count(*) FILTER (WHERE cardinality(shared) > 0) OVER ({newest_first()}) AS matched
             FROM (
-                SELECT i.transcript_id, i.created_at, i.shared, i.session_created_at,
-                       CASE WHEN cardinality(i.shared) > 0 THEN ARRAY[{at}] END AS weights
+                SELECT i.transcript_id, i.created_at, i.shared, i.session_created_at, wt.weights
                 FROM (SELECT d.transcript_id, d.created_at, {shared}[1:%s] AS shared{kept}
                       FROM {source}{''.join(joins)} OFFSET 0) AS i
+                LEFT JOIN LATERAL (
+                    SELECT ARRAY[{at}] AS weights
+                    FROM (SELECT {unpacked} WHERE cardinality(i.shared) > 0 OFFSET 0) AS x
+                ) AS wt ON true
                 OFFSET 0
             ) AS c
         ) AS b
