@@ -47,8 +47,8 @@ def expected_weight(text: str, word: str) -> int:
 
 def index_rows(workspace_id: str) -> dict[tuple[str, str], tuple[list[int], list[int]]]:
     with connection.cursor() as db:
-        db.execute("SELECT transcript_id, word, sequences, weights FROM recordings_revisionword WHERE workspace_id = %s",
-                   [workspace_id])  # fmt: skip
+        db.execute("SELECT transcript_id, word, sequences, weights FROM recordings_revisionword"
+                   " WHERE workspace_id = %s", [workspace_id])  # fmt: skip
         return {(t, w): (s, wt) for t, w, s, wt in db.fetchall()}
 
 
@@ -163,7 +163,8 @@ def test_pages_ranked_from_weights_are_those_ranked_from_texts(api, seeded, monk
                            "weights, ranges cut short": {"RANGE_ROWS": 0.3, "FIRST_BATCH": 3}}.items():  # fmt: skip
         monkeypatch.undo()
         for setting, value in settings.items():
-            monkeypatch.setattr(postgresql_queries if hasattr(postgresql_queries, setting) else postgresql, setting, value)
+            module = postgresql_queries if hasattr(postgresql_queries, setting) else postgresql
+            monkeypatch.setattr(module, setting, value)
         assert {query: pages(api, key, query, limit) for query in QUERIES} == expected, name
 
 

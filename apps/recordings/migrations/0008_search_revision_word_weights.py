@@ -174,7 +174,8 @@ def backwards(apps, schema_editor) -> None:
     for statement in before.POSTGRESQL_INSTALL:
         if "CREATE FUNCTION" in statement:
             schema_editor.execute(statement.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"), params=None)
-    schema_editor.execute(f"ALTER TABLE {TABLE} DROP COLUMN IF EXISTS weights, DROP COLUMN IF EXISTS session_created_at", params=None)
+    schema_editor.execute(f"ALTER TABLE {TABLE} DROP COLUMN IF EXISTS weights, DROP COLUMN IF EXISTS session_created_at",
+                          params=None)  # fmt: skip
     schema_editor.execute("DROP FUNCTION IF EXISTS recordings_search_words(text)", params=None)
     schema_editor.execute("DROP FUNCTION IF EXISTS recordings_weight_at(integer[], integer[], integer)", params=None)
 

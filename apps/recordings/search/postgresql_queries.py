@@ -80,8 +80,8 @@ def newest_first(alias: str = "") -> str:
     return f"ORDER BY {alias}created_at DESC, {alias}transcript_id DESC"
 
 
-# A revision word's columns a batch reads: its weights too when it scores from them.
 def word_columns(weighted: bool) -> str:
+    """A revision word's columns a batch reads: its weights too when it scores from them."""
     return "transcript_id, created_at, sequences" + (", weights" if weighted else "")
 
 
@@ -154,7 +154,7 @@ def ranged_source(workspace_id: Any, driver: str, driver_params: list[Any], word
     shared = "e.s0"
     for n in range(1, len(words) + 1):
         shared = f"recordings_sequences_and({shared}, e.s{n})"
-    kept = "".join(f", e.s{n}, e.w{n}" for n in range(len(words) + 1)) + ", e.session_created_at" if weighted else ""
+    kept = ("".join(f", e.s{n}, e.w{n}" for n in range(len(words) + 1)) + ", e.session_created_at") if weighted else ""
     source = (f"(SELECT e.transcript_id, e.created_at, {shared} AS sequences{kept} FROM"
               f" (SELECT d.transcript_id, d.created_at, {', '.join(columns)} FROM d{''.join(joins)} OFFSET 0) AS e"
               " OFFSET 0) AS d")  # fmt: skip
