@@ -125,18 +125,20 @@ def _worker_owning_local_port(server_pid: int, port: int) -> int | None:
 def test_a_worker_killed_mid_attempt_loses_nothing(webhook_server, live_receiver, alice):
     """Every request hangs until a worker has been caught holding one and killed. On a busy
     machine the scan can miss an attempt's window (the worker's 4 s timeout ends it first, seen
-    in CI): that attempt is recorded as a timeout and the next one is caught instead."""
+    in CI, and three in a row in a full run beside two CPU burners): that attempt is recorded
+    as a timeout and the next one is caught instead, up to the sixth of the seven attempts (the
+    seventh must then succeed)."""
     killed = threading.Event()
     live_receiver.behaviour = lambda n: 204 if killed.is_set() else "hang"
     endpoint_id = subscribe(webhook_server, alice, live_receiver.url)
     factories.session(alice.workspace)
-    for arrival in range(1, 4):
-        worker_port = live_receiver.wait_for_arrivals(arrival)[-1]
+    for arrival in range(1, 7):
+        worker_port = live_receiver.wait_for_arrivals(arrival)[arrival - 1]  # this attempt's, not a later one's
         worker = _worker_owning_local_port(webhook_server.process.pid, worker_port)
         if worker is not None:
             break
     else:
-        raise AssertionError("three attempts in a row ended before their worker was found")
+        raise AssertionError("six attempts in a row ended before their worker was found")
     os.kill(worker, signal.SIGKILL)
     killed.set()
     live_receiver.release.set()
