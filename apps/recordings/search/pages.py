@@ -75,9 +75,10 @@ def search_transcripts(
         return [], None
 
     window = find_window(terms, workspace.id, revision_kind, start.window_from, start.shown)
-    next_window = next_window_cursor(workspace.id, digest, window.last) if window.more else None
+    # The cursor of the next window, signed only for a page that ends its window.
+    next_window = lambda: next_window_cursor(workspace.id, digest, window.last) if window.more else None  # noqa: E731
     if not window.candidates:
-        return [], next_window
+        return [], next_window()
     ranked = rank(window.candidates, window.texts, window.created, query_keys(terms), start.after, window.scores)
     page = ranked[: limit + 1]
     has_more = len(page) > limit
@@ -95,6 +96,6 @@ def search_transcripts(
         if _shown(window, hit)
     ]  # fmt: skip
     if not has_more:
-        return hits, next_window
+        return hits, next_window()
     # The window as found now, so that its next page ranks the same revisions.
     return hits, same_window_cursor(workspace.id, digest, window.bounds(), page[-1])

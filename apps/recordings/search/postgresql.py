@@ -144,7 +144,9 @@ def find_window(
                                               per_revision, texts_for=max_revisions - len(matched),
                                               ranged=ranged, weighted=weighted))  # fmt: skip
             rows = db.fetchall()
-            scanned += len(rows)
+            # A weighted batch returns its matches and its last revision, and how many it read.
+            read = (rows[0][-1] if rows else 0) if weighted else len(rows)
+            scanned += read
             alive = {row[0]: row[2] for row in rows if row[2]}
             for word in words[queries.SQL_WORDS:]:  # beyond those the batch intersected
                 if not alive:
@@ -163,7 +165,7 @@ def find_window(
                 oldest = (instant(rows[-1][1]), rows[-1][0])
             if len(matched) > max_revisions:
                 break
-            if len(rows) < batch:
+            if read < batch:
                 exhausted = True  # no older revisions contain the word (in a window shown: none left in it)
                 break
             if scanned >= max_scanned:
@@ -250,7 +252,7 @@ def _add_weighed(window: CandidateWindow, rows: list[tuple], order: list[int], s
     words). `scored` holds the scores of the weights seen so far: most candidates share theirs
     with others. Returns the revisions with an unknown weight: they are scored from their texts."""
     words, mask, unweighed = len(order), (1 << OCCURRENCE_BITS) - 1, set()
-    for transcript_id, _, shared, session_created, weights in rows:
+    for transcript_id, _, shared, session_created, weights, _ in rows:
         if weights is None or not shared:
             continue  # not a match, or not one the window takes
         window.created[transcript_id] = instant(session_created)

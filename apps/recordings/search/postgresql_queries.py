@@ -175,8 +175,9 @@ def batch_sql(workspace_id: Any, words: list[str], revision_kind: str | None, re
     such a query needs no other statement. With `weighted`, the session's created_at
     (`epoch_us`) instead, then the weights (migration 0008) of those first `per_revision` shared
     sequences: for each of them in turn, each word's, in the order of `words` (NULL past the
-    shared ones): the window is ranked from them alone, and only its page's hits read their
-    texts, transcripts and sessions (`PAGE_SQL`).
+    shared ones), then how many revisions the batch read: the window is ranked from them alone,
+    and only its page's hits read their texts, transcripts and sessions (`PAGE_SQL`). Such a
+    batch returns its matching revisions and its last one only (where the next batch starts).
 
     The `ranged` words after the first are read as ranges beside the driver's
     (`ranged_source`): for words about as frequent as the driver, a range read in index order
@@ -242,9 +243,10 @@ def batch_sql(workspace_id: Any, words: list[str], revision_kind: str | None, re
                    for n in range(1, per_revision + 1) for k in range(len(arrays)))  # fmt: skip
     sql = f"""{with_sql}
         SELECT b.transcript_id, {epoch_us("b.created_at")}, b.shared, {epoch_us("b.session_created_at")},
-               CASE WHEN {taken} THEN b.weights END
+               CASE WHEN {taken} THEN b.weights END, b.read
         FROM (
-            SELECT *, count(*) FILTER (WHERE cardinality(shared) > 0) OVER ({newest_first()}) AS matched
+            SELECT *, count(*) FILTER (WHERE cardinality(shared) > 0) OVER ({newest_first()}) AS matched,
+                   row_number() OVER ({newest_first()}) AS nth, count(*) OVER () AS read
             FROM (
                 SELECT i.transcript_id, i.created_at, i.shared, i.session_created_at, wt.weights
                 FROM (SELECT d.transcript_id, d.created_at, {shared}[1:%s] AS shared{kept}
@@ -256,6 +258,7 @@ def batch_sql(workspace_id: Any, words: list[str], revision_kind: str | None, re
                 OFFSET 0
             ) AS c
         ) AS b
+        WHERE cardinality(b.shared) > 0 OR b.nth = b.read
         {newest_first("b.")}
     """
     # The WITH clause's parameters, the taken revisions' bound, the cut, the driver's (or the
