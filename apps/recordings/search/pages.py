@@ -75,8 +75,11 @@ def search_transcripts(
         return [], None
 
     window = find_window(terms, workspace.id, revision_kind, start.window_from, start.shown)
-    # The cursor of the next window, signed only for a page that ends its window.
-    next_window = lambda: next_window_cursor(workspace.id, digest, window.last) if window.more else None  # noqa: E731
+
+    def next_window() -> str | None:
+        """The cursor of the next window: signed only for a page that ends its window."""
+        return next_window_cursor(workspace.id, digest, window.last) if window.more else None
+
     if not window.candidates:
         return [], next_window()
     ranked = rank(window.candidates, window.texts, window.created, query_keys(terms), start.after, window.scores)
