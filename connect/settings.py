@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "apps.oauth",
     "apps.access",
     "apps.recordings",
+    "apps.ingest",
     "apps.webhooks",
     "apps.events",
     "apps.mcp",

@@ -29,10 +29,20 @@ class Session(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
+    # The producer's own id for the session (the ingest API's `{externalId}` and the importer's
+    # key): unique in its workspace, so a producer that says it twice means one session.
+    external_id = models.CharField(max_length=200, null=True, blank=True)
 
     class Meta:
         # The list is newest first with a keyset cursor on (created_at, id).
         indexes = [models.Index(fields=["workspace", "-created_at", "-id"], name="session_ws_newest")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "external_id"],
+                condition=models.Q(external_id__isnull=False),
+                name="session_ws_external_id",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.label or self.id
