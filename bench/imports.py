@@ -7,7 +7,7 @@ function-level `from apps…` imports, read from the source with `ast` (nothing 
 script. `--modules` also lists the module-level edges of the modules under those prefixes
 (e.g. `apps.access apps.tenancy`).
 
-The layer order is docs/decisions.md "One doorkeeper": an import from a lower layer into a
+The layer order is docs/decisions/authentication.md "One doorkeeper": an import from a lower layer into a
 higher one is upward. Imports under `if TYPE_CHECKING:` are not counted (they never run).
 `ALLOWED_UPWARD` names the module-level exceptions the decisions justify.
 """
@@ -32,9 +32,9 @@ LAYERS = {
     "webhooks": 6,
 }
 # (importing module prefix, imported app): HTTP edges of a lower app that use the doorkeeper's
-# pure rules (docs/decisions.md "One doorkeeper"), and
+# pure rules (docs/decisions/authentication.md "One doorkeeper"), and
 # recordings' services write each change's event into the outbox in the same transaction
-# (docs/decisions.md "Layering: the outbox under the services").
+# (docs/decisions/event-log.md "Layering: the outbox under the services").
 ALLOWED_UPWARD = {("apps.oauth.views", "access"), ("apps.recordings.services", "events")}
 
 

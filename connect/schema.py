@@ -2,7 +2,7 @@
 
 drf-spectacular's views import its generator and `plumbing`, and through them `django.test`,
 Jinja2, `unittest`, `requests` and PyYAML: several MB of every server process, which most
-processes never use (docs/decisions.md "What a server process imports"). The views are made on
+processes never use (docs/decisions/runtime.md "What a server process imports"). The views are made on
 first use; tests/test_server_imports.py keeps the machinery out of a started server.
 """
 

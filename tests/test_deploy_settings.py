@@ -1,6 +1,6 @@
 """Deployment settings, checked in real processes: with an https base URL the cookies are
 secure, HSTS is on, plain http is redirected (except the health endpoints), and
-`check --deploy` prints only warnings that docs/decisions.md explains."""
+`check --deploy` prints only warnings that docs/decisions/operations.md explains."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_check_deploy_prints_only_explained_warnings():
     result = run_manage("check", "--deploy", env=HTTPS)
     assert result.returncode == 0, result.stderr
     printed = set(re.findall(r"\(([\w.]+\.[WE]\d+)\)", result.stdout + result.stderr))
-    decisions = (ROOT / "docs" / "decisions.md").read_text()
+    decisions = (ROOT / "docs" / "decisions" / "operations.md").read_text()
     unexplained = {check for check in printed if check not in decisions}
     assert not unexplained, result.stderr
     assert not {check for check in printed if ".E" in check}

@@ -390,7 +390,7 @@ def test_production_start_on_a_scratch_database(scratch):
     migrate, collectstatic, check, serve = commands
     run_line(migrate, env)
     assert "static files copied" in run_line(collectstatic, env)
-    assert "identified 3 issues" in run(check, env).stderr  # the three docs/decisions.md explains
+    assert "identified 3 issues" in run(check, env).stderr  # the three docs/decisions/operations.md explains
     # `serve` on 0.0.0.0:8000 is not started here (a fixed port on every interface); README's
     # operator `serve` line runs the same command below, and its flags are checked above.
     assert _argv(serve, {})[2:4] == ["serve", "--host"]

@@ -202,7 +202,7 @@ class DeliveryAttempt(models.Model):
     # a delivery), so the health board reads an endpoint's attempts of a time window from
     # `attempt_endpoint_started` without joining every delivery (issue 22; bench/README.md).
     # Nullable: rows written by the previous release during a rolling deploy have none until
-    # the backfill of migration 0006 reaches them (docs/decisions.md "The attempt's endpoint").
+    # the backfill of migration 0006 reaches them (docs/decisions/webhooks.md "The attempt's endpoint").
     # No index of its own (`attempt_endpoint_started` leads with it) and no database constraint:
     # it is a copy of the delivery's own checked reference, and adding a checked one would
     # re-read the whole table under lock while deploying (the ORM still cascades deletes).

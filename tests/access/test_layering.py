@@ -1,4 +1,4 @@
-"""The doorkeeper's place in the layers (docs/decisions.md "One doorkeeper"), read from the
+"""The doorkeeper's place in the layers (docs/decisions/authentication.md "One doorkeeper"), read from the
 source by bench/imports.py: nothing below access imports it (oauth's authorization views
 excepted: they read its pure audience rules), access imports nothing above it, and no import
 circle holds any of its modules."""

@@ -5,7 +5,7 @@ not accept one of the operation's documented query parameters, or when a field o
 
 The models are written by hand, not generated: they are few, their Python names and nesting
 are part of the client's surface, and this test is what keeps them complete
-(docs/decisions.md)."""
+(docs/decisions/python-client.md)."""
 
 from __future__ import annotations
 

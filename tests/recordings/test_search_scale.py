@@ -1,4 +1,4 @@
-"""Search at scale (docs/decisions.md "Search at scale"): the index keyed by workspace, the
+"""Search at scale (docs/decisions/search.md "Search at scale"): the index keyed by workspace, the
 bounded candidate set, query shapes that must stay bounded, freshness after commit. Small data;
 timings belong in bench/."""
 

@@ -2,7 +2,7 @@
 
 The candidate set is cut to 3 revisions here, so ten matches span four windows: a page holds
 hits of one window, ranked in it, and the cursor goes on into the next window (older matches)
-until nothing further matches (apps/recordings/search/, docs/decisions.md "Search at scale")."""
+until nothing further matches (apps/recordings/search/, docs/decisions/search.md "Search at scale")."""
 
 from __future__ import annotations
 

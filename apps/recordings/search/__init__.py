@@ -1,4 +1,4 @@
-"""Full-text search over transcript segments (DESIGN.md §1 "Search", docs/decisions.md "Search").
+"""Full-text search over transcript segments (DESIGN.md §1 "Search", docs/decisions/search.md).
 
 The index is the database's own, keyed by workspace first (migrations 0002 and 0003): FTS5 on
 SQLite, whose rowids put the workspace, then the revision, then the sequence; on PostgreSQL a

@@ -2,7 +2,7 @@
 of the last 24 hours from (endpoint, started_at, duration_ms, error) instead of joining every
 delivery (bench/README.md, "Delivery health board at 1,000,000 deliveries").
 
-Safe while the previous release is still running (docs/decisions.md, "The attempt's endpoint"):
+Safe while the previous release is still running (docs/decisions/webhooks.md, "The attempt's endpoint"):
 - the column is nullable with no database default and no constraint, so adding it is a change
   of the catalogue only, and the previous release's inserts (which do not name it) still work;
 - existing rows are filled in batches of `BATCH` ids, one short transaction each, so no
