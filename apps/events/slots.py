@@ -197,7 +197,9 @@ def _db_acquire(workspace_id: int, process: str, limit: int, holder: str) -> int
     now = timezone.now()
     slots = StreamSlot.objects.filter(workspace_id=workspace_id)
     slots.filter(lease_expires_at__lt=now).delete()
-    mine = slots.filter(holder=holder).values_list("pk", flat=True).first()
+    # By process and holder: holders are counted per process, so another process's open may
+    # carry the same holder (its row is never this open's).
+    mine = slots.filter(process=process, holder=holder).values_list("pk", flat=True).first()
     if mine is not None:
         return mine
     for number in _free_numbers(workspace_id, limit):
@@ -212,7 +214,10 @@ def _db_acquire(workspace_id: int, process: str, limit: int, holder: str) -> int
                 )
             return slot.pk
         except IntegrityError:
-            continue  # another connect, here or elsewhere, took this number first
+            # Another connect took this number first, or this open's own row exists already.
+            mine = slots.filter(process=process, holder=holder).values_list("pk", flat=True).first()
+            if mine is not None:
+                return mine
     return None
 
 
