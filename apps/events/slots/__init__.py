@@ -9,7 +9,7 @@ Redis sorted sets in production (`redis.py`), `StreamSlot` rows embedded (`datab
 - A slot lives as long as a stream its process's hub holds: the hub renews its live streams'
   slots by id, a slot nobody renews lapses after one lease, and a stream whose slot is gone ends.
 - Redis: a process's slots go once its hub's named Redis connection is gone (a killed process).
-Why, and what was tried: docs/decisions/stream-slots.md."""
+Why: docs/decisions/stream-slots.md."""
 
 from __future__ import annotations
 
