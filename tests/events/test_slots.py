@@ -1,4 +1,4 @@
-"""The connection limit's slots (apps/events/slots.py): a process that dies without releasing
+"""The connection limit's slots (apps/events/slots/): a process that dies without releasing
 its slots — SIGKILL, a lost machine — stops renewing their leases, and they lapse within a
 minute; the slots of a live process's open streams, renewed by id, never do, and a slot whose
 stream is gone lapses even while its process lives. The clock is moved instead of waiting.
