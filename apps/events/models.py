@@ -85,8 +85,9 @@ class StreamSlot(models.Model):
     """One open event stream. `number` is in [0, limit) and unique per workspace, so concurrent
     connects on any process or instance can never hold more than `limit` slots: the database's
     unique constraint arbitrates. A process renews the leases of its live streams' slots; a
-    killed process's slots expire with the lease (slots.py). `holder` names the stream open that
-    took the slot, so a retried acquire finds its own row."""
+    killed process's slots expire with the lease (apps/events/slots). `holder` names the stream open that
+    took the slot within its process, so a retried acquire finds its own row and never another
+    process's: `(workspace, process, holder)` is unique too."""
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     number = models.PositiveIntegerField()
@@ -96,5 +97,8 @@ class StreamSlot(models.Model):
     lease_expires_at = models.DateTimeField()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["workspace", "number"], name="streamslot_unique_number")]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "number"], name="streamslot_unique_number"),
+            models.UniqueConstraint(fields=["workspace", "process", "holder"], name="streamslot_unique_holder"),
+        ]
         indexes = [models.Index(fields=["process"], name="streamslot_process")]

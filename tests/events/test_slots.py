@@ -1,4 +1,4 @@
-"""The connection limit's slots (apps/events/slots.py): a process that dies without releasing
+"""The connection limit's slots (apps/events/slots/): a process that dies without releasing
 its slots — SIGKILL, a lost machine — stops renewing their leases, and they lapse within a
 minute; the slots of a live process's open streams, renewed by id, never do, and a slot whose
 stream is gone lapses even while its process lives. The clock is moved instead of waiting.
@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from apps.events import fanout, slots
 from apps.events.models import StreamSlot
+from apps.events.slots import database as database_store
 from tests.redis_server import REDIS_SERVER, RedisServer
 
 pytestmark = pytest.mark.django_db
@@ -62,7 +63,7 @@ def store(request, settings):
 def clock(monkeypatch):
     start = timezone.now()
     state = {"now": start}
-    monkeypatch.setattr(slots.timezone, "now", lambda: state["now"])
+    monkeypatch.setattr(timezone, "now", lambda: state["now"])
 
     def advance(seconds: float):
         state["now"] += timedelta(seconds=seconds)
@@ -269,13 +270,13 @@ def test_a_hub_at_its_start_frees_the_slots_of_killed_processes_in_every_workspa
     assert slots.existing_slots([alive]) == set()
 
 
-@pytest.mark.parametrize("indexed_tries", [slots._INDEXED_TRIES, 0])
+@pytest.mark.parametrize("indexed_tries", [database_store._INDEXED_TRIES, 0])
 def test_a_freed_number_in_the_middle_is_taken_again_and_the_limit_holds(acme, store, monkeypatch, indexed_tries):
     """The database store finds a free number from its index (past the highest, below the lowest,
     the first gap) instead of reading every row: the same numbers the scan (0 tries) gives."""
     if store:
         pytest.skip("the database store's numbers")
-    monkeypatch.setattr(slots, "_INDEXED_TRIES", indexed_tries)
+    monkeypatch.setattr(database_store, "_INDEXED_TRIES", indexed_tries)
     taken = [acquire(acme, "p") for _ in range(LIMIT)]
     assert None not in taken and acquire(acme, "p") is None
     numbers = lambda: sorted(StreamSlot.objects.filter(workspace_id=acme.id).values_list("number", flat=True))  # noqa: E731

@@ -22,6 +22,7 @@ import redis
 
 from apps.events import fanout, slots
 from apps.events.models import Event
+from apps.events.slots.redis import RedisSlots
 from tests import factories
 from tests.events.faults import (
     REDIS_SERVER,
@@ -93,7 +94,7 @@ def slot_rows() -> int:
 def slots_leased_past(moment) -> int:
     """Slots whose lease ends after `moment` (renewed since `moment - lease`)."""
     client = fanout.redis_client()
-    return sum(client.zcount(key, int(moment.timestamp() * 1000), "+inf") for key in slots._RedisSlots.keys())
+    return sum(client.zcount(key, int(moment.timestamp() * 1000), "+inf") for key in RedisSlots.keys())
 
 
 def open_stream(server, key: str) -> httpx.Response:

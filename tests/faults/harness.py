@@ -415,11 +415,11 @@ class Scenario:
         Redis that is down holds none (no persistence: it restarts empty)."""
         import redis
 
-        from apps.events.slots import _RedisSlots
+        from apps.events.slots.redis import RedisSlots
 
         client = redis.Redis.from_url(self.stack.redis.url, socket_timeout=5, socket_connect_timeout=5)
         try:
-            return client.zcount(_RedisSlots.key(self.workspace.id), int(time.time() * 1000), "+inf")
+            return client.zcount(RedisSlots.key(self.workspace.id), int(time.time() * 1000), "+inf")
         except redis.ConnectionError:
             return 0
         finally:
