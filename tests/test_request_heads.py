@@ -51,7 +51,8 @@ MALFORMED = {
     "Content-Length with Transfer-Encoding": (
         b"POST /api/v1/webhooks HTTP/1.1\r\n" + HOST
         + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", "framing"),
-    "negative Content-Length": (b"POST /api/v1/webhooks HTTP/1.1\r\n" + HOST + b"Content-Length: -1\r\n\r\n", "framing"),
+    "negative Content-Length": (b"POST /api/v1/webhooks HTTP/1.1\r\n" + HOST + b"Content-Length: -1\r\n\r\n",
+                                "framing"),
     "malformed chunk": (b"POST /api/v1/webhooks HTTP/1.1\r\n" + HOST + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n",
                         "body"),
 }  # fmt: skip

@@ -144,8 +144,8 @@ class Asking(threading.Thread):
 
 
 class NewConnections(threading.Thread):
-    """Sends `/test/thread` on a new connection each time, until `process`'s replacement has
-    answered and at least `count` answers are in; notes each answer and when it came."""
+    """Sends `/test/thread` on a new connection each time, until a process not in `known` (a
+    replacement) has answered and at least `count` answers are in; notes each and when it came."""
 
     def __init__(self, server, known: set[int], count: int) -> None:
         super().__init__(daemon=True)
@@ -157,7 +157,9 @@ class NewConnections(threading.Thread):
         return any(process not in self.known for _, _, process in self.answers)
 
     def run(self) -> None:
-        while len(self.answers) + len(self.failures) < 1000 and not (self.replaced() and len(self.answers) >= self.count):
+        while len(self.answers) + len(self.failures) < 1000:
+            if self.replaced() and len(self.answers) >= self.count:
+                return
             try:
                 with httpx.Client(base_url=self.server.url, timeout=60) as client:
                     response = client.get("/test/thread")

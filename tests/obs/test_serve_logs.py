@@ -60,7 +60,8 @@ def test_everything_serve_writes_is_json(json_server):
     os.kill(victim, signal.SIGKILL)
     wait_until(lambda: len(daphnes(json_server)) == 2 and victim not in daphnes(json_server),
                what="the killed server replaced", timeout=120)  # fmt: skip
-    wait_until(lambda: httpx.get(f"{json_server.url}/healthz", timeout=60).status_code == 200, what="serving", timeout=60)
+    wait_until(lambda: httpx.get(f"{json_server.url}/healthz", timeout=60).status_code == 200,
+               what="serving", timeout=60)  # fmt: skip
     json_server.stop()
     lines = [line for line in json_server.log.read_text().splitlines() if line.strip()]
     not_json = []

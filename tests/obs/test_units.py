@@ -110,7 +110,7 @@ def test_a_disallowed_host_is_one_warning_line_in_either_format(log_format, enco
         raise ValueError("Invalid HTTP_HOST header: 'evil.example'.")
     except ValueError:
         exc_info = sys.exc_info()
-    line = logging.LogRecord("django.security.DisallowedHost", logging.ERROR, __file__, 1, "Invalid host", None, exc_info)
+    line = logging.LogRecord("django.security.DisallowedHost", logging.ERROR, __file__, 1, "Invalid host", (), exc_info)
     assert AsWarningLine().filter(line)
     text = formatter.format(line)
     assert "\n" not in text and "Traceback" not in text and "WARNING" in text and "ERROR" not in text
