@@ -174,7 +174,7 @@ def test_a_frozen_server_process_is_replaced_and_the_other_loses_nothing(tmp_pat
     connection from the moment of the freeze is answered (those hashed to the frozen socket
     wait in its queue, which `serve` holds, for the replacement), and every request on the
     other process's connections succeeds meanwhile."""
-    with serve(tmp_path, workers=2, env={"CONNECT_SERVE_LIVENESS_SECONDS": "2"}) as server:
+    with serve(tmp_path, workers=2, env={"CONNECT_SERVE_LIVENESS_SECONDS": "3"}) as server:
         frozen, healthy = wait_until(lambda: both_daphnes(server), what="both servers", timeout=60)
         askers = [Asking(pinned_client(server, healthy), "/test/thread?hold=0.2") for _ in range(2)]
         for asker in askers:
