@@ -15,9 +15,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "connect.settings")
 
 
 def _build():
+    from apps.core.context import new_request_id
     from connect.engine import http_limits
 
-    http_limits.install()  # oversized request lines and header blocks get 414/431, not a silent close
+    http_limits.install(new_request_id)  # refused request heads get our JSON 400/414/431, not Twisted's
 
     from channels.routing import ProtocolTypeRouter, URLRouter
     from django.urls import re_path

@@ -310,6 +310,11 @@ CONNECT_RATE_LIMIT_PER_WORKSPACE = envint("CONNECT_RATE_LIMIT_PER_WORKSPACE", 12
 # server processes, an SQLite progress-handler deadline; past it the client gets 503 timeout.
 CONNECT_REQUEST_TIMEOUT_SECONDS = float(env("CONNECT_REQUEST_TIMEOUT_SECONDS", "10"))
 
+# `serve` kills and restarts a server process whose event loop has not said it is alive for
+# this long (connect/engine/serve.py): a frozen process would keep its share of new connections.
+# Generous, so that a process busy under load is never taken for a frozen one; 0 turns it off.
+CONNECT_SERVE_LIVENESS_SECONDS = float(env("CONNECT_SERVE_LIVENESS_SECONDS", "10"))
+
 # CORS (django-cors-headers) on the Bearer-only paths, from the origin policy and the header
 # lists in apps/core/cors.py; the Channels routes get the same from its ASGI wrapper.
 from apps.core import cors as _cors  # noqa: E402
@@ -357,6 +362,7 @@ if envbool("CONNECT_BEHIND_PROXY"):
 CONNECT_LOG_FORMAT = env("CONNECT_LOG_FORMAT", "text")
 from apps.core.logs import logging_config  # noqa: E402
 
+LOGGING_CONFIG = "apps.core.logs.configure"
 LOGGING = logging_config(CONNECT_LOG_FORMAT, env("LOG_LEVEL", "INFO"))
 
 # --- Metrics --------------------------------------------------------------------------------

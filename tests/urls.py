@@ -1,6 +1,6 @@
 """Production URLs plus views that only tests serve (tests/settings.py): they show which
-thread ran a request, hold a thread for a while, or run a slow database statement, to test how
-the server schedules work and bounds it."""
+thread ran a request, hold or keep a thread computing for a while, or run a slow database
+statement, to test how the server schedules work and bounds it."""
 
 import os
 import threading
@@ -42,6 +42,15 @@ def sleep_view(request):
     return JsonResponse({"slept": True})
 
 
+def spin_view(request):
+    """Keeps its lane's thread computing (pure Python, holding the GIL between switches)."""
+    deadline = time.monotonic() + float(request.GET.get("seconds", "1"))
+    turns = 0
+    while time.monotonic() < deadline:
+        turns += sum(range(1000)) > 0
+    return JsonResponse({"process": os.getpid(), "turns": turns})
+
+
 def slow_query(seconds: float) -> None:
     """A statement that keeps the database busy for `seconds` (unless the deadline stops it)."""
     with connection.cursor() as cursor:
@@ -80,6 +89,7 @@ class SlowQueryApi(APIView):
 urlpatterns = [
     path("test/thread", thread_view),
     path("test/sleep", sleep_view),
+    path("test/spin", spin_view),
     path("test/hold", hold_view),
     path("test/slow-query", slow_query_view),
     path("test/slow-query-api", SlowQueryApi.as_view()),

@@ -9,6 +9,7 @@ ids are the credential's id, never its value.
 from __future__ import annotations
 
 import logging
+import logging.config
 from typing import Any
 
 from apps.core import context
@@ -50,13 +51,28 @@ class TextFormatter(logging.Formatter):
         return f"{head} {' '.join(pairs)}{newline}{rest}"
 
 
-def logging_config(log_format: str, level: str) -> dict[str, Any]:
+class AsWarningLine(logging.Filter):
+    """Lowers a record to one WARNING line without its traceback (logger filter). Django logs a
+    request with a disallowed Host at ERROR with a traceback: the client's mistake, answered
+    `400 invalid_request`, not a failure of ours."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.exc_info = record.exc_text = record.stack_info = None
+        return True
+
+
+# python-json-logger's orjson flavour is a third cheaper a line than its json one; `serve`'s
+# supervising process, which imports no orjson, writes its few lines with the json one.
+JSON_FORMATTERS = {"orjson": "pythonjsonlogger.orjson.OrjsonFormatter", "json": "pythonjsonlogger.json.JsonFormatter"}
+
+
+def logging_config(log_format: str, level: str, *, encoder: str = "orjson") -> dict[str, Any]:
     if log_format not in ("json", "text"):
         raise ValueError(f"CONNECT_LOG_FORMAT must be json or text, not {log_format!r}")
     formatters = {
         "json": {
-            # python-json-logger's orjson flavour: a third cheaper a line than its json one.
-            "()": "pythonjsonlogger.orjson.OrjsonFormatter",
+            "()": JSON_FORMATTERS[encoder],
             "fmt": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s",
             "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
         },
@@ -65,11 +81,24 @@ def logging_config(log_format: str, level: str) -> dict[str, Any]:
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "filters": {"context": {"()": "apps.core.logs.ContextFilter"}},
+        "filters": {
+            "context": {"()": "apps.core.logs.ContextFilter"},
+            "as_warning_line": {"()": "apps.core.logs.AsWarningLine"},
+        },
         "formatters": {log_format: formatters[log_format]},
         "handlers": {
             "console": {"class": "logging.StreamHandler", "formatter": log_format, "filters": ["context"]},
         },
         "root": {"handlers": ["console"], "level": level},
-        "loggers": {"django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False}},
+        "loggers": {
+            "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+            "django.security.DisallowedHost": {"filters": ["as_warning_line"]},
+        },
     }
+
+
+def configure(config: dict[str, Any]) -> None:
+    """LOGGING_CONFIG: the dictionary config, and Python's warnings written as log records, so
+    that none is printed as a bare line into a JSON log."""
+    logging.config.dictConfig(config)
+    logging.captureWarnings(True)

@@ -38,6 +38,7 @@ import sys
 import threading
 import types
 
+HEARTBEAT_SECONDS = 1.0
 DEFERRED = ("requests", "urllib3", "yaml", "click", "cbor2")
 
 _loading = threading.RLock()
@@ -121,16 +122,32 @@ def settle_start_up_heap() -> None:
         pass
 
 
-def report_ready() -> None:
-    """Tells `serve` this process serves (its reactor runs and watches the socket daphne was
-    given before `reactor.run()`): one byte on the pipe named by SERVE_READY_FD, if any;
-    `serve` starts the task side once every server has said so (connect/engine/serve.py)."""
+def start_heartbeat() -> None:
+    """Tells `serve` this process serves and lives (connect/engine/serve.py): a byte on the pipe
+    named by SERVE_READY_FD once the reactor runs (it watches the socket daphne was given before
+    `reactor.run()`), then one every HEARTBEAT_SECONDS, written by the reactor thread itself, so
+    a silence means the event loop stopped turning, not that a view is busy on a thread. Never
+    blocks: a beat the full pipe cannot take is dropped; once `serve` is gone, beats stop."""
     fd = os.environ.pop("SERVE_READY_FD", None)
-    if fd is not None:
+    if fd is None:
+        return
+    from twisted.internet import task
+
+    fd = int(fd)
+    os.set_blocking(fd, False)
+    os.set_inheritable(fd, False)
+
+    def beat() -> None:
         try:
-            os.write(int(fd), b".")
-        finally:
-            os.close(int(fd))
+            os.write(fd, b".")
+        except BlockingIOError:
+            pass
+        except OSError:  # the reading end is closed: no `serve` listens any more
+            beating.stop()
+            os.close(fd)
+
+    beating = task.LoopingCall(beat)
+    beating.start(HEARTBEAT_SECONDS, now=True)
 
 
 def main() -> None:
@@ -139,7 +156,7 @@ def main() -> None:
     from twisted.internet import reactor  # daphne's command line installed its asyncio reactor
 
     reactor.callWhenRunning(settle_start_up_heap)
-    reactor.callWhenRunning(report_ready)
+    reactor.callWhenRunning(start_heartbeat)
     CommandLineInterface.entrypoint()
 
 

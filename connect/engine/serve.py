@@ -1,36 +1,25 @@
 """`serve`'s process and socket management: N daphne processes listening on one port, and the
-task side beside them, supervised until SIGINT/SIGTERM.
+task side beside them, supervised until SIGINT/SIGTERM (docs/decisions/serve-liveness.md).
 
-Daphne has no worker option, so the parent binds the sockets and hands each child its own
-(`daphne --fd`). Each socket is bound with SO_REUSEPORT, so the kernel spreads new connections
-across the processes by hash. One socket shared by all processes spread them by who woke first:
-a process could accept a whole burst of keep-alive connections and serve them alone while the
-other idled. A child that dies is restarted on its socket; SIGINT/SIGTERM stop all. Each child
-leads a process group, killed whole once the child has stopped or failed to within 10 s, so
-nothing a child forked outlives it.
+- Each server has its own socket of one port, bound with SO_REUSEPORT (the kernel spreads new
+  connections by hash), held by `serve` across the server's restarts, so connections queued
+  on it wait for the next server instead of being refused.
+- Each server writes a byte to the pipe named by `SERVE_READY_FD` once its reactor runs, then
+  one a second from its reactor thread. The task side starts once every server has written its
+  first byte or exited. A server silent for `liveness_seconds` after its first byte (frozen,
+  or its event loop blocked) is killed and restarted, as is one that exits; time `serve`
+  itself was stopped does not count as a server's silence.
+- Each child leads a process group, killed whole once it stops or fails to within
+  STOP_SECONDS, and gets SIGTERM when `serve` dies, however it dies (PR_SET_PDEATHSIG).
 
-The task side starts once every server process is ready (its reactor runs, its socket is
-watched) or has exited: each server is handed the write end of a pipe (`SERVE_READY_FD`,
-written by connect/engine/daphne_worker.py). Started together, the qcluster and the sweeper
-(each a Django set-up, 1.3-1.7 s of CPU) took half of a 2-core machine while the servers
-started, and a restart under 5,000 reconnecting streams waited for them (issue 26's storm).
-
-Each socket listens with the deepest accept queue the kernel allows (`net.core.somaxconn`,
-4096 by default since Linux 5.4): 5,000 clients reconnecting at once overflowed 1,024 per
-socket, and a connection whose handshake found the queue full waited for the client's
-retransmission, a second or more (TcpExtListenOverflows: 14,006 in one storm).
-
-Every child is told to stop (SIGTERM) when `serve` dies, even by SIGKILL (`stop_with`).
-
-Relies on: daphne's `--fd` option (an inherited listening socket, Twisted's endpoint
-`fd:fileno=N`), Linux's SO_REUSEPORT and PR_SET_PDEATHSIG, and `subprocess.Popen(process_group=0)`
-(Python 3.11).
+Relies on: daphne's `--fd` (Twisted's `fd:` endpoint), Linux's SO_REUSEPORT and PR_SET_PDEATHSIG.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import logging
 import os
 import select
 import signal
@@ -39,13 +28,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from typing import TextIO
+
+logger = logging.getLogger(__name__)
 
 STOP_SECONDS = 10
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 READY_SECONDS = 60  # the task side starts anyway if a server is not ready by then
-ACCEPT_QUEUE = 65535  # capped by the kernel at net.core.somaxconn
+# The deepest accept queue the kernel allows (capped at net.core.somaxconn): clients reconnecting
+# at once after a restart overflow a shallow one, and each dropped handshake waits for the
+# client's retransmission.
+ACCEPT_QUEUE = 65535
 RELEASE_SECONDS = 5.0  # how long a port in use is tried again (`listening_sockets`)
+TICK_SECONDS = 0.2  # the supervising loop's pace; a much longer gap means `serve` did not run
+RESTART_PAUSE_SECONDS = 0.5  # between a child's end and its replacement: no restart storm
 
 
 def daphne_command(app: str, fd: int, *, access_log: bool) -> list[str]:
@@ -60,31 +55,71 @@ def supervise(
     sockets: list[socket.socket],
     tasks: list[list[str]] = (),
     *,
-    stderr: TextIO,
     on_exit: Callable[[int], object] = lambda pid: None,
+    liveness_seconds: float | None = None,
 ) -> None:
     """Runs `servers` (the i-th with sockets[i]) and, once each of them is ready or has exited,
-    `tasks`, until SIGINT or SIGTERM, restarting any that exits (after `on_exit(its pid)`); then
-    stops them all and closes the sockets."""
-    waiting: dict[int, int] = {}  # read end of a server's ready pipe -> its index
+    `tasks`, until SIGINT or SIGTERM, replacing any that exits or, with `liveness_seconds`, any
+    server silent that long (after `on_exit(its pid)`); then stops them all and closes the
+    sockets."""
+    pipes: dict[int, int] = {}  # read end of a server's heartbeat pipe -> its index
+    unready: set[int] = set()  # servers that have neither written their first byte nor exited
+    heard: dict[int, float] = {}  # index -> when its server last wrote, from its first byte on
 
     def spawn_server(i: int) -> subprocess.Popen:
         # Each child leads its own process group, so that what it forked goes with it.
-        ready, told = os.pipe()
+        heartbeat, told = os.pipe()
         try:
             env = {**os.environ, "SERVE_READY_FD": str(told)}
             child = subprocess.Popen(servers[i], pass_fds=[sockets[i].fileno(), told], env=env, process_group=0,
                                      preexec_fn=stop_with(parent))
         except BaseException:
-            os.close(ready)
+            os.close(heartbeat)
             raise
         finally:
             os.close(told)
-        waiting[ready] = i
+        pipes[heartbeat] = i
+        unready.add(i)
+        heard.pop(i, None)
         return child
+
+    def close_pipe_of(i: int) -> None:
+        for heartbeat, index in list(pipes.items()):
+            if index == i:
+                del pipes[heartbeat]
+                os.close(heartbeat)
 
     def spawn_task(command: list[str]) -> subprocess.Popen:
         return subprocess.Popen(command, process_group=0, preexec_fn=stop_with(parent))
+
+    def listen(now: float) -> None:
+        """Reads what the servers wrote: a byte says alive (the first, ready), end of file exited."""
+        for heartbeat in select.select(list(pipes), [], [], 0)[0]:
+            i = pipes[heartbeat]
+            unready.discard(i)
+            if os.read(heartbeat, 4096):
+                heard[i] = now
+            else:
+                del pipes[heartbeat]
+                os.close(heartbeat)
+                heard.pop(i, None)
+
+    def ended(child: subprocess.Popen) -> bool:
+        if child.poll() is None:
+            return False
+        logger.warning("child process %d exited (%s); restarting", child.pid, child.returncode)
+        return True
+
+    def silent(i: int, child: subprocess.Popen, now: float) -> bool:
+        if not liveness_seconds or i not in heard or now - heard[i] <= liveness_seconds:
+            return False
+        logger.error("server process %d silent for %.0f s; killing and restarting it", child.pid, now - heard[i])
+        return True
+
+    def end(child: subprocess.Popen) -> None:
+        kill_group(child)
+        on_exit(child.pid)
+        time.sleep(RESTART_PAUSE_SECONDS)
 
     parent = os.getpid()
 
@@ -99,28 +134,30 @@ def supervise(
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    last_tick = time.monotonic()
     try:
         while not stopping:
-            if waiting:  # a byte (ready) or end of file (the server exited): it has started, either way
-                for ready in select.select(list(waiting), [], [], 0)[0]:
-                    del waiting[ready]
-                    os.close(ready)
-            if tasks and not started_tasks and (not waiting or time.monotonic() > tasks_due):
+            now = time.monotonic()
+            if now - last_tick > 5 * TICK_SECONDS:  # `serve` itself was stopped or starved meanwhile
+                for i in heard:
+                    heard[i] += now - last_tick
+            last_tick = now
+            listen(now)
+            if tasks and not started_tasks and (not unready or now > tasks_due):
                 started_tasks = [spawn_task(command) for command in tasks]
-            for i, child in enumerate(children + started_tasks):
-                if child.poll() is not None and not stopping:
-                    stderr.write(f"child process {child.pid} exited ({child.returncode}); restarting\n")
-                    kill_group(child)
-                    on_exit(child.pid)
-                    time.sleep(0.5)
-                    if i < len(children):
-                        children[i] = spawn_server(i)
-                    else:
-                        started_tasks[i - len(children)] = spawn_task(tasks[i - len(children)])
-            time.sleep(0.05 if waiting else 0.2)
+            for i, child in enumerate(children):
+                if not stopping and (ended(child) or silent(i, child, now)):
+                    end(child)
+                    close_pipe_of(i)
+                    children[i] = spawn_server(i)
+            for i, child in enumerate(started_tasks):
+                if not stopping and ended(child):
+                    end(child)
+                    started_tasks[i] = spawn_task(tasks[i])
+            time.sleep(TICK_SECONDS / 4 if unready else TICK_SECONDS)
     finally:
-        for ready in waiting:
-            os.close(ready)
+        for heartbeat in pipes:
+            os.close(heartbeat)
         everyone = children + started_tasks
         for child in everyone:
             if child.poll() is None:
@@ -172,10 +209,8 @@ def listening_sockets(host: str, port: int, count: int, *, release_seconds: floa
     EADDRINUSE as it always did, and port 0 picks the port the group then shares.
 
     A port in use is tried again for `release_seconds` first: a killed `serve`'s processes
-    release their sockets only as they finish exiting, after /proc shows them gone (the kernel
-    frees a process's memory, and with it its command line, before its files), and one holding
-    2,500 connections takes a moment to close them; a restart right after the kill (issue 26's
-    storm, a supervisor's restart) failed with EADDRINUSE."""
+    release their sockets only as they finish exiting (after /proc shows them gone), and a
+    restart right after the kill would otherwise fail with EADDRINUSE."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
 
     def bound(port: int, *, reuse_port: bool) -> socket.socket:

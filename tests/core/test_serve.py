@@ -123,7 +123,7 @@ from connect.engine import serve
 serve.READY_SECONDS = float(sys.argv[1])
 servers = [[sys.executable, "-c", sys.argv[2], sys.argv[4] + "-" + str(i)] for i in range(2)]
 tasks = [[sys.executable, "-c", sys.argv[3], sys.argv[4] + "-task"]]
-serve.supervise(servers, serve.listening_sockets("127.0.0.1", 0, 2), tasks, stderr=sys.stderr)
+serve.supervise(servers, serve.listening_sockets("127.0.0.1", 0, 2), tasks)
 """
 RECORD = "import os, sys, time; open(sys.argv[1], 'a').write(f'{time.time()!r}\\n'); "
 READY_AFTER_A_WHILE = RECORD + (

@@ -36,7 +36,7 @@ def obs_server(django_db_setup, django_db_blocker, tmp_path_factory, collected_s
 
 
 def json_lines(server: LiveServer) -> list[dict]:
-    """Every JSON line the server wrote so far (the supervisor's own banner is text)."""
+    """Every JSON line the server wrote so far."""
     lines = []
     for line in Path(server.log).read_text().splitlines():
         if line.startswith("{"):

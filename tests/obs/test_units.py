@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import logging.config
+import sys
 
 import pytest
 from prometheus_client import REGISTRY
@@ -12,7 +14,7 @@ from prometheus_client import REGISTRY
 from apps.access.admission import admit
 from apps.core import context
 from apps.core.errors import NotFound, Unauthorized
-from apps.core.logs import ContextFilter, TextFormatter, logging_config
+from apps.core.logs import AsWarningLine, ContextFilter, TextFormatter, logging_config
 from connect.scrape import scrape_allowed
 from tests.servers import UNTURNING_WINDOW_SECONDS, forget_rate_limit_counts
 
@@ -93,6 +95,25 @@ def test_json_format_is_one_object_per_line_with_the_fields():
 def test_text_format_appends_the_fields_it_has():
     text = TextFormatter("%(levelname)s %(message)s").format(record("opened", request_id="req_2", status=200))
     assert text == "INFO opened status=200 request_id=req_2"
+
+
+@pytest.mark.parametrize("log_format", ["json", "text"])
+@pytest.mark.parametrize("encoder", ["orjson", "json"])
+def test_a_disallowed_host_is_one_warning_line_in_either_format(log_format, encoder):
+    """Django logs it at ERROR with the exception's traceback; the logger's filter makes it one
+    WARNING line (the live check: tests/obs/test_serve_logs.py)."""
+    config = logging_config(log_format, "INFO", encoder=encoder)
+    assert config["loggers"]["django.security.DisallowedHost"]["filters"] == ["as_warning_line"]
+    assert config["filters"]["as_warning_line"]["()"] == "apps.core.logs.AsWarningLine"
+    formatter = logging.config.DictConfigurator(config).configure_formatter(config["formatters"][log_format])
+    try:
+        raise ValueError("Invalid HTTP_HOST header: 'evil.example'.")
+    except ValueError:
+        exc_info = sys.exc_info()
+    line = logging.LogRecord("django.security.DisallowedHost", logging.ERROR, __file__, 1, "Invalid host", (), exc_info)
+    assert AsWarningLine().filter(line)
+    text = formatter.format(line)
+    assert "\n" not in text and "Traceback" not in text and "WARNING" in text and "ERROR" not in text
 
 
 def test_an_unknown_log_format_is_refused():

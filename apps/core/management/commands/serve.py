@@ -16,6 +16,7 @@ its live gauges (`mark_process_dead`).
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
@@ -25,7 +26,10 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from apps.core.logs import configure, logging_config
 from connect.engine.serve import daphne_command, listening_sockets, supervise
+
+logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -44,6 +48,8 @@ class Command(BaseCommand):
     def handle(
         self, *args, host: str, port: int, workers: int, access_log: bool, no_tasks: bool = False, **options
     ) -> None:
+        # Django's own set-up is skipped here: this process's lines take the servers' format.
+        configure(logging_config(settings.CONNECT_LOG_FORMAT, settings.LOGGING["root"]["level"], encoder="json"))
         workers = max(1, workers)
         sockets = listening_sockets(host, port, workers)
         app = settings.ASGI_APPLICATION.replace(".application", ":application")
@@ -53,15 +59,17 @@ class Command(BaseCommand):
             django = [sys.executable, "-m", "django"]  # DJANGO_SETTINGS_MODULE is inherited
             sweep_every = str(settings.CONNECT_WEBHOOK_SWEEP_SECONDS)
             tasks = [django + ["qcluster"], django + ["sweep_webhook_deliveries", "--every", sweep_every]]
-        self.stdout.write(
-            f"Serving on http://{host}:{port} with {workers} daphne process(es)"
-            + ("" if no_tasks else " and the task cluster"),
-            ending="\n",
+        logger.info(
+            "Serving on http://%s:%d with %d daphne process(es)%s",
+            host, port, workers, "" if no_tasks else " and the task cluster",
         )
-        self.stdout.flush()
         metrics_dir, owned = metrics_directory()
         try:
-            supervise(servers, sockets, tasks, stderr=self.stderr, on_exit=lambda pid: process_dead(pid, metrics_dir))
+            supervise(
+                servers, sockets, tasks,
+                on_exit=lambda pid: process_dead(pid, metrics_dir),
+                liveness_seconds=settings.CONNECT_SERVE_LIVENESS_SECONDS,
+            )
         finally:
             if owned:
                 shutil.rmtree(metrics_dir, ignore_errors=True)

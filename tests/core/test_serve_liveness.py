@@ -1,0 +1,236 @@
+"""`serve` replaces a server process that stops answering its heartbeat: a frozen process would
+keep its share of new connections (the kernel hashes them to its socket) until continued. A
+process busy under load, its event loop still turning, is never taken for a frozen one, and
+time `serve` itself was stopped is not a server's silence."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.servers import alive, cmdline_of, descendants, serve, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SUPERVISED = """
+import sys
+from connect.engine import serve
+servers = [[sys.executable, "-c", sys.argv[1], sys.argv[3] + "-" + str(i)] for i in range(2)]
+serve.supervise(servers, serve.listening_sockets("127.0.0.1", 0, 2), liveness_seconds=float(sys.argv[2]))
+"""
+# A server that notes its pid, then beats five times a second, as the real one does once a second.
+BEATING = (
+    "import os, sys, time; open(sys.argv[1], 'a').write(f'{os.getpid()}\\n'); fd = int(os.environ['SERVE_READY_FD'])\n"
+    "while True: os.write(fd, b'.'); time.sleep(0.2)"
+)
+# One that notes its pid and never says it serves (still starting, as far as `serve` knows).
+SILENT = "import os, sys, time; open(sys.argv[1], 'a').write(f'{os.getpid()}\\n'); time.sleep(600)"
+
+
+def _supervise(tmp_path: Path, server: str, liveness_seconds: float) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", SUPERVISED, server, str(liveness_seconds), str(tmp_path / "ran")],
+        cwd=ROOT, start_new_session=True,
+    )  # fmt: skip
+
+
+def _pids(tmp_path: Path, i: int) -> list[int]:
+    path = tmp_path / f"ran-{i}"
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+def _stop(supervisor: subprocess.Popen) -> None:
+    supervisor.terminate()
+    supervisor.wait(timeout=30)
+
+
+def test_a_server_that_stops_beating_is_killed_and_replaced(tmp_path):
+    supervisor = _supervise(tmp_path, BEATING, liveness_seconds=1)
+    try:
+        first = wait_until(lambda: _pids(tmp_path, 0), what="the first server", timeout=60)[0]
+        other = wait_until(lambda: _pids(tmp_path, 1), what="the second server", timeout=60)[0]
+        os.kill(first, signal.SIGSTOP)
+        wait_until(lambda: len(_pids(tmp_path, 0)) == 2, what="the frozen server replaced", timeout=60)
+        assert not alive(first)
+        assert _pids(tmp_path, 1) == [other] and alive(other)  # the other one was left alone
+    finally:
+        _stop(supervisor)
+
+
+def test_a_server_not_yet_serving_is_not_judged(tmp_path):
+    """Start-up (importing Django, building the application) is not silence: the clock starts
+    at a server's first byte."""
+    supervisor = _supervise(tmp_path, SILENT, liveness_seconds=0.5)
+    try:
+        wait_until(lambda: _pids(tmp_path, 0) and _pids(tmp_path, 1), what="both servers", timeout=60)
+        time.sleep(3)
+        assert len(_pids(tmp_path, 0)) == len(_pids(tmp_path, 1)) == 1
+    finally:
+        _stop(supervisor)
+
+
+def test_time_serve_itself_was_stopped_is_not_a_servers_silence(tmp_path):
+    """`serve` and its servers frozen together (a whole-host pause, a test's SIGSTOP) and
+    continued, `serve` first: the servers beat again within their liveness and are kept."""
+    supervisor = _supervise(tmp_path, BEATING, liveness_seconds=1)
+    try:
+        servers = [wait_until(lambda i=i: _pids(tmp_path, i), what="a server", timeout=60)[0] for i in range(2)]
+        for pid in [supervisor.pid, *servers]:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(3)
+        for pid in [supervisor.pid, *servers]:
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(3)
+        assert [_pids(tmp_path, 0), _pids(tmp_path, 1)] == [[servers[0]], [servers[1]]]
+        assert all(alive(pid) for pid in servers)
+    finally:
+        _stop(supervisor)
+
+
+# --- a live `serve --workers 2` --------------------------------------------------------------
+
+
+def daphnes(server) -> list[int]:
+    return sorted(p for p in descendants(server.process.pid) if b"daphne" in cmdline_of(p) and alive(p))
+
+
+def both_daphnes(server) -> list[int] | None:
+    pids = daphnes(server)
+    return pids if len(pids) == 2 else None
+
+
+def pinned_client(server, process: int) -> httpx.Client:
+    """A keep-alive connection that landed on `process` (new connections land by hash)."""
+    for _ in range(200):
+        client = httpx.Client(base_url=server.url, timeout=30, limits=httpx.Limits(max_connections=1))
+        if client.get("/test/thread").json()["process"] == process:
+            return client
+        client.close()
+    raise AssertionError(f"no connection landed on {process}")
+
+
+class Asking(threading.Thread):
+    """Sends `path` on one pinned connection, again and again, until stopped; notes every answer."""
+
+    def __init__(self, client: httpx.Client, path: str) -> None:
+        super().__init__(daemon=True)
+        self.client, self.path = client, path
+        self.answers: list[tuple[int, int | None]] = []
+        self.failures: list[str] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                try:
+                    response = self.client.get(self.path)
+                    self.answers.append((response.status_code, response.json().get("process")))
+                except Exception as error:  # noqa: BLE001 - every failure is the finding
+                    self.failures.append(repr(error))
+        finally:
+            self.client.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(timeout=60)
+
+
+class NewConnections(threading.Thread):
+    """Sends `/test/thread` on a new connection each time, until a process not in `known` (a
+    replacement) has answered and at least `count` answers are in; notes each and when it came."""
+
+    def __init__(self, server, known: set[int], count: int) -> None:
+        super().__init__(daemon=True)
+        self.server, self.known, self.count = server, known, count
+        self.answers: list[tuple[float, int, int | None]] = []
+        self.failures: list[str] = []
+
+    def replaced(self) -> bool:
+        return any(process not in self.known for _, _, process in self.answers)
+
+    def run(self) -> None:
+        while len(self.answers) + len(self.failures) < 1000:
+            if self.replaced() and len(self.answers) >= self.count:
+                return
+            try:
+                with httpx.Client(base_url=self.server.url, timeout=60) as client:
+                    response = client.get("/test/thread")
+                self.answers.append((time.monotonic(), response.status_code, response.json().get("process")))
+            except Exception as error:  # noqa: BLE001 - every failure is the finding
+                self.failures.append(repr(error))
+
+
+@pytest.mark.e2e
+def test_a_frozen_server_process_is_replaced_and_the_other_loses_nothing(tmp_path, transactional_db):
+    """One of two processes frozen: it is killed within a few seconds and replaced; every new
+    connection from the moment of the freeze is answered (those hashed to the frozen socket
+    wait in its queue, which `serve` holds, for the replacement), and every request on the
+    other process's connections succeeds meanwhile."""
+    with serve(tmp_path, workers=2, env={"CONNECT_SERVE_LIVENESS_SECONDS": "3"}) as server:
+        frozen, healthy = wait_until(lambda: both_daphnes(server), what="both servers", timeout=60)
+        askers = [Asking(pinned_client(server, healthy), "/test/thread?hold=0.2") for _ in range(2)]
+        for asker in askers:
+            asker.start()
+        stream = NewConnections(server, {frozen, healthy}, count=40)
+        os.kill(frozen, signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        stream.start()
+        try:
+            killed_after = wait_until(lambda: not alive(frozen) and time.monotonic() - frozen_at,
+                                      what="the frozen server gone", timeout=60, every=0.05)  # fmt: skip
+            stream.join(timeout=180)
+        finally:
+            for asker in askers:
+                asker.stop()
+            if alive(frozen):
+                os.kill(frozen, signal.SIGCONT)
+        (replacement,) = set(daphnes(server)) - {healthy}
+        log = server.log.read_text()
+    assert killed_after < 10, killed_after
+    assert stream.failures == [], stream.failures
+    assert {status for _, status, _ in stream.answers} == {200}
+    assert {process for _, _, process in stream.answers} == {healthy, replacement}
+    answered_again = min(at for at, _, process in stream.answers if process == replacement) - frozen_at
+    assert answered_again < 30, answered_again  # the replacement's start-up, generously
+    for asker in askers:
+        assert asker.failures == [] and asker.answers, asker.failures
+        assert set(asker.answers) == {(200, healthy)}
+    assert f"server process {frozen} silent for" in log
+
+
+def burners(count: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
+@pytest.mark.e2e
+def test_a_server_process_busy_computing_is_not_taken_for_a_frozen_one(tmp_path, transactional_db):
+    """Two CPU burners beside, every lane of both processes computing for twelve seconds: with
+    a liveness of three seconds (the default is more generous) neither process is replaced,
+    because the heartbeat is written by the event loop's thread, not by a lane."""
+    with serve(tmp_path, workers=2, env={"CONNECT_SERVE_LIVENESS_SECONDS": "3"}) as server:
+        before = wait_until(lambda: both_daphnes(server), what="both servers", timeout=60)
+        hot = burners(2)
+        askers = [Asking(pinned_client(server, before[i % 2]), "/test/spin?seconds=1") for i in range(8)]
+        try:
+            for asker in askers:
+                asker.start()
+            time.sleep(12)
+        finally:
+            for asker in askers:
+                asker.stop()
+            for burner in hot:
+                burner.kill()
+                burner.wait()
+        assert daphnes(server) == before
+    assert "silent for" not in server.log.read_text()
+    for asker in askers:
+        assert asker.failures == [] and asker.answers, asker.failures
+        assert {status for status, _ in asker.answers} == {200}
