@@ -1,4 +1,4 @@
-"""What a server process leaves unimported (connect/engine/daphne_worker.py): the deferred
+"""What a server process leaves unimported (engine/daphne_worker.py): the deferred
 modules load on first use and only then, drf-spectacular's schema machinery stays out until the
 schema is asked for, and a live server that has answered every way in has mapped none of the
 deferred libraries' shared objects."""
@@ -20,7 +20,7 @@ from django.db import connection
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from connect.engine import daphne_worker
+from engine import daphne_worker
 from tests import factories
 from tests.servers import ROOT, cmdline_of, descendants, server_env, start, without_request_id
 
@@ -121,7 +121,7 @@ def test_settling_the_start_up_heap_freezes_what_exists_then():
 
 PROBE = """
 import json, sys
-from connect.engine import daphne_worker
+from engine import daphne_worker
 daphne_worker.leave_unused_unimported()
 import daphne.server  # what daphne's command line imports before the application
 from connect.asgi import application

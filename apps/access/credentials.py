@@ -34,7 +34,7 @@ from apps.core.errors import Forbidden, InsufficientScope, Unauthorized, Workspa
 from apps.core.text import NUL
 from apps.oauth.models import AccessToken, RefreshToken
 from apps.tenancy.models import API_KEY_PREFIX, ApiKey, Membership, Workspace, hash_api_key
-from connect.engine.postgresql import prepared
+from engine.postgresql import prepared
 
 # --- The rules -------------------------------------------------------------------------------
 
@@ -200,7 +200,7 @@ KEY_LOOKUP = _KeyLookup()
 
 def _lookup_key(key_hash: str, alongside: Alongside | None = None) -> tuple | None:
     # Prepared once per connection on PostgreSQL, where planning the joins cost more than
-    # running them (connect/engine/postgresql/prepared.py).
+    # running them (engine/postgresql/prepared.py).
     if alongside is None:
         return prepared.fetchone("connect_key_lookup", KEY_LOOKUP.sql(), [key_hash])
     name = f"connect_key_lookup_{alongside.shape}"

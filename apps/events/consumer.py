@@ -62,7 +62,7 @@ from apps.core.params import unknown_parameters
 from apps.events import filters, slots
 from apps.access.credentials import CredentialRef
 from apps.events.hub import Replay, Stream, get_hub
-from connect.engine import daphne_stream
+from engine import daphne_stream
 
 logger = logging.getLogger("connect.events")
 

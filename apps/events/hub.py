@@ -60,8 +60,8 @@ from apps.events.filters import Subscription
 from apps.events.positions import Position, event_id_ms
 from apps.events.retention import oldest_complete_ms
 from apps.events.representations import PING, frame_for
-from connect.engine import daphne_stream
-from connect.engine.faults import discard_lost_connections, is_database_unavailable
+from engine import daphne_stream
+from engine.faults import discard_lost_connections, is_database_unavailable
 
 logger = logging.getLogger("connect.events")
 

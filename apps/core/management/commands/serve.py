@@ -1,5 +1,5 @@
 """`serve [--host H] [--port P] [--workers N]`: N daphne processes listening on one port
-(processes and sockets: connect/engine/serve.py).
+(processes and sockets: engine/serve.py).
 
 Beside daphne it runs the task side (unless `--no-tasks`), started once the servers serve: the
 django-q2 cluster (`qcluster`; ORM broker by default, Redis when REDIS_URL is set) and the
@@ -25,7 +25,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from connect.engine.serve import daphne_command, listening_sockets, supervise
+from engine.serve import daphne_command, listening_sockets, supervise
 
 
 class Command(BaseCommand):

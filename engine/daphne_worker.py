@@ -1,4 +1,4 @@
-"""A daphne server process (`python -m connect.engine.daphne_worker …`, what `serve` starts): daphne's
+"""A daphne server process (`python -m engine.daphne_worker …`, what `serve` starts): daphne's
 own command line, after leaving unimported what such a process never uses.
 
 Every server process paid 11 MB for modules that libraries import for features Connect does not
@@ -124,7 +124,7 @@ def settle_start_up_heap() -> None:
 def report_ready() -> None:
     """Tells `serve` this process serves (its reactor runs and watches the socket daphne was
     given before `reactor.run()`): one byte on the pipe named by SERVE_READY_FD, if any;
-    `serve` starts the task side once every server has said so (connect/engine/serve.py)."""
+    `serve` starts the task side once every server has said so (engine/serve.py)."""
     fd = os.environ.pop("SERVE_READY_FD", None)
     if fd is not None:
         try:

@@ -11,7 +11,7 @@ nothing a child forked outlives it.
 
 The task side starts once every server process is ready (its reactor runs, its socket is
 watched) or has exited: each server is handed the write end of a pipe (`SERVE_READY_FD`,
-written by connect/engine/daphne_worker.py). Started together, the qcluster and the sweeper
+written by engine/daphne_worker.py). Started together, the qcluster and the sweeper
 (each a Django set-up, 1.3-1.7 s of CPU) took half of a 2-core machine while the servers
 started, and a restart under 5,000 reconnecting streams waited for them (issue 26's storm).
 
@@ -49,7 +49,7 @@ RELEASE_SECONDS = 5.0  # how long a port in use is tried again (`listening_socke
 
 
 def daphne_command(app: str, fd: int, *, access_log: bool) -> list[str]:
-    command = [sys.executable, "-m", "connect.engine.daphne_worker", "-v", "1" if access_log else "0"]
+    command = [sys.executable, "-m", "engine.daphne_worker", "-v", "1" if access_log else "0"]
     if access_log:
         command += ["--access-log", "-"]
     return command + ["--fd", str(fd), app]
