@@ -28,10 +28,10 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.access.audience import rest_audiences, served_audience
 from apps.access.principal import Principal
 from apps.core.errors import Forbidden, InsufficientScope, Unauthorized, WorkspaceNotFound
 from apps.core.text import NUL
+from apps.oauth.audience import rest_audiences, served_audience
 from apps.oauth.models import AccessToken, RefreshToken
 from apps.tenancy.models import API_KEY_PREFIX, ApiKey, Membership, Workspace, hash_api_key
 from engine.postgresql import prepared
@@ -224,7 +224,7 @@ def token_checksum(token: str) -> str:
 
 def principal_for_access_token(token: str, *, audience: str | Collection[str]) -> Principal:
     """`audience` is the resource the request is addressed to, or the resources the entry point
-    accepts (`apps.access.audience`). Two queries: the token with its workspace, then the
+    accepts (`apps.oauth.audience`). Two queries: the token with its workspace, then the
     membership with its user."""
     audiences = (audience,) if isinstance(audience, str) else audience
     access_token = (

@@ -42,7 +42,7 @@ from channels.utils import await_many_dispatch
 from django.conf import settings
 
 from apps.access import door
-from apps.access.audience import rest_audiences
+from apps.oauth.audience import rest_audiences
 from apps.access.principal import Principal
 from apps.access.ratelimit import RateDecision
 from apps.access.render import render

@@ -19,12 +19,12 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
 from apps.access.admission import admit
-from apps.access.audience import accepted_audiences
 from apps.access.render import render
 from apps.core.errors import ApiError, RequestTimeout, Unavailable, as_api_error
 from apps.core.origins import allowed_origin
 from apps.mcp import protocol
 from apps.mcp.tools import WorkspaceTools, read_ahead
+from apps.oauth.audience import accepted_audiences
 from engine.faults import run_read_only
 from engine.lanes import SHED_RETRY_AFTER_SECONDS, Lanes, Overloaded, process_lanes
 
