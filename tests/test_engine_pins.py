@@ -5,7 +5,7 @@ fallback) are pinned too, since their fallback is slower or does less.
 
 Found by grepping the repository for `._name` accesses on library objects, `from lib import
 _name`, overridden private methods and getattr/hasattr with private names. Connect's own
-private names (leading underscore in apps/ and connect/) are not listed: they change together
+private names (leading underscore in apps/, engine/ and connect/) are not listed: they change together
 with their callers."""
 
 from __future__ import annotations
@@ -62,14 +62,6 @@ def _multiprocessing_queue_has_reader_lock() -> bool:
         queue.join_thread()
 
 
-def _plumbing_only_calls_api_request_factory() -> bool:
-    """Every use of the name in drf-spectacular's plumbing is its import or a call."""
-    source = inspect.getsource(importlib.import_module("drf_spectacular.plumbing"))
-    uses = source.count("APIRequestFactory")
-    return (uses == source.count("APIRequestFactory()") + 1
-            and "from rest_framework.test import APIRequestFactory\n" in source)
-
-
 # (who relies on it, what, check) — check returns True or raises when the name is gone.
 PINS: list[tuple[str, str, Callable[[], object]]] = [
     # --- Django ---------------------------------------------------------------------------------
@@ -94,7 +86,7 @@ PINS: list[tuple[str, str, Callable[[], object]]] = [
     ("engine/lanes.py", "ThreadSensitiveContext(executor=…)",
      lambda: "executor" in _parameters("asgiref.sync:ThreadSensitiveContext.__init__")),
     # --- Django REST framework -----------------------------------------------------------------
-    ("apps/core/ratelimit.py", "rest_framework Request._request (the Django HttpRequest)",
+    ("apps/access/rest.py, apps/recordings/api.py", "rest_framework Request._request (the Django HttpRequest)",
      lambda: _source_has("rest_framework.request:Request.__init__", "self._request = request")),
     # --- django-oauth-toolkit -------------------------------------------------------------------
     ("apps/oauth/views.py", "oauth2_provider.oauth2_backends._add_iss_to_redirect(uri, issuer)",
@@ -123,26 +115,24 @@ PINS: list[tuple[str, str, Callable[[], object]]] = [
     ("engine/taskcluster.py", "the stdlib queue's get() takes _rlock",
      lambda: _source_has("multiprocessing.queues:Queue.get", "self._rlock")),
     # --- drf-spectacular ------------------------------------------------------------------------
-    ("engine/daphne_worker.py", "plumbing binds APIRequestFactory from rest_framework.test and only calls it",
-     _plumbing_only_calls_api_request_factory),
     ("connect/schema.py, connect/openapi.py", "the schema views make SPECTACULAR_SETTINGS' DEFAULT_GENERATOR_CLASS",
      lambda: _source_has("drf_spectacular.views:SpectacularAPIView", "spectacular_settings.DEFAULT_GENERATOR_CLASS")),
     # --- autobahn -------------------------------------------------------------------------------
     ("engine/daphne_worker.py", "AUTOBAHN_USE_NVX=0 turns autobahn's native (cffi) validator off",
      lambda: _source_has("autobahn.websocket", "AUTOBAHN_USE_NVX") and _source_has("autobahn.websocket.utf8validator", "USES_NVX")),
     # --- daphne ---------------------------------------------------------------------------------
-    ("apps/events/consumer.py", "daphne hands applications send=partial(server.handle_reply, protocol)",
+    ("engine/daphne_stream.py", "daphne hands applications send=partial(server.handle_reply, protocol)",
      lambda: _source_has("daphne.server:Server.create_application", "send=partial(self.handle_reply, protocol)")),
     ("engine/serve.py", "daphne --fd becomes the endpoint fd:fileno=N",
      lambda: _source_has("daphne.endpoints:build_endpoint_description_strings", '"fd:fileno=%d"')),
     # --- Twisted --------------------------------------------------------------------------------
-    ("apps/events/consumer.py", "twisted.web.http.Request._disconnected",
+    ("engine/daphne_stream.py", "twisted.web.http.Request._disconnected",
      lambda: _attr("twisted.web.http:Request._disconnected") is False),
-    ("apps/events/consumer.py", "FileDescriptor._writeDisconnected, dataBuffer, offset",
+    ("engine/daphne_stream.py", "FileDescriptor._writeDisconnected, dataBuffer, offset",
      lambda: (_attr("twisted.internet.abstract:FileDescriptor._writeDisconnected") is False
               and _attr("twisted.internet.abstract:FileDescriptor.dataBuffer") == b""
               and _attr("twisted.internet.abstract:FileDescriptor.offset") == 0)),
-    ("apps/events/consumer.py", "FileDescriptor._tempDataLen (set per instance)",
+    ("engine/daphne_stream.py", "FileDescriptor._tempDataLen (set per instance)",
      lambda: _source_has("twisted.internet.abstract:FileDescriptor.__init__", "self._tempDataLen = 0")),
     ("engine/daphne_stream.py", "tcp.Connection.writeSomeData is its socket's send() (write_through calls it)",
      lambda: _source_has("twisted.internet.tcp:Connection.writeSomeData", "untilConcludes(self.socket.send")),
