@@ -55,7 +55,7 @@ run: export CONNECT_BASE_URL ?= http://$(HOST):$(PORT)
 run: export CONNECT_WEBHOOKS_ALLOW_PRIVATE ?= 1
 run: port-free seed
 	$(BIN)/python manage.py collectstatic --no-input -v 0
-	$(BIN)/python -m compileall -q connect apps
+	$(BIN)/python -m compileall -q connect engine apps
 	@key=$$($(BIN)/python manage.py issue_api_key $(DEMO) --member demo@example.com --replace \
 	    --scopes svc:sessions:read,svc:transcripts:read,svc:boards:read,svc:webhooks:read,svc:webhooks:write \
 	    --name "make run" | tail -n 1); \

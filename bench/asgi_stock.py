@@ -1,5 +1,5 @@
 """Connect's ASGI app with Django's stock handler (a thread and a connection per request),
-for side-by-side comparison with production's LaneASGIHandler (connect/engine/lanes.py).
+for side-by-side comparison with production's LaneASGIHandler (engine/lanes.py).
 Selected by bench/settings.py when BENCH_STOCK_HANDLER=1."""
 
 import os

@@ -1,6 +1,6 @@
 """The one ASGI application daphne serves: static files first, then Channels routes HTTP to the
 event stream and /mcp (connect/routing.py), and everything else to Django's handler on the
-process's lanes (connect/engine/lanes.py: DRF, admin, OAuth, well-known, health).
+process's lanes (engine/lanes.py: DRF, admin, OAuth, well-known, health).
 
 It is built in a context of its own (`contextvars.copy_context().run`): startup work sets
 context variables — Django's URL resolvers flag their population in asgiref `Local`s, one per
@@ -16,14 +16,14 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "connect.settings")
 
 def _build():
     from apps.core.context import new_request_id
-    from connect.engine import http_limits
+    from engine import http_limits
 
     http_limits.install(new_request_id)  # refused request heads get our JSON 400/414/431, not Twisted's
 
     from channels.routing import ProtocolTypeRouter, URLRouter
     from django.urls import re_path
 
-    from connect.engine.lanes import get_asgi_application
+    from engine.lanes import get_asgi_application
 
     django_asgi = get_asgi_application()
 

@@ -4,7 +4,7 @@ which the ground floor may not import.
 
 It answers only when CONNECT_METRICS_TOKEN is set (404 otherwise) and the scrape carries it as
 a Bearer token (401 otherwise; compared in constant time). It is no API path: no rate limit, and
-on the probe lane (connect/engine/lanes.py), so a saturated process still answers it.
+on the probe lane (engine/lanes.py), so a saturated process still answers it.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ MIDDLEWARE = [
     "apps.core.middleware.UploadLimitMiddleware",
     "apps.core.middleware.NulCharacterMiddleware",
     "apps.core.middleware.PlainOptionsHeadMiddleware",
-    "connect.engine.deadlines.RequestDeadlineMiddleware",
+    "apps.core.middleware.RequestDeadlineMiddleware",
     "apps.access.rest.RateLimitHeadersMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -122,7 +122,7 @@ TEMPLATES = [
 
 DATABASE_URL = env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'connect.sqlite3'}")
 # Request code runs on a fixed set of long-lived threads per server process (the lanes of
-# connect/engine/lanes.py, the event hub's executor), each with its own
+# engine/lanes.py, the event hub's executor), each with its own
 # connection. On SQLite that connection is kept (CONN_MAX_AGE None): opening one per request
 # cost about 1.1 ms (connect, PRAGMAs, reading the schema, a cold page cache) of a 3 ms
 # request. On PostgreSQL connections come from psycopg's pool, which Django allows only with
@@ -137,12 +137,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
         "timeout": 30,
-        # WAL itself is switched on once per process (connect/engine/sqlite.py): the file keeps it.
+        # WAL itself is switched on once per process (engine/sqlite.py): the file keeps it.
         "init_command": "PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
     }
     # Also django-q2's processes keep their connection from task to task: its ORM broker and
     # workers close connections older than CONN_MAX_AGE before every task. A forked child
-    # drops the one it inherited (connect/engine/forking.py).
+    # drops the one it inherited (engine/forking.py).
     DATABASES["default"]["CONN_MAX_AGE"] = None
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
@@ -154,8 +154,8 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         "timeout": 5,
     }
     # Django's backend, with each connection tried as it leaves the pool, so one the server or
-    # a proxy closed while idle is replaced before a request gets it (connect/engine/postgresql).
-    DATABASES["default"]["ENGINE"] = "connect.engine.postgresql"
+    # a proxy closed while idle is replaced before a request gets it (engine/postgresql).
+    DATABASES["default"]["ENGINE"] = "engine.postgresql"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -290,7 +290,7 @@ CONNECT_SSE_STATS = envbool("CONNECT_SSE_STATS", False)
 # comma-separated, or `*`; empty = this service's origin plus loopback origins on any port.
 CONNECT_ALLOWED_ORIGINS = env("CONNECT_ALLOWED_ORIGINS")
 
-# Threads per server process ("lanes", connect/engine/lanes.py) that run the sync code of
+# Threads per server process ("lanes", engine/lanes.py) that run the sync code of
 # Django's views and of /mcp: up to this many requests per process proceed at once. Keep
 # CONNECT_DB_POOL_MAX at least as large.
 CONNECT_SYNC_THREADS = envint("CONNECT_SYNC_THREADS", 4)
@@ -306,12 +306,12 @@ CONNECT_RATE_LIMIT_WINDOW_SECONDS = envint("CONNECT_RATE_LIMIT_WINDOW_SECONDS", 
 CONNECT_RATE_LIMIT_PER_CREDENTIAL = envint("CONNECT_RATE_LIMIT_PER_CREDENTIAL", 60_000)
 CONNECT_RATE_LIMIT_PER_WORKSPACE = envint("CONNECT_RATE_LIMIT_PER_WORKSPACE", 120_000)
 
-# Database time per request (connect/engine/deadlines.py): PostgreSQL statement_timeout in the
+# Database time per request (engine/deadlines.py): PostgreSQL statement_timeout in the
 # server processes, an SQLite progress-handler deadline; past it the client gets 503 timeout.
 CONNECT_REQUEST_TIMEOUT_SECONDS = float(env("CONNECT_REQUEST_TIMEOUT_SECONDS", "10"))
 
 # `serve` kills and restarts a server process whose event loop has not said it is alive for
-# this long (connect/engine/serve.py): a frozen process would keep its share of new connections.
+# this long (engine/serve.py): a frozen process would keep its share of new connections.
 # Generous, so that a process busy under load is never taken for a frozen one; 0 turns it off.
 CONNECT_SERVE_LIVENESS_SECONDS = float(env("CONNECT_SERVE_LIVENESS_SECONDS", "10"))
 

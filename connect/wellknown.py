@@ -26,7 +26,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.access.audience import MCP_PATH, normalise
+from apps.oauth.audience import MCP_PATH, normalise
 from apps.webhooks import keys
 
 JWKS_MAX_AGE_SECONDS = 300

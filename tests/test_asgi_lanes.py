@@ -1,4 +1,4 @@
-"""How the live server runs Django's sync code (connect/engine/lanes.py): on a few long-lived
+"""How the live server runs Django's sync code (engine/lanes.py): on a few long-lived
 threads per process, never one new thread per request, and a slow request does not hold up
 a fast one."""
 
@@ -139,7 +139,7 @@ def test_the_one_hop_handler_sends_what_djangos_handler_sends(transactional_db, 
 
     from django.core.handlers.asgi import ASGIHandler
 
-    from connect.engine.lanes import LaneASGIHandler, Lanes
+    from engine.lanes import LaneASGIHandler, Lanes
     from tests import factories
 
     settings.CONNECT_RATE_LIMIT_PER_CREDENTIAL = settings.CONNECT_RATE_LIMIT_PER_WORKSPACE = 0

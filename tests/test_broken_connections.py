@@ -1,4 +1,4 @@
-"""Broken connections and dependency outages on a live server (connect/engine/faults.py):
+"""Broken connections and dependency outages on a live server (engine/faults.py):
 
 - PostgreSQL terminates the server's connections (`pg_terminate_backend`): idle pooled ones
   are replaced by the pool's health check, one that dies under a read-only request is retried
@@ -127,7 +127,7 @@ def test_a_write_whose_connection_dies_is_never_repeated_and_answers_503(tmp_pat
 
 @postgresql_only
 def test_the_read_only_retry_gets_a_fresh_connection_in_process(transactional_db):
-    from connect.engine.faults import run_read_only
+    from engine.faults import run_read_only
 
     def backend_pid() -> int:
         with connection.cursor() as cursor:

@@ -22,7 +22,7 @@ from apps.core.errors import as_api_error, bad_request_view
 from apps.events import filters as stream_filters
 from apps.webhooks import filters as webhook_filters
 from apps.webhooks.destinations import DEVELOPMENT_HINT
-from connect.engine import http_limits
+from engine import http_limits
 from tests import factories
 from tests.servers import ROOT, free_port, serve, server_env, without_request_id
 
@@ -272,7 +272,7 @@ def test_webhook_and_stream_filters_share_one_error_class():
     assert webhook_filters.InvalidFilters is stream_filters.InvalidFilters
 
 
-# --- 414 / 431: the request head over daphne's limits (connect/engine/http_limits.py) --------
+# --- 414 / 431: the request head over daphne's limits (engine/http_limits.py) --------
 
 
 @pytest.fixture(scope="module")
@@ -280,7 +280,7 @@ def limits_server(django_db_setup, tmp_path_factory):
     """daphne with the adaptation installed, as connect/asgi.py installs it in service."""
     port = free_port()
     code = (
-        "from connect.engine import http_limits; http_limits.install(); "
+        "from engine import http_limits; http_limits.install(); "
         "from daphne.cli import CommandLineInterface; CommandLineInterface.entrypoint()"
     )
     log = tmp_path_factory.mktemp("limits") / "daphne.log"

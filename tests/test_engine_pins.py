@@ -5,7 +5,7 @@ fallback) are pinned too, since their fallback is slower or does less.
 
 Found by grepping the repository for `._name` accesses on library objects, `from lib import
 _name`, overridden private methods and getattr/hasattr with private names. Connect's own
-private names (leading underscore in apps/ and connect/) are not listed: they change together
+private names (leading underscore in apps/, engine/ and connect/) are not listed: they change together
 with their callers."""
 
 from __future__ import annotations
@@ -62,39 +62,31 @@ def _multiprocessing_queue_has_reader_lock() -> bool:
         queue.join_thread()
 
 
-def _plumbing_only_calls_api_request_factory() -> bool:
-    """Every use of the name in drf-spectacular's plumbing is its import or a call."""
-    source = inspect.getsource(importlib.import_module("drf_spectacular.plumbing"))
-    uses = source.count("APIRequestFactory")
-    return (uses == source.count("APIRequestFactory()") + 1
-            and "from rest_framework.test import APIRequestFactory\n" in source)
-
-
 # (who relies on it, what, check) — check returns True or raises when the name is gone.
 PINS: list[tuple[str, str, Callable[[], object]]] = [
     # --- Django ---------------------------------------------------------------------------------
-    ("connect/engine/forking.py", "DatabaseWrapper._connection_pools (class-level dict of pools)",
+    ("engine/forking.py", "DatabaseWrapper._connection_pools (class-level dict of pools)",
      lambda: isinstance(_attr("django.db.backends.postgresql.base:DatabaseWrapper._connection_pools"), dict)),
-    ("connect/engine/postgresql/base.py", "DatabaseWrapper.get_new_connection(conn_params) takes pool.getconn()",
+    ("engine/postgresql/base.py", "DatabaseWrapper.get_new_connection(conn_params) takes pool.getconn()",
      lambda: _parameters("django.db.backends.postgresql.base:DatabaseWrapper.get_new_connection") == ["self", "conn_params"]
      and _source_has("django.db.backends.postgresql.base:DatabaseWrapper.get_new_connection", "self.pool.getconn()")),
     ("apps/oauth/views.py", "HttpRequest._body is what HttpRequest.body returns once set",
      _django_request_body_is_read_from__body),
     ("apps/recordings/services.py, apps/tenancy/admin.py", "Model._state.adding and ._state.db",
      _django_model_state_has_adding_and_db),
-    ("connect/engine/lanes.py", "ASGIHandler.handle(scope, receive, send)",
+    ("engine/lanes.py", "ASGIHandler.handle(scope, receive, send)",
      lambda: _parameters("django.core.handlers.asgi:ASGIHandler.handle") == ["self", "scope", "receive", "send"]),
-    ("connect/engine/lanes.py", "ASGIHandler.get_response_async(request)",
+    ("engine/lanes.py", "ASGIHandler.get_response_async(request)",
      lambda: _parameters("django.core.handlers.asgi:ASGIHandler.get_response_async") == ["self", "request"]),
-    ("connect/engine/lanes.py", "BaseHandler.load_middleware(is_async)",
+    ("engine/lanes.py", "BaseHandler.load_middleware(is_async)",
      lambda: _parameters("django.core.handlers.asgi:ASGIHandler.load_middleware") == ["self", "is_async"]),
-    ("connect/engine/lanes.py", "ASGIHandler.handle runs get_response_async through create_request",
+    ("engine/lanes.py", "ASGIHandler.handle runs get_response_async through create_request",
      lambda: _source_has("django.core.handlers.asgi:ASGIHandler.run_get_response", "self.get_response_async(request)")),
     # --- asgiref --------------------------------------------------------------------------------
-    ("connect/engine/lanes.py", "ThreadSensitiveContext(executor=…)",
+    ("engine/lanes.py", "ThreadSensitiveContext(executor=…)",
      lambda: "executor" in _parameters("asgiref.sync:ThreadSensitiveContext.__init__")),
     # --- Django REST framework -----------------------------------------------------------------
-    ("apps/core/ratelimit.py", "rest_framework Request._request (the Django HttpRequest)",
+    ("apps/access/rest.py, apps/recordings/api.py", "rest_framework Request._request (the Django HttpRequest)",
      lambda: _source_has("rest_framework.request:Request.__init__", "self._request = request")),
     # --- django-oauth-toolkit -------------------------------------------------------------------
     ("apps/oauth/views.py", "oauth2_provider.oauth2_backends._add_iss_to_redirect(uri, issuer)",
@@ -109,52 +101,50 @@ PINS: list[tuple[str, str, Callable[[], object]]] = [
      lambda: _parameters("oauth2_provider.oauth2_validators:OAuth2Validator._create_authorization_code")
      == ["self", "request", "code", "expires"]),
     # --- django-q2 ------------------------------------------------------------------------------
-    ("connect/engine/taskcluster.py", "django_q.cluster.Sentinel.start()",
+    ("engine/taskcluster.py", "django_q.cluster.Sentinel.start()",
      lambda: _parameters("django_q.cluster:Sentinel.start") == ["self"]),
-    ("connect/engine/taskcluster.py", "django_q.cluster.Sentinel.reincarnate(process)",
+    ("engine/taskcluster.py", "django_q.cluster.Sentinel.reincarnate(process)",
      lambda: _parameters("django_q.cluster:Sentinel.reincarnate") == ["self", "process"]),
-    ("connect/engine/taskcluster.py", "Sentinel's pool, task_queue and stop_event attributes",
+    ("engine/taskcluster.py", "Sentinel's pool, task_queue and stop_event attributes",
      lambda: all(_source_has("django_q.cluster:Sentinel.__init__", f"self.{name} =")
                  for name in ("pool", "task_queue", "stop_event"))),
-    ("connect/engine/taskcluster.py", "Sentinel.reincarnate is called with a worker of self.pool",
+    ("engine/taskcluster.py", "Sentinel.reincarnate is called with a worker of self.pool",
      lambda: _source_has("django_q.cluster:Sentinel.reincarnate", "self.pool")),
-    ("connect/engine/taskcluster.py", "django_q.queues.Queue keeps multiprocessing's reader lock _rlock",
+    ("engine/taskcluster.py", "django_q.queues.Queue keeps multiprocessing's reader lock _rlock",
      _multiprocessing_queue_has_reader_lock),
-    ("connect/engine/taskcluster.py", "the stdlib queue's get() takes _rlock",
+    ("engine/taskcluster.py", "the stdlib queue's get() takes _rlock",
      lambda: _source_has("multiprocessing.queues:Queue.get", "self._rlock")),
     # --- drf-spectacular ------------------------------------------------------------------------
-    ("connect/engine/daphne_worker.py", "plumbing binds APIRequestFactory from rest_framework.test and only calls it",
-     _plumbing_only_calls_api_request_factory),
     ("connect/schema.py, connect/openapi.py", "the schema views make SPECTACULAR_SETTINGS' DEFAULT_GENERATOR_CLASS",
      lambda: _source_has("drf_spectacular.views:SpectacularAPIView", "spectacular_settings.DEFAULT_GENERATOR_CLASS")),
     # --- autobahn -------------------------------------------------------------------------------
-    ("connect/engine/daphne_worker.py", "AUTOBAHN_USE_NVX=0 turns autobahn's native (cffi) validator off",
+    ("engine/daphne_worker.py", "AUTOBAHN_USE_NVX=0 turns autobahn's native (cffi) validator off",
      lambda: _source_has("autobahn.websocket", "AUTOBAHN_USE_NVX") and _source_has("autobahn.websocket.utf8validator", "USES_NVX")),
     # --- daphne ---------------------------------------------------------------------------------
-    ("apps/events/consumer.py", "daphne hands applications send=partial(server.handle_reply, protocol)",
+    ("engine/daphne_stream.py", "daphne hands applications send=partial(server.handle_reply, protocol)",
      lambda: _source_has("daphne.server:Server.create_application", "send=partial(self.handle_reply, protocol)")),
-    ("connect/engine/serve.py", "daphne --fd becomes the endpoint fd:fileno=N",
+    ("engine/serve.py", "daphne --fd becomes the endpoint fd:fileno=N",
      lambda: _source_has("daphne.endpoints:build_endpoint_description_strings", '"fd:fileno=%d"')),
     # --- Twisted --------------------------------------------------------------------------------
-    ("apps/events/consumer.py", "twisted.web.http.Request._disconnected",
+    ("engine/daphne_stream.py", "twisted.web.http.Request._disconnected",
      lambda: _attr("twisted.web.http:Request._disconnected") is False),
-    ("apps/events/consumer.py", "FileDescriptor._writeDisconnected, dataBuffer, offset",
+    ("engine/daphne_stream.py", "FileDescriptor._writeDisconnected, dataBuffer, offset",
      lambda: (_attr("twisted.internet.abstract:FileDescriptor._writeDisconnected") is False
               and _attr("twisted.internet.abstract:FileDescriptor.dataBuffer") == b""
               and _attr("twisted.internet.abstract:FileDescriptor.offset") == 0)),
-    ("apps/events/consumer.py", "FileDescriptor._tempDataLen (set per instance)",
+    ("engine/daphne_stream.py", "FileDescriptor._tempDataLen (set per instance)",
      lambda: _source_has("twisted.internet.abstract:FileDescriptor.__init__", "self._tempDataLen = 0")),
-    ("connect/engine/daphne_stream.py", "tcp.Connection.writeSomeData is its socket's send() (write_through calls it)",
+    ("engine/daphne_stream.py", "tcp.Connection.writeSomeData is its socket's send() (write_through calls it)",
      lambda: _source_has("twisted.internet.tcp:Connection.writeSomeData", "untilConcludes(self.socket.send")),
     # --- channels -------------------------------------------------------------------------------
-    ("connect/engine/lanes.py", "channels.db.database_sync_to_async closes old connections around the call",
+    ("engine/lanes.py", "channels.db.database_sync_to_async closes old connections around the call",
      lambda: _source_has("channels.db:DatabaseSyncToAsync.thread_handler", "close_old_connections")),
     # --- psycopg_pool ---------------------------------------------------------------------------
-    ("connect/engine/postgresql/base.py", "psycopg_pool.ConnectionPool.check_connection(conn)",
+    ("engine/postgresql/base.py", "psycopg_pool.ConnectionPool.check_connection(conn)",
      lambda: _parameters("psycopg_pool:ConnectionPool.check_connection") == ["conn"]),
-    ("connect/engine/postgresql/base.py", "psycopg_pool.ConnectionPool.check() tests every idle connection",
+    ("engine/postgresql/base.py", "psycopg_pool.ConnectionPool.check() tests every idle connection",
      lambda: _parameters("psycopg_pool:ConnectionPool.check") == ["self"]),
-    ("connect/engine/postgresql/base.py, connect/engine/faults.py", "ConnectionPool.putconn discards a closed connection",
+    ("engine/postgresql/base.py, engine/faults.py", "ConnectionPool.putconn discards a closed connection",
      lambda: _source_has("psycopg_pool:ConnectionPool._return_connection", "discarding closed connection")),
 ]
 
@@ -192,13 +182,13 @@ def _declared_pins() -> list[tuple[str, str, Callable[[], object]]]:
     pairs (attr may be dotted, `Class.attr`) or strings in `_resolve_anywhere`'s forms."""
     from pathlib import Path
 
-    engine = Path(__file__).resolve().parent.parent / "connect" / "engine"
+    engine = Path(__file__).resolve().parent.parent / "engine"
     pins = []
     for path in sorted(engine.rglob("*.py")):
-        name = ".".join(path.relative_to(engine.parent.parent).with_suffix("").parts)
+        name = ".".join(path.relative_to(engine.parent).with_suffix("").parts)
         for entry in getattr(importlib.import_module(name), "PRIVATE_NAMES", ()):
             dotted = ".".join(entry) if isinstance(entry, tuple) else str(entry)
-            pins.append((str(path.relative_to(engine.parent.parent)), dotted, lambda d=dotted: _resolve_anywhere(d)))
+            pins.append((str(path.relative_to(engine.parent)), dotted, lambda d=dotted: _resolve_anywhere(d)))
     return pins
 
 
@@ -210,11 +200,11 @@ def test_private_name_exists_at_the_installed_version(who, what, check):
 def test_every_engine_module_says_what_it_relies_on():
     from pathlib import Path
 
-    engine = Path(__file__).resolve().parent.parent / "connect" / "engine"
+    engine = Path(__file__).resolve().parent.parent / "engine"
     modules = [path for path in engine.rglob("*.py") if path.name != "__init__.py"]
     assert modules
     for path in modules:
-        name = ".".join(path.relative_to(engine.parent.parent).with_suffix("").parts)
+        name = ".".join(path.relative_to(engine.parent).with_suffix("").parts)
         assert "Relies on" in (inspect.getdoc(importlib.import_module(name)) or ""), name
 
 

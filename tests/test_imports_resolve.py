@@ -1,4 +1,4 @@
-"""Every `apps…`/`connect…` module named in an import statement — at module level or inside a
+"""Every `apps…`/`connect…`/`engine…` module named in an import statement — at module level or inside a
 function, in the apps, the engine room, the benchmarks and the tests — exists. A function-level
 import of a module that moved fails only when that function runs (bench/webhooks.py's fairness
 phase did, after the doorkeeper took over authentication), so the check reads the source."""
@@ -9,8 +9,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TREES = ("apps", "connect", "bench", "tests", "clients")
-OURS = ("apps", "connect")
+TREES = ("apps", "connect", "engine", "bench", "tests", "clients")
+OURS = ("apps", "connect", "engine")
 
 
 def _exists(module: str) -> bool:

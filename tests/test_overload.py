@@ -1,4 +1,4 @@
-"""Overload sheds instead of queueing (connect/engine/lanes.py): a request that finds no lane
+"""Overload sheds instead of queueing (engine/lanes.py): a request that finds no lane
 free within CONNECT_QUEUE_TIMEOUT_SECONDS answers 503 unavailable with Retry-After at once, on
 REST and /mcp alike (they share the process's lanes); health probes are never shed. The lane is
 held by a switch the test flips, never by a clock."""
@@ -12,7 +12,7 @@ import httpx
 import orjson
 import pytest
 
-from connect.engine.lanes import Lanes, Overloaded
+from engine.lanes import Lanes, Overloaded
 from tests import factories
 from tests.servers import serve, without_request_id
 from tests.test_broken_connections import mcp_tools_list, wait_until

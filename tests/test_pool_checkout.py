@@ -1,4 +1,4 @@
-"""The check a pooled PostgreSQL connection gets as it leaves the pool (connect/engine/postgresql):
+"""The check a pooled PostgreSQL connection gets as it leaves the pool (engine/postgresql):
 no round trip while its socket is quiet, psycopg_pool's own check once the server has ended it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from psycopg_pool import ConnectionPool
 
-from connect.engine.postgresql import base
+from engine.postgresql import base
 
 pytestmark = pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's pool only")
 

@@ -1,4 +1,4 @@
-"""The statements prepared once per PostgreSQL connection (connect/engine/postgresql/prepared.py):
+"""The statements prepared once per PostgreSQL connection (engine/postgresql/prepared.py):
 the same rows as the statement run as it is, after the connection lost its prepared statements
 too, and inside a transaction."""
 
@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from apps.access.credentials import KEY_LOOKUP, authenticate_bearer_along
 from apps.recordings import selectors
 from apps.tenancy.models import hash_api_key
-from connect.engine.postgresql import prepared
+from engine.postgresql import prepared
 from tests import factories
 
 

@@ -1,5 +1,5 @@
 """Every answer is ours: a request head daphne's HTTP parser refuses gets our JSON `400
-invalid_request` with a detail and a request id (connect/engine/http_limits.py), not Twisted's
+invalid_request` with a detail and a request id (engine/http_limits.py), not Twisted's
 bare `400`; tried with raw bytes on a live `serve`, as a client that builds its own head would
 send them."""
 
@@ -12,7 +12,7 @@ import socket
 import httpx
 import pytest
 
-from connect.engine.http_limits import DETAILS
+from engine.http_limits import DETAILS
 from tests.servers import serve
 
 pytestmark = pytest.mark.e2e

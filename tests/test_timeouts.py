@@ -1,4 +1,4 @@
-"""Per-request time limit (connect/engine/deadlines.py): a slow statement is cut off at
+"""Per-request time limit (engine/deadlines.py): a slow statement is cut off at
 CONNECT_REQUEST_TIMEOUT_SECONDS and the client gets 503 timeout — on a real server, where
 PostgreSQL's statement_timeout and SQLite's progress handler are set as in production."""
 
@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.db.utils import OperationalError
 
-from connect.engine.faults import is_timeout
+from engine.faults import is_timeout
 from tests.servers import ROOT, serve, without_request_id
 
 pytestmark = [pytest.mark.e2e]
@@ -50,7 +50,7 @@ def test_a_long_statement_before_its_deadline_runs_to_the_end_and_one_past_it_is
     """The SQLite deadline with the clock held still, so the machine's load cannot decide: a
     statement of ~0.3 s of work is untouched while the clock stays before the deadline, and
     interrupted once it is past."""
-    from connect.engine import deadlines
+    from engine import deadlines
     from tests.urls import slow_query
 
     now = [100.0]

@@ -43,7 +43,7 @@ class Admission:
 
 
 def admit(authorization: str | None, *, audiences: Collection[str], alongside: Alongside | None = None) -> Admission:
-    """`audiences`: the resources this entry point accepts (apps/access/audience.py).
+    """`audiences`: the resources this entry point accepts (apps/oauth/audience.py).
     `alongside`: a row the endpoint will read, read in an API key's statement (credentials.py);
     it is returned only with a principal that passed every check and the rate limit."""
     return admit_each(authorization, audiences=audiences, count=1, alongside=alongside)[0]

@@ -28,13 +28,13 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.access.audience import rest_audiences, served_audience
 from apps.access.principal import Principal
 from apps.core.errors import Forbidden, InsufficientScope, Unauthorized, WorkspaceNotFound
 from apps.core.text import NUL
+from apps.oauth.audience import rest_audiences, served_audience
 from apps.oauth.models import AccessToken, RefreshToken
 from apps.tenancy.models import API_KEY_PREFIX, ApiKey, Membership, Workspace, hash_api_key
-from connect.engine.postgresql import prepared
+from engine.postgresql import prepared
 
 # --- The rules -------------------------------------------------------------------------------
 
@@ -200,7 +200,7 @@ KEY_LOOKUP = _KeyLookup()
 
 def _lookup_key(key_hash: str, alongside: Alongside | None = None) -> tuple | None:
     # Prepared once per connection on PostgreSQL, where planning the joins cost more than
-    # running them (connect/engine/postgresql/prepared.py).
+    # running them (engine/postgresql/prepared.py).
     if alongside is None:
         return prepared.fetchone("connect_key_lookup", KEY_LOOKUP.sql(), [key_hash])
     name = f"connect_key_lookup_{alongside.shape}"
@@ -224,7 +224,7 @@ def token_checksum(token: str) -> str:
 
 def principal_for_access_token(token: str, *, audience: str | Collection[str]) -> Principal:
     """`audience` is the resource the request is addressed to, or the resources the entry point
-    accepts (`apps.access.audience`). Two queries: the token with its workspace, then the
+    accepts (`apps.oauth.audience`). Two queries: the token with its workspace, then the
     membership with its user."""
     audiences = (audience,) if isinstance(audience, str) else audience
     access_token = (

@@ -17,7 +17,7 @@ The route template is noted where routing happens: Django's `resolver_match.rout
 A request no route matched is `unmatched`, so a scan of random paths adds no label values.
 
 Not seen here: the answers daphne gives before any application runs (414/431 for oversized
-request lines and headers, connect/engine/http_limits.py).
+request lines and headers, engine/http_limits.py).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class Door:
                 sent += len(message.get("body", b""))
             await send(message)
 
-        door_send.inner = send  # connect/engine/daphne_stream.py finds daphne's request through it
+        door_send.inner = send  # engine/daphne_stream.py finds daphne's request through it
         token = context.current.set(request)
         started = time.perf_counter()
         try:

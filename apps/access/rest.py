@@ -16,10 +16,10 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 
 from apps.access.admission import admit
-from apps.access.audience import rest_audiences
 from apps.access.credentials import require_scope
 from apps.access.render import error_response, www_authenticate
 from apps.core.errors import ApiError, Unauthorized, as_api_error
+from apps.oauth.audience import rest_audiences
 
 logger = logging.getLogger("connect.errors")
 

@@ -10,9 +10,10 @@ class CoreConfig(AppConfig):
         from corsheaders.signals import check_request_enabled
 
         # sqlite and deadlines connect SQLite's WAL and deadline handlers on import.
-        from connect.engine import deadlines, forking, sqlite, taskcluster  # noqa: F401
         from apps.core.cors import URLS_REGEX
+        from apps.core.errors import Unavailable, send_error
         from apps.core.origins import allowed_origin
+        from engine import deadlines, forking, lanes, sqlite, taskcluster  # noqa: F401
 
         bearer_only = re.compile(URLS_REGEX)
 
@@ -25,3 +26,10 @@ class CoreConfig(AppConfig):
         check_request_enabled.connect(cors_allowed, weak=False, dispatch_uid="connect-cors-policy")
         forking.register()
         taskcluster.install()
+
+        shed = Unavailable(retry_after=lanes.SHED_RETRY_AFTER_SECONDS)
+
+        async def send_shed(send) -> None:
+            await send_error(send, shed)
+
+        lanes.answer_shed_with(send_shed)

@@ -8,8 +8,10 @@ views) use `error_response` here, which knows no credential.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from django.core.exceptions import (
@@ -25,7 +27,7 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf
 
 from apps.core import context
-from connect.engine.faults import is_dependency_unavailable, is_timeout
+from engine.faults import is_dependency_unavailable, is_timeout
 
 logger = logging.getLogger("connect.errors")
 
@@ -105,13 +107,13 @@ class PayloadTooLarge(ApiError):
 
 
 class UriTooLong(ApiError):
-    """The request line is over the HTTP server's limit (connect/engine/http_limits.py)."""
+    """The request line is over the HTTP server's limit (engine/http_limits.py)."""
 
     status, code = 414, "uri_too_long"
 
 
 class HeadersTooLarge(ApiError):
-    """The request's header block is over the HTTP server's limit (connect/engine/http_limits.py)."""
+    """The request's header block is over the HTTP server's limit (engine/http_limits.py)."""
 
     status, code = 431, "request_header_fields_too_large"
 
@@ -157,6 +159,17 @@ def error_response(error: ApiError) -> JsonResponse:
     for name, value in error.headers().items():
         response[name] = value
     return response
+
+
+async def send_error(send: Callable[[dict], Awaitable[None]], error: ApiError) -> None:
+    """`error` as a whole ASGI response, for an answer sent from the event loop where no view
+    runs (a request the lanes shed, engine/lanes.py)."""
+    body = json.dumps(error.body()).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               (b"cache-control", b"no-store")]  # fmt: skip
+    headers += [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in error.headers().items()]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 # DRF's own exceptions, translated to our codes. Anything else is a 500.

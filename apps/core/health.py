@@ -6,7 +6,7 @@
 - `GET /readyz`: readiness. The database answers `SELECT 1` and, when `REDIS_URL` is set,
   Redis answers PING, each within `READINESS_TIMEOUT_SECONDS`; else 503 with `Retry-After`
   and, per dependency, what failed. Both are served on their own lane, never shed under
-  overload (connect/engine/lanes.py).
+  overload (engine/lanes.py).
 - `GET /`: a small index of links (docs, OpenAPI, health, OAuth metadata).
 """
 

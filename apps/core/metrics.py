@@ -2,7 +2,7 @@
 the MCP protocol core records its calls too. The scrape is connect/scrape.py.
 
 Multiprocess mode: `serve` points PROMETHEUS_MULTIPROC_DIR at a directory of its own before it
-starts its daphne processes and the task cluster (connect/engine/serve.py), so every process —
+starts its daphne processes and the task cluster (engine/serve.py), so every process —
 each daphne, each django-q2 worker forked by the sentinel — writes its values to its own files
 there, and one scrape of any daphne process sums them all. Counters of a process that died stay
 counted (its files stay); its live gauges (open streams) are dropped when `serve` restarts it.

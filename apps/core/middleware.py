@@ -1,5 +1,5 @@
 """Request edges every path shares: bodies over the upload limit and NUL characters refused,
-plain OPTIONS and HEAD.
+plain OPTIONS and HEAD, the request's database deadline (engine/deadlines.py).
 
 Upload limit: a body over `DATA_UPLOAD_MAX_MEMORY_SIZE` is `413 payload_too_large` on every
 path but the admin's, whether or not the view reads its body (a POST whose view ignores the
@@ -26,12 +26,22 @@ never sends one.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse
 from django.urls import NoReverseMatch, Resolver404, resolve, reverse
 
-from apps.core.errors import InvalidRequest, NotFound, PayloadTooLarge, error_response
+from apps.core.errors import (
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    RequestTimeout,
+    Unavailable,
+    as_api_error,
+    error_response,
+)
 from apps.core.text import NUL, holds_nul
+from engine.deadlines import end_deadline, start_deadline
 
 
 def allowed_methods(view_class) -> list[str]:
@@ -125,4 +135,26 @@ class NulCharacterMiddleware:
                 return "a parameter name"
             if holds_nul(query.getlist(key)):
                 return key
+        return None
+
+
+class RequestDeadlineMiddleware:
+    """Starts the request's database deadline (engine/deadlines.py) and turns a timed-out
+    statement or an unavailable database outside DRF (DRF's views go through
+    apps.core.errors) into its 503."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request):
+        start_deadline(settings.CONNECT_REQUEST_TIMEOUT_SECONDS)
+        try:
+            return self.get_response(request)
+        finally:
+            end_deadline()
+
+    def process_exception(self, request, exception):  # noqa: ARG002
+        error = as_api_error(exception)
+        if isinstance(error, (RequestTimeout, Unavailable)):
+            return error_response(error)
         return None

@@ -6,7 +6,7 @@ are dispatched one at a time, so a stream loop inside `handle()` would never see
 `http.disconnect`. Here `http_request` only opens the stream — checks, headers, a first
 comment — and returns; a delivery task replays, then writes whatever had to wait in the
 queue and ends the response (live frames are written by the hub straight into the daphne
-request, connect/engine/daphne_stream.py); `http.disconnect` (sent by daphne when the client
+request, engine/daphne_stream.py); `http.disconnect` (sent by daphne when the client
 goes, and also after we finish the response ourselves) cancels that task and frees the queue
 and the slot.
 
@@ -42,7 +42,7 @@ from channels.utils import await_many_dispatch
 from django.conf import settings
 
 from apps.access import door
-from apps.access.audience import rest_audiences
+from apps.oauth.audience import rest_audiences
 from apps.access.principal import Principal
 from apps.access.ratelimit import RateDecision
 from apps.access.render import render
@@ -62,7 +62,7 @@ from apps.core.params import unknown_parameters
 from apps.events import filters, slots
 from apps.access.credentials import CredentialRef
 from apps.events.hub import Replay, Stream, get_hub
-from connect.engine import daphne_stream
+from engine import daphne_stream
 
 logger = logging.getLogger("connect.events")
 
@@ -164,7 +164,7 @@ class EventStreamConsumer(AsyncHttpConsumer):
     @staticmethod
     def _error_for(exc: Exception) -> ApiError:
         """Known failures keep their code (a dependency down is 503 unavailable, see
-        connect/engine/faults.py); anything else is the contract's 500, logged."""
+        engine/faults.py); anything else is the contract's 500, logged."""
         known = as_api_error(exc)
         if known is not None:
             return known

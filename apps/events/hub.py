@@ -18,14 +18,14 @@ in the issue, that does not scale past a few hundred streams).
   on `database_sync_to_async`'s shared thread and never once per event per stream. A job that
   is safe to run twice (`retry=True`: reads, and writes made idempotent) runs once more on a
   fresh connection when its own dies under it (`_db_job`); a connection that died idle in the
-  pool is replaced before any job gets it (connect/engine/postgresql).
+  pool is replaced before any job gets it (engine/postgresql).
 - Slot leases: every third of a lease the hub renews the slots of the streams it holds, by id,
   and deletes lapsed rows (slots.py), so a slot lives as long as its stream.
 - Dispatch is per batch, not per event: everything one follower poll (or one burst of Redis
   messages) brought is routed at once, and each matching stream gets its share as one write.
 - A live stream (replay done, its socket not backed up, nothing queued) is written to straight
   from the dispatch: `Stream.write`, which the consumer sets to the daphne request's write
-  (connect/engine/daphne_stream.py says why that is safe). No task wakes up per stream and event; the stream's task
+  (engine/daphne_stream.py says why that is safe). No task wakes up per stream and event; the stream's task
   is left with replay, pings of paused streams, draining after a pause, and closing.
 - Otherwise (replaying, paused by Twisted's flow control, or not under daphne) frames wait in
   the stream's bounded deque for its task. A stream whose deque is full (its client does not
@@ -60,8 +60,8 @@ from apps.events.filters import Subscription
 from apps.events.positions import Position, event_id_ms
 from apps.events.retention import oldest_complete_ms
 from apps.events.representations import PING, frame_for
-from connect.engine import daphne_stream
-from connect.engine.faults import discard_lost_connections, is_database_unavailable
+from engine import daphne_stream
+from engine.faults import discard_lost_connections, is_database_unavailable
 
 logger = logging.getLogger("connect.events")
 
@@ -103,9 +103,9 @@ BURST_FOLLOW_SECONDS = 0.1
 
 def _db_job(fn: Callable, retry: bool, *args, **kwargs):
     """`fn` on a hub thread. Every PostgreSQL connection is tried as it leaves the pool
-    (connect/engine/postgresql); `retry`: `fn` is safe to run twice (a read, or a write made
+    (engine/postgresql); `retry`: `fn` is safe to run twice (a read, or a write made
     idempotent), so when its connection dies under it, it runs once more on a fresh one
-    (connect/engine/faults.py); otherwise the error stands and the caller answers 503."""
+    (engine/faults.py); otherwise the error stands and the caller answers 503."""
     try:
         try:
             return fn(*args, **kwargs)
@@ -800,7 +800,7 @@ class Hub:
 
         Routed per subscription, not per stream: each subscription's share is joined once, and
         the same bytes object is written to each of its live streams (the daphne write frames it
-        once for all of them, connect/engine/daphne_stream.py). The per-stream work is the loop
+        once for all of them, engine/daphne_stream.py). The per-stream work is the loop
         below: a stream that can take the bytes now (live, not paused, nothing queued, past its
         resume floor) is written at once; any other goes through `Stream.offer`."""
         shares: dict[tuple[int, Subscription], list[tuple[tuple[int, str], bytes]]] = {}

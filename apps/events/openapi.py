@@ -3,8 +3,9 @@ Channels consumer, not a DRF view, so it is described here: the `text/event-stre
 and the envelope of each event type, the `filters` parameter, `Last-Event-ID` (our resume
 extension), and every error, each a JSON body sent before any stream byte.
 
-Each envelope is derived from the declarations REST, MCP and webhooks use (apps/events/shapes.py,
-apps/recordings/shapes.py): a session in an event is the `SessionOut` component."""
+Each envelope is derived from the declarations REST, MCP and webhooks use: the envelope's in
+apps/events/shapes.py, each type's data as its recorder registered it there (a session in an
+event is the `SessionOut` component)."""
 
 from __future__ import annotations
 
@@ -17,14 +18,10 @@ from django.conf import settings
 from apps.events import filters
 from apps.events.models import Event
 from apps.events.representations import event_envelope
-from apps.events.shapes import ENVELOPE_NAMES, typed_envelope
-from apps.recordings.models import Session, SessionStatus
-from apps.recordings.representations import session_created_data
+from apps.events.shapes import ENVELOPE_NAMES, EXAMPLES, typed_envelope
 
 PATH = "/api/v1/events/stream"
 ERROR_REF = "#/components/schemas/Error"
-EVENT_SCHEMAS = {str(event_type): name for event_type, name in ENVELOPE_NAMES.items()}
-EXAMPLE_SESSION_ID = "01jd8x5k2p0000000000000000"
 EXAMPLE_EVENT_ID = "evt_01jd8x5k3m6q2w9r7t4v0y1z3a"
 
 FRAMES = """Each event is one frame:
@@ -56,10 +53,8 @@ def _envelope(event_type: str) -> dict[str, Any]:
 def _example_stream() -> str:
     """A stream's first bytes, its event written by the functions the stream uses."""
     at = datetime(2026, 1, 5, 9, 30, 0, 123000, tzinfo=timezone.utc)
-    session = Session(id=EXAMPLE_SESSION_ID, label="Kickoff", memo=None, status=SessionStatus.RECORDING,
-                      started_at=at, ended_at=None, created_at=at, updated_at=at)
-    event = Event(type=filters.SESSION_CREATED, session_id=session.id, occurred_at=at,
-                  data=session_created_data(session, at))
+    session_id, data = EXAMPLES[filters.SESSION_CREATED](at)
+    event = Event(type=filters.SESSION_CREATED, session_id=session_id, occurred_at=at, data=data)
     data = orjson.dumps(event_envelope(event)).decode()
     return f": connected\n\nid: {EXAMPLE_EVENT_ID}\nevent: {event.type}\ndata: {data}\n\n: ping\n\n"
 
@@ -107,8 +102,14 @@ def _error(description: str, schema: dict[str, Any] | None = None, **extra: Any)
             **extra}
 
 
+def _event_schemas() -> dict[str, str]:
+    # Read when the schema is generated: the recorders register their types at start.
+    return {str(event_type): name for event_type, name in ENVELOPE_NAMES.items()}
+
+
 def _operation(heartbeat: int, resume: int, max_streams: int) -> dict[str, Any]:
-    events = [{"$ref": f"#/components/schemas/{name}"} for name in EVENT_SCHEMAS.values()]
+    event_schemas = _event_schemas()
+    events = [{"$ref": f"#/components/schemas/{name}"} for name in event_schemas.values()]
     filters_description = (
         "URL-encoded JSON array of 1 to 20 entries `{type, sessionId?}`, OR-matched (an event is sent when any "
         "entry matches). `sessionId` is a non-empty string and required for `transcript.segment.created`; no other "
@@ -164,7 +165,7 @@ def _operation(heartbeat: int, resume: int, max_streams: int) -> dict[str, Any]:
                             "oneOf": events,
                             "discriminator": {
                                 "propertyName": "type",
-                                "mapping": {t: f"#/components/schemas/{n}" for t, n in EVENT_SCHEMAS.items()},
+                                "mapping": {t: f"#/components/schemas/{n}" for t, n in event_schemas.items()},
                             },
                         },
                         "example": _example_stream(),
@@ -218,7 +219,7 @@ def extend(schema: dict[str, Any]) -> None:
     schemas = schema.setdefault("components", {}).setdefault("schemas", {})
     schemas["EventStreamFilterEntry"] = _filter_entry()
     schemas["FilterCostExceeded"] = _cost_exceeded()
-    for event_type, name in EVENT_SCHEMAS.items():
+    for event_type, name in _event_schemas().items():
         schemas[name] = _envelope(event_type)
     schema.setdefault("paths", {})[PATH] = {
         "get": _operation(

@@ -1,24 +1,37 @@
 """The event envelope (contract §2.6, §6.1), declared once: exactly type, sessionId, occurredAt,
-data. Each type's `data` is declared by the app that records the event (apps/recordings/shapes.py);
-the documented envelopes below pin `type` to one value and `data` to that type's shape."""
+data. The outbox stores and serves any event; what each type's `data` holds is declared by the
+app that records it, which registers it here at start (`register_data`, called from
+apps/recordings/apps.py): the documented envelopes pin `type` to one value and `data` to that
+type's shape."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from apps.core.shapes import JSON, STRING, TIMESTAMP, Field, Shape
 from apps.events.models import Event, EventType
-from apps.recordings.shapes import (
-    SESSION_CREATED_DATA,
-    SESSION_STATUS_CHANGED_DATA,
-    TRANSCRIPT_SEGMENT_CREATED_DATA,
-)
 
-DATA_SHAPES: dict[str, Shape] = {
-    EventType.SESSION_CREATED: SESSION_CREATED_DATA,
-    EventType.SESSION_STATUS_CHANGED: SESSION_STATUS_CHANGED_DATA,
-    EventType.TRANSCRIPT_SEGMENT_CREATED: TRANSCRIPT_SEGMENT_CREATED_DATA,
-}
+# Each registered type's data shape, the component name of its documented envelope in
+# /openapi.json, and (optionally) an example event's `(sessionId, data)` at a given time.
+DATA_SHAPES: dict[str, Shape] = {}
+ENVELOPE_NAMES: dict[str, str] = {}
+EXAMPLES: dict[str, Callable[[datetime], tuple[str, dict[str, Any]]]] = {}
+
+
+def register_data(
+    event_type: str,
+    shape: Shape,
+    *,
+    envelope_name: str,
+    example: Callable[[datetime], tuple[str, dict[str, Any]]] | None = None,
+) -> None:
+    """Declares the `data` of events of `event_type`: in registration order in /openapi.json."""
+    DATA_SHAPES[event_type] = shape
+    ENVELOPE_NAMES[event_type] = envelope_name
+    if example is not None:
+        EXAMPLES[event_type] = example
 
 
 def _data(event: Event) -> Any:
@@ -67,14 +80,6 @@ EVENT_PAGE = Shape(
     params=("items", "next_cursor"),
     component=True,
 )
-
-# The component name of each type's documented envelope in /openapi.json.
-ENVELOPE_NAMES: dict[str, str] = {
-    EventType.SESSION_CREATED: "SessionCreatedEvent",
-    EventType.SESSION_STATUS_CHANGED: "SessionStatusChangedEvent",
-    EventType.TRANSCRIPT_SEGMENT_CREATED: "TranscriptSegmentCreatedEvent",
-}
-
 
 def typed_envelope(event_type: str, description: str = "") -> Shape:
     """The envelope of one event type, for documentation."""

@@ -5,7 +5,7 @@ protection, 403) and the Host, the method (GET and DELETE → 405: no SSE stream
 the body size (413); then, on a lane thread, admission (apps/access/admission.py: 401 naming
 the protected-resource metadata, 404 workspace_not_found, 403 forbidden, 429 in REST's
 buckets) and the media types (415, 406). Authentication, the protocol and the tools run as
-one call on one of the process's lanes (connect/engine/lanes.py, shared with Django's views),
+one call on one of the process's lanes (engine/lanes.py, shared with Django's views),
 so a request costs one thread hop and one pooled database connection.
 """
 
@@ -19,14 +19,14 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
 from apps.access.admission import admit
-from apps.access.audience import accepted_audiences
 from apps.access.render import render
 from apps.core.errors import ApiError, RequestTimeout, Unavailable, as_api_error
 from apps.core.origins import allowed_origin
 from apps.mcp import protocol
 from apps.mcp.tools import WorkspaceTools, read_ahead
-from connect.engine.faults import run_read_only
-from connect.engine.lanes import SHED_RETRY_AFTER_SECONDS, Lanes, Overloaded, process_lanes
+from apps.oauth.audience import accepted_audiences
+from engine.faults import run_read_only
+from engine.lanes import SHED_RETRY_AFTER_SECONDS, Lanes, Overloaded, process_lanes
 
 logger = logging.getLogger("connect.mcp")
 

@@ -19,7 +19,7 @@ from oauth2_provider.views import AuthorizationView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
-from apps.access.audience import audience_for_request
+from apps.oauth.audience import audience_for_request
 from apps.core.text import NotText, loads_text
 from apps.oauth import redirect_uris
 from apps.oauth.forms import ConsentForm

@@ -4,7 +4,11 @@ is generated from its shape's one declaration in apps/recordings/shapes.py."""
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from apps.recordings import shapes
+from apps.recordings.models import Session, SessionStatus
 
 session_summary_repr = shapes.SESSION_SUMMARY.encode
 # A Session, or a named row of SESSION_FIELDS.
@@ -45,3 +49,10 @@ def transcript_revision_rows_repr(stamp=None):
 session_created_data = shapes.SESSION_CREATED_DATA.encode
 session_status_changed_data = shapes.SESSION_STATUS_CHANGED_DATA.encode
 transcript_segment_created_data = shapes.TRANSCRIPT_SEGMENT_CREATED_DATA.encode
+
+
+def example_session_created(at: datetime) -> tuple[str, dict[str, Any]]:
+    """A `session.created` event's session id and data at `at`, for the stream's documentation."""
+    session = Session(id="01jd8x5k2p0000000000000000", label="Kickoff", memo=None, status=SessionStatus.RECORDING,
+                      started_at=at, ended_at=None, created_at=at, updated_at=at)  # fmt: skip
+    return session.id, session_created_data(session, at)

@@ -38,7 +38,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from apps.core import metrics
-from apps.webhooks import keys, outbound, schedule, ssrf
+from apps.webhooks import keys, outbound, schedule, signing, ssrf
 from apps.webhooks.installation import unauthorized_installations
 from apps.webhooks.models import (
     ACTIVE_STATUSES,
@@ -231,8 +231,6 @@ def _stop_reason(endpoint: WebhookEndpoint) -> str | None:
 def request_headers(
     delivery: Delivery, body: bytes, material: keys.SigningMaterial | None = None
 ) -> list[tuple[str, str]]:
-    from apps.webhooks import signing
-
     material = material or keys.signing_material()
     signature = signing.sign(material.seed, kid=material.kid, timestamp=int(time.time()), body=body)
     return [

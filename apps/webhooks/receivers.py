@@ -9,6 +9,7 @@ from django.db.models.signals import post_save
 from django.utils import timezone
 
 from apps.access.credentials import key_holds
+from apps.events.signals import event_recorded
 from apps.tenancy.models import ApiKey, Membership
 from apps.webhooks import services
 from apps.webhooks.installation import INSTALLATION_SCOPE
@@ -48,11 +49,6 @@ def on_membership_saved(sender, instance, **kwargs) -> None:  # noqa: ARG001
 
 
 def connect() -> None:
-    try:
-        from apps.events.signals import event_recorded
-    except ImportError:  # the outbox is not installed: no events, no event deliveries
-        event_recorded = None
-    if event_recorded is not None:
-        event_recorded.connect(on_event_recorded, dispatch_uid="webhooks.event_recorded")
+    event_recorded.connect(on_event_recorded, dispatch_uid="webhooks.event_recorded")
     post_save.connect(on_api_key_saved, sender=ApiKey, dispatch_uid="webhooks.api_key_saved")
     post_save.connect(on_membership_saved, sender=Membership, dispatch_uid="webhooks.membership_saved")

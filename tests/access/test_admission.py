@@ -14,7 +14,7 @@ from oauth2_provider.models import set_token_value
 
 from apps.access.admission import admit
 from apps.access.ratelimit import shared_counters
-from apps.access.audience import accepted_audiences, rest_audiences
+from apps.oauth.audience import accepted_audiences, rest_audiences
 from apps.core.errors import Forbidden, RateLimited, Unauthorized, WorkspaceNotFound
 from apps.oauth.models import AccessToken
 from apps.oauth.services import create_client

@@ -1,5 +1,5 @@
 """A process forked from one that used the database (django-q2's workers, forked by a sentinel
-that has run queries) must not share its parent's PostgreSQL connections (connect/engine/forking.py)."""
+that has run queries) must not share its parent's PostgreSQL connections (engine/forking.py)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from connect.engine.serve import ACCEPT_QUEUE, listening_sockets
+from engine.serve import ACCEPT_QUEUE, listening_sockets
 from tests.servers import alive, cmdline_of, descendants, parent_of, serve, start, wait_until
 
 
@@ -119,7 +119,7 @@ def test_each_socket_has_the_deepest_accept_queue_the_kernel_allows():
 
 SUPERVISED = """
 import sys, time
-from connect.engine import serve
+from engine import serve
 serve.READY_SECONDS = float(sys.argv[1])
 servers = [[sys.executable, "-c", sys.argv[2], sys.argv[4] + "-" + str(i)] for i in range(2)]
 tasks = [[sys.executable, "-c", sys.argv[3], sys.argv[4] + "-task"]]

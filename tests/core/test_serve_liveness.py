@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 SUPERVISED = """
 import sys
-from connect.engine import serve
+from engine import serve
 servers = [[sys.executable, "-c", sys.argv[1], sys.argv[3] + "-" + str(i)] for i in range(2)]
 serve.supervise(servers, serve.listening_sockets("127.0.0.1", 0, 2), liveness_seconds=float(sys.argv[2]))
 """

@@ -1,5 +1,5 @@
 """The task cluster outlives an idle worker killed while it held the task queue's reader lock
-(connect/engine/taskcluster.py, django-q2#23): the rule, then the lock itself across real processes.
+(engine/taskcluster.py, django-q2#23): the rule, then the lock itself across real processes.
 The whole cluster is tested live in tests/webhooks/test_live.py."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from django_q import cluster
 from django_q.queues import Queue
 
-from connect.engine.taskcluster import StallWatch, watch_task_queue
+from engine.taskcluster import StallWatch, watch_task_queue
 
 
 def test_a_free_lock_is_never_released():

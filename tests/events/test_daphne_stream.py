@@ -1,4 +1,4 @@
-"""connect/engine/daphne_stream.py against the installed Twisted: the write-through is taken only
+"""engine/daphne_stream.py against the installed Twisted: the write-through is taken only
 on a plain TCP transport whose buffer it can see, and a Twisted without one of the private
 names it reads degrades to the ordinary `Request.write` path instead of failing a stream."""
 
@@ -14,7 +14,7 @@ from twisted.internet.protocol import Protocol
 from twisted.web.http import Request
 from twisted.web.test.requesthelper import DummyChannel
 
-from connect.engine import daphne_stream
+from engine import daphne_stream
 
 
 @pytest.fixture

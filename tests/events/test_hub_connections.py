@@ -90,7 +90,7 @@ def test_idle_connections_the_server_closed_are_replaced_before_the_job():
     connection.close()  # back to the pool: every connection of this process now sits idle there
     with other_connection() as raw:
         # The timeout makes it wait until each backend has exited: closed by the server, as the
-        # check before a job sees it (a readable socket, connect/engine/postgresql/base.py).
+        # check before a job sees it (a readable socket, engine/postgresql/base.py).
         # Without it, under load, the job could start while the backend was still on its way out.
         ended = raw.execute(
             "SELECT count(*) FROM (SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "

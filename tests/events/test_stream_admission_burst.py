@@ -13,7 +13,7 @@ import pytest
 from django.conf import settings
 
 from apps.access import admission as admission_module
-from apps.access.audience import rest_audiences
+from apps.oauth.audience import rest_audiences
 from apps.core.errors import RateLimited, Unauthorized
 from apps.events import hub as hub_module
 from apps.events.hub import get_hub

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.access import admission as admission_module
-from apps.access.audience import rest_audiences
+from apps.oauth.audience import rest_audiences
 from apps.core.errors import InsufficientScope, InvalidFilters, Unauthorized
 from apps.events import consumer as consumer_module
 from apps.events import hub as hub_module

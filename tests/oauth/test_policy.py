@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from apps.access.audience import audience_for_request, token_serves
+from apps.oauth.audience import audience_for_request, token_serves
 from apps.oauth.redirect_uris import redirect_uri_problem
 
 BASE = "https://connect.example"

@@ -73,6 +73,6 @@ def test_everything_serve_writes_is_json(json_server):
     assert not_json == [], not_json
     loggers = {r["logger"] for r in records(json_server)}
     # The supervisor's own lines, a server's, the refused head's, a captured warning's, the task side's.
-    assert {"apps.core.management.commands.serve", "connect.engine.serve", "daphne.server",
-            "connect.engine.http_limits", "py.warnings"} <= loggers, loggers  # fmt: skip
+    assert {"apps.core.management.commands.serve", "engine.serve", "daphne.server",
+            "engine.http_limits", "py.warnings"} <= loggers, loggers  # fmt: skip
     assert any(name.startswith("django-q") for name in loggers), loggers

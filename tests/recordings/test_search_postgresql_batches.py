@@ -12,7 +12,7 @@ import pytest
 from django.db import connection, transaction
 
 from apps.recordings.search import postgresql, postgresql_queries, search_transcripts
-from connect.engine.postgresql import prepared
+from engine.postgresql import prepared
 from tests import factories
 
 pytestmark = pytest.mark.skipif("connection.vendor != 'postgresql'")

@@ -23,7 +23,7 @@ and oldest created_at, and joined to it by transcript (`queries.ranged_source`),
 at most RANGE_RATIO times as frequent as it (every common word: a range stops at its bound and
 the older revisions fall back to the lookup by primary key); rarer leads keep the lookups.
 Every statement is prepared once per connection, with its generic plan
-(connect/engine/postgresql/prepared.py `run`).
+(engine/postgresql/prepared.py `run`).
 
 A batch also gives each matched revision's session created_at and its candidates' weights
 (migration 0008: each candidate segment's word count and each word's occurrences in it, as
@@ -44,7 +44,7 @@ from typing import Any
 
 from django.db import connection
 
-from connect.engine.postgresql import prepared
+from engine.postgresql import prepared
 
 import apps.recordings.search.windows as windows
 import apps.recordings.search.postgresql_queries as queries

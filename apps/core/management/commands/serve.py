@@ -1,5 +1,5 @@
 """`serve [--host H] [--port P] [--workers N]`: N daphne processes listening on one port
-(processes and sockets: connect/engine/serve.py).
+(processes and sockets: engine/serve.py).
 
 Beside daphne it runs the task side (unless `--no-tasks`), started once the servers serve: the
 django-q2 cluster (`qcluster`; ORM broker by default, Redis when REDIS_URL is set) and the
@@ -27,7 +27,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from apps.core.logs import configure, logging_config
-from connect.engine.serve import daphne_command, listening_sockets, supervise
+from engine.serve import daphne_command, listening_sockets, supervise
 
 logger = logging.getLogger(__name__)
 

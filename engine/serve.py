@@ -44,7 +44,7 @@ RESTART_PAUSE_SECONDS = 0.5  # between a child's end and its replacement: no res
 
 
 def daphne_command(app: str, fd: int, *, access_log: bool) -> list[str]:
-    command = [sys.executable, "-m", "connect.engine.daphne_worker", "-v", "1" if access_log else "0"]
+    command = [sys.executable, "-m", "engine.daphne_worker", "-v", "1" if access_log else "0"]
     if access_log:
         command += ["--access-log", "-"]
     return command + ["--fd", str(fd), app]

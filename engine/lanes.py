@@ -32,10 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -47,8 +46,7 @@ from django.http import FileResponse
 from django.urls import set_script_prefix
 from django.db import close_old_connections
 
-from apps.core.errors import Unavailable
-from connect.engine.faults import READ_ONLY_METHODS, discard_lost_connections
+from engine.faults import READ_ONLY_METHODS, discard_lost_connections
 
 logger = logging.getLogger("connect.lanes")
 
@@ -187,15 +185,22 @@ PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 SHED_RETRY_AFTER_SECONDS = 1
 
 
-async def send_shed(send: Callable[..., Any]) -> None:
-    """The 503 a shed request gets, straight from the event loop (no lane is free to render it)."""
-    error = Unavailable(retry_after=SHED_RETRY_AFTER_SECONDS)
-    body = json.dumps(error.body()).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-               (b"cache-control", b"no-store")]  # fmt: skip
-    headers += [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in error.headers().items()]
-    await send({"type": "http.response.start", "status": error.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+async def _bare_shed(send: Callable[..., Any]) -> None:
+    await send({"type": "http.response.start", "status": 503,
+                "headers": [(b"retry-after", str(SHED_RETRY_AFTER_SECONDS).encode()), (b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+# The 503 a shed request gets, sent straight from the event loop (no lane is free to render it).
+# The API's error body is the apps' to write: apps/core registers its renderer at start
+# (`answer_shed_with`); a process without one answers a bare 503 with Retry-After.
+_send_shed: Callable[[Callable[..., Any]], Awaitable[None]] = _bare_shed
+
+
+def answer_shed_with(send_shed: Callable[[Callable[..., Any]], Awaitable[None]]) -> None:
+    """`send_shed(send)` answers every request shed from now on."""
+    global _send_shed
+    _send_shed = send_shed
 
 
 class LaneASGIHandler(ASGIHandler):
@@ -250,7 +255,7 @@ class LaneASGIHandler(ASGIHandler):
 
     def get_response(self, request):
         """The middleware chain and view; a read-only request whose database connection died
-        under it runs once more on a fresh connection (connect/engine/faults.py)."""
+        under it runs once more on a fresh connection (engine/faults.py)."""
         response = super().get_response(request)
         if response.status_code >= 500 and request.method in READ_ONLY_METHODS and discard_lost_connections():
             logger.warning("database connection lost under %s %s; retrying once", request.method, request.path)
@@ -265,14 +270,14 @@ class LaneASGIHandler(ASGIHandler):
         try:
             await self.lanes.enter(self.handle, scope, receive, send)
         except Overloaded:
-            await send_shed(send)
+            await _send_shed(send)
 
 
 def get_asgi_application() -> LaneASGIHandler:
     import django
 
     django.setup(set_prefix=False)
-    from connect.engine.deadlines import apply_statement_timeout
+    from engine.deadlines import apply_statement_timeout
 
     apply_statement_timeout()  # server processes only: commands and workers keep no limit
     return LaneASGIHandler(process_lanes())

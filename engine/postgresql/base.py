@@ -1,4 +1,4 @@
-"""Django's PostgreSQL backend (`ENGINE = "connect.engine.postgresql"`, set by connect/settings.py
+"""Django's PostgreSQL backend (`ENGINE = "engine.postgresql"`, set by connect/settings.py
 whenever DATABASE_URL is PostgreSQL), with each pooled connection tried as it leaves psycopg's
 pool, so one the server or a proxy closed while it sat idle (a restart, `pg_terminate_backend`,
 an idle timeout) is never handed to a request.
@@ -15,7 +15,7 @@ that hook sleeps 1, 2, 4… s before trying the next connection, so a pool whose
 all died at once made its first request wait past the pool timeout and fail. Here one failed
 check makes the pool test every idle connection at once (`ConnectionPool.check()`: the dead are
 discarded and replaced) before the request takes a fresh one. A connection that dies while a
-request holds it is connect/engine/faults.py's (one retry for read-only requests).
+request holds it is engine/faults.py's (one retry for read-only requests).
 
 Relies on: Django's backend loading `<ENGINE>.base.DatabaseWrapper`, and
 `DatabaseWrapper.get_new_connection(conn_params)` taking the connection from `self.pool`

@@ -6,8 +6,9 @@ in apps/core/errors.py).
   options by `apply_statement_timeout`, which the ASGI entry point calls, so migrations, seeds
   and task workers keep unlimited statements). The server cancels the statement.
 - SQLite: a progress handler on every connection checks the current request's deadline (set by
-  `RequestDeadlineMiddleware` on the thread running the request) and interrupts the statement
-  past it. Outside a request there is no deadline.
+  `start_deadline` on the thread running the request: apps/core/middleware.py's
+  `RequestDeadlineMiddleware`) and interrupts the statement past it. Outside a request there is
+  no deadline.
 
 What is bounded is the time spent in the database, where slow requests spend it (search, large
 transcripts). Pure Python work in a view cannot be interrupted from outside its thread.
@@ -24,8 +25,6 @@ import time
 
 from django.conf import settings
 from django.db.backends.signals import connection_created
-
-from apps.core.errors import RequestTimeout, Unavailable, as_api_error, error_response
 
 _request = threading.local()  # .deadline: a _clock() value, or None outside requests
 _clock = time.monotonic  # module-level so that a test can stand the clock still
@@ -60,23 +59,10 @@ def apply_statement_timeout() -> None:
     options["options"] = f"{existing} -c statement_timeout={milliseconds}".strip()
 
 
-class RequestDeadlineMiddleware:
-    """Sets the request's deadline for the SQLite progress handler and turns a timed-out
-    statement or an unavailable database outside DRF (DRF's views go through
-    apps.core.errors) into its 503."""
+def start_deadline(seconds: float) -> None:
+    """The request running on this thread may spend `seconds` from now in the database."""
+    _request.deadline = _clock() + seconds
 
-    def __init__(self, get_response) -> None:
-        self.get_response = get_response
 
-    def __call__(self, request):
-        _request.deadline = _clock() + settings.CONNECT_REQUEST_TIMEOUT_SECONDS
-        try:
-            return self.get_response(request)
-        finally:
-            _request.deadline = None
-
-    def process_exception(self, request, exception):  # noqa: ARG002
-        error = as_api_error(exception)
-        if isinstance(error, (RequestTimeout, Unavailable)):
-            return error_response(error)
-        return None
+def end_deadline() -> None:
+    _request.deadline = None

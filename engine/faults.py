@@ -1,7 +1,7 @@
 """What a dependency failure looks like from the ORM and the Redis client, told apart by kind,
 and the one transparent retry a read-only request gets when its database connection died.
 
-- A statement the request deadline cut off (connect/engine/deadlines.py): `503 timeout`.
+- A statement the request deadline cut off (engine/deadlines.py): `503 timeout`.
 - The database unreachable, or a connection to it lost (the server restarted or terminated the
   backend, a proxy dropped it, the pool found none within its timeout), or Redis unreachable:
   `503 unavailable` with `Retry-After` (`Unavailable`, apps/core/errors.py).
@@ -9,7 +9,7 @@ and the one transparent retry a read-only request gets when its database connect
   whose tools only read) runs once more on a fresh one, so the client never sees it. A write is
   never repeated: whether its transaction committed before the connection died is unknown.
 
-PostgreSQL connections are tried as they leave psycopg's pool (connect/engine/postgresql), so
+PostgreSQL connections are tried as they leave psycopg's pool (engine/postgresql), so
 one that died while idle is replaced before a request gets it; the retry covers one that dies
 while a request holds it.
 

@@ -1,0 +1,152 @@
+"""Resident memory of each `serve` server process, checkouts side by side: idle after start, then
+after a short REST load (sessions list, session get, transcript, search), A and B alternating in
+one run on one seeded SQLite database.
+
+    .venv/bin/python bench/serve_rss.py --checkout A=/path/to/a --checkout B=. [--rounds 3]
+
+Each round starts `manage.py serve --workers 2 --no-tasks` from each checkout in turn, waits
+for /healthz, lets it settle, reads VmRSS of its two daphne processes, sends the load, lets it
+settle again and reads them again. Prints one line per server and the medians per checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = str(ROOT / ".venv" / "bin" / "python")
+WORKSPACE = "rss"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def env_for(database: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "REDIS_URL")}
+    env.update(DATABASE_URL=f"sqlite:///{database}", CONNECT_DEVELOPMENT="1", DJANGO_SETTINGS_MODULE="connect.settings",
+               CONNECT_QUEUE_TIMEOUT_SECONDS="60", PYTHONUNBUFFERED="1")  # fmt: skip
+    return env
+
+
+def manage(checkout: Path, env: dict[str, str], *args: str) -> str:
+    return subprocess.run([PYTHON, "manage.py", *args], cwd=checkout, env=env, check=True, capture_output=True,
+                          text=True).stdout  # fmt: skip
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            if parent == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise LookupError(pid)
+
+
+def daphnes(pid: int) -> list[int]:
+    return sorted(p for p in children(pid) if b"daphne" in Path(f"/proc/{p}/cmdline").read_bytes())
+
+
+def load(base: str, key: str, session_ids: list[str], requests: int) -> None:
+    paths = ["/api/v1/sessions?limit=25", "/api/v1/transcripts/search?query=roadmap"]
+    for session_id in session_ids[:5]:
+        paths += [f"/api/v1/sessions/{session_id}", f"/api/v1/sessions/{session_id}/transcript"]
+
+    def run(worker: int) -> None:
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60) as client:
+            for i in range(worker, requests, 4):
+                client.get(paths[i % len(paths)]).raise_for_status()
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(run, range(4)))
+
+
+def measure(name: str, checkout: Path, env: dict[str, str], key: str, session_ids: list[str], requests: int,
+            settle: float) -> list[tuple[str, float, float]]:  # fmt: skip
+    port = free_port()
+    process = subprocess.Popen([PYTHON, "manage.py", "serve", "--workers", "2", "--no-tasks", "--port", str(port)],
+                               cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=5).status_code == 200 and len(daphnes(process.pid)) == 2:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name}: serve did not come up")
+            time.sleep(0.5)
+        time.sleep(settle)
+        pids = daphnes(process.pid)
+        idle = [rss_mb(p) for p in pids]
+        load(base, key, session_ids, requests)
+        time.sleep(settle)
+        loaded = [rss_mb(p) for p in pids]
+        return [(name, a, b) for a, b in zip(idle, loaded)]
+    finally:
+        process.terminate()
+        process.wait(60)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkout", action="append", required=True, help="NAME=PATH")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=2000, help="REST requests per server")
+    parser.add_argument("--settle", type=float, default=5.0, help="seconds before each reading")
+    args = parser.parse_args()
+    checkouts = [(n, Path(p).resolve()) for n, p in (c.split("=", 1) for c in args.checkout)]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        env = env_for(Path(tmp) / "rss.sqlite3")
+        first = checkouts[0][1]
+        manage(first, env, "migrate", "-v", "0")
+        manage(first, env, "seed_demo", "--workspace", WORKSPACE)
+        key = manage(first, env, "issue_api_key", WORKSPACE, "--member", "demo@example.com",
+                     "--scopes", "svc:sessions:read,svc:transcripts:read").strip().splitlines()[-1]  # fmt: skip
+        session_ids = manage(first, env, "shell", "-v", "0", "-c",
+                             "from apps.recordings.models import Session; "
+                             f"print(' '.join(Session.objects.filter(workspace__slug='{WORKSPACE}')"
+                             ".values_list('id', flat=True)[:5]))").split()  # fmt: skip
+        rows: list[tuple[str, float, float]] = []
+        for round_ in range(args.rounds):
+            for name, checkout in checkouts if round_ % 2 == 0 else reversed(checkouts):
+                for row in measure(name, checkout, env, key, session_ids, args.requests, args.settle):
+                    rows.append(row)
+                    print(f"round {round_ + 1} {row[0]:>10}: idle {row[1]:6.1f} MB, after load {row[2]:6.1f} MB", flush=True)
+
+    print("\nmedian per server process (MB)      idle   after load")
+    for name, _ in checkouts:
+        mine = [r for r in rows if r[0] == name]
+        print(f"{name:>30}  {statistics.median(r[1] for r in mine):6.1f}   {statistics.median(r[2] for r in mine):6.1f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""A daphne server process (`python -m engine.daphne_worker …`, what `serve` starts): daphne's
+own command line, with the start-up heap settled before it serves and `serve` told once it does.
+
+Every library is imported the ordinary way (docs/decisions/import-deferral.md says why nothing
+is held back in `sys.modules` any more). One switch is the library's own: autobahn, which
+daphne imports for WebSocket (not served here), compiles the C declarations of its native UTF-8
+validator with pycparser at import unless `AUTOBAHN_USE_NVX=0` selects its Python one.
+
+Relies on (pinned in tests/test_engine_pins.py): autobahn reading `AUTOBAHN_USE_NVX` at import;
+CPython's `gc.freeze` and glibc's `malloc_trim` (called through ctypes where it exists).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+
+HEARTBEAT_SECONDS = 1.0  # how often a server tells `serve` it lives
+
+
+def settle_start_up_heap() -> None:
+    """Once the application is built, before it serves:
+    - freezes what start-up made (settings, URL resolvers, DRF: alive as long as the process)
+      out of the collector's reach, so a full collection walks only what came after, mostly the
+      open streams, and a burst of stream opens does not stall the event loop walking start-up's
+      objects again and again;
+    - hands the heap that start-up allocated and freed back to the kernel (glibc's
+      `malloc_trim`; nothing where the C library has no such call)."""
+    gc.freeze()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (AttributeError, OSError):
+        pass
+
+
+def start_heartbeat() -> None:
+    """Tells `serve` this process serves and lives (engine/serve.py): a byte on the pipe named by
+    SERVE_READY_FD once the reactor runs (it watches the socket daphne was given before
+    `reactor.run()`), then one every HEARTBEAT_SECONDS, written by the reactor thread itself, so
+    a silence means the event loop stopped turning, not that a view is busy on a thread. Never
+    blocks: a beat the full pipe cannot take is dropped; once `serve` is gone, beats stop."""
+    fd = os.environ.pop("SERVE_READY_FD", None)
+    if fd is None:
+        return
+    from twisted.internet import task
+
+    fd = int(fd)
+    os.set_blocking(fd, False)
+    os.set_inheritable(fd, False)
+
+    def beat() -> None:
+        try:
+            os.write(fd, b".")
+        except BlockingIOError:
+            pass
+        except OSError:  # the reading end is closed: no `serve` listens any more
+            beating.stop()
+            os.close(fd)
+
+    beating = task.LoopingCall(beat)
+    beating.start(HEARTBEAT_SECONDS, now=True)
+
+
+def main() -> None:
+    os.environ.setdefault("AUTOBAHN_USE_NVX", "0")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "connect.settings")
+    from daphne.cli import CommandLineInterface
+    from twisted.internet import reactor  # daphne's command line installed its asyncio reactor
+
+    reactor.callWhenRunning(settle_start_up_heap)
+    reactor.callWhenRunning(start_heartbeat)
+    CommandLineInterface.entrypoint()
+
+
+if __name__ == "__main__":
+    main()
