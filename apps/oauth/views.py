@@ -27,7 +27,7 @@ from oauth2_provider.views.dynamic_client_registration import (
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error, InvalidClientIdError, MismatchingRedirectURIError
 
 from apps.access.audience import audience_for_request
-from apps.core.errors import ApiError, UnsupportedGrantType, invalid
+from apps.core.errors import ApiError, MethodNotAllowed, UnsupportedGrantType, error_response, invalid
 from apps.core.text import NotText, loads_text
 from apps.oauth import redirect_uris
 from apps.oauth.forms import ConsentForm
@@ -222,7 +222,18 @@ def token_request_refusal(params) -> ApiError | None:
     return None
 
 
-class TokenView(DotTokenView):
+class JsonMethodNotAllowed:
+    """A wrong method gets our `{"error", "detail"}` 405 with its Allow header, not Django's
+    empty one."""
+
+    def http_method_not_allowed(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        allowed = [m for m in self._allowed_methods() if m != "OPTIONS"]
+        response = error_response(MethodNotAllowed(detail=f"method: use {' or '.join(allowed)}"))
+        response["Allow"] = ", ".join(self._allowed_methods())
+        return response
+
+
+class TokenView(JsonMethodNotAllowed, DotTokenView):
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         refusal = token_request_refusal(request.POST)
         if refusal is not None:
@@ -230,7 +241,7 @@ class TokenView(DotTokenView):
         return super().post(request, *args, **kwargs)
 
 
-class RevokeView(RevokeTokenView):
+class RevokeView(JsonMethodNotAllowed, RevokeTokenView):
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         refusal = repeated_parameter(request.POST)
         if refusal is not None:
@@ -262,7 +273,7 @@ def refuse_unless_public_client(request: HttpRequest) -> JsonResponse | None:
     return None
 
 
-class RegistrationView(DynamicClientRegistrationView):
+class RegistrationView(JsonMethodNotAllowed, DynamicClientRegistrationView):
     """RFC 7591, open without authentication, for public clients (PKCE, no secret) only.
     Confidential clients are created by operators (`create_oauth_client --confidential`).
     Redirect URIs and grant types are checked by Application.clean.
@@ -272,7 +283,7 @@ class RegistrationView(DynamicClientRegistrationView):
         return refuse_unless_public_client(request) or super().post(request, *args, **kwargs)
 
 
-class RegistrationManagementView(DynamicClientRegistrationManagementView):
+class RegistrationManagementView(JsonMethodNotAllowed, DynamicClientRegistrationManagementView):
     """RFC 7592: an update is held to the same policy as a registration."""
 
     def put(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:

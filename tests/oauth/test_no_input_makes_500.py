@@ -122,6 +122,15 @@ def test_a_repeated_parameter_is_invalid_request(fuzz, application, path):
     assert response.json()["detail"].startswith("client_id:")
 
 
+@pytest.mark.parametrize("path", [TOKEN, REVOKE, REGISTER])
+def test_a_wrong_method_is_our_405(fuzz, db, path):
+    client, check = fuzz
+    response = check(client.get(path), path)
+    assert response.status_code == 405
+    assert response.json()["error"] == "method_not_allowed" and response.json()["detail"] == "method: use POST"
+    assert "POST" in response["Allow"]
+
+
 def test_consent_post_for_an_unregistered_client_or_redirect_is_an_error_page(fuzz, application, alice):
     client, check = fuzz
     client.force_login(alice.user)
