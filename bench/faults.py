@@ -1,24 +1,16 @@
-"""The fault suite's long runs. Results: bench/README.md and bench/results/.
+"""The fault suite's long runs, on PostgreSQL only (it migrates the database DATABASE_URL names:
+use one of its own). Results: bench/README.md and bench/results/.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/connect_faults .venv/bin/python bench/faults.py \
         [--rounds 3] [--sessions 12] [--streams 8] [--only redis,pg,...] [--fairness] [--overload] [--hosts]
 
-On PostgreSQL only (it migrates the database DATABASE_URL names; use one of its own). It starts
-what tests/faults/harness.py starts — its own redis-server, `serve --workers 2` with the task
-cluster, signed-webhook receivers, resuming SSE readers, a background REST + /mcp client and
-`simulate_activity` — and for each fault opens a fresh workspace, injects the fault `--rounds`
-times while the producer commits events, then checks the harness's invariants. It prints one
-JSON line per case and a Markdown table at the end.
-
-- `--fairness`: four endpoints whose receiver answers in 9 s (inside the default 10 s attempt
-  timeout) with about 1,000 deliveries queued, and a fast endpoint receiving live events: the
-  fast endpoint's event-to-receipt p50/p99/max (the contract's bound: p99 <= 15 s).
-- `--overload`: 200 concurrent clients for 60 s against `serve --workers 2`: p99 of admitted
-  requests, the share shed with 503 + Retry-After, anything else (the bound: admitted p99
-  under CONNECT_REQUEST_TIMEOUT_SECONDS, excess shed).
-- `--hosts`: the two-host topology (bench/faults_hosts.py): two network namespaces, each a
-  "host" running `serve` with workers, behind HAProxy, one host stopped mid-stream and
-  mid-delivery.
+Each case starts what tests/faults/harness.py starts (redis-server, `serve --workers 2` with the
+task cluster, webhook receivers, SSE readers, a REST + /mcp client, `simulate_activity`), injects
+its fault `--rounds` times in a fresh workspace, checks the harness's invariants and prints one
+JSON line; a Markdown table ends the run. `--fairness`: a fast endpoint's event-to-receipt lag
+beside four endpoints answering in 9 s with a backlog (bound: p99 <= 15 s). `--overload`: 200
+clients for 60 s (bound: admitted p99 under CONNECT_REQUEST_TIMEOUT_SECONDS, the excess shed
+with 503). `--hosts`: two hosts behind HAProxy (bench/faults_hosts.py), one killed mid-run.
 """
 
 from __future__ import annotations
