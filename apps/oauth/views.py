@@ -24,7 +24,13 @@ from oauth2_provider.views.dynamic_client_registration import (
     DynamicClientRegistrationManagementView,
     DynamicClientRegistrationView,
 )
-from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error, InvalidClientIdError, MismatchingRedirectURIError
+from oauthlib.common import INVALID_HEX_PATTERN
+from oauthlib.oauth2.rfc6749.errors import (
+    CustomOAuth2Error,
+    InvalidClientIdError,
+    InvalidRequestFatalError,
+    MismatchingRedirectURIError,
+)
 
 from apps.access.audience import audience_for_request
 from apps.core.errors import ApiError, MethodNotAllowed, UnsupportedGrantType, error_response, invalid
@@ -51,6 +57,9 @@ class ConsentView(AuthorizationView):
 
     def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         self.oauth2_data = {}
+        if undecodable_query(request):
+            error = InvalidRequestFatalError(description="The query string is not valid percent-encoding.")
+            return self.error_response(FatalClientError(error), None)
         if request.method == "GET":
             # Checked before the login redirect: the client learns at once, and nobody types a
             # password for a request that cannot succeed.
@@ -191,6 +200,12 @@ class ConsentView(AuthorizationView):
         return super().create_authorization_response(request, scopes, credentials, allow)
 
 
+def undecodable_query(request: HttpRequest) -> bool:
+    """oauthlib parses the query string again and raises on a `%` without two hex digits after
+    it, which Django decodes leniently: DOT must never be handed one."""
+    return bool(INVALID_HEX_PATTERN.search(request.META.get("QUERY_STRING", "")))
+
+
 def oauth_error_response(error: ApiError) -> JsonResponse:
     """Our `{"error", "detail"}` with RFC 6749 §5.2's `error_description` beside it, uncached."""
     body = error.body()
@@ -207,11 +222,18 @@ def repeated_parameter(params) -> ApiError | None:
     return None
 
 
-def token_request_refusal(params) -> ApiError | None:
-    """What the token endpoint refuses before DOT reads the form: DOT dispatches on
+def form_refusal(request: HttpRequest) -> ApiError | None:
+    if undecodable_query(request):
+        return invalid("query", "not valid percent-encoding")
+    return repeated_parameter(request.POST)
+
+
+def token_request_refusal(request: HttpRequest) -> ApiError | None:
+    """What the token endpoint refuses before DOT reads the request: DOT dispatches on
     `grant_type` itself (its device-code branch reads `device_code` unchecked), so only the
     grants we offer ever reach it."""
-    refusal = repeated_parameter(params)
+    params = request.POST
+    refusal = form_refusal(request)
     if refusal is not None:
         return refusal
     grant_type = params.get("grant_type", "")
@@ -235,7 +257,7 @@ class JsonMethodNotAllowed:
 
 class TokenView(JsonMethodNotAllowed, DotTokenView):
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        refusal = token_request_refusal(request.POST)
+        refusal = token_request_refusal(request)
         if refusal is not None:
             return oauth_error_response(refusal)
         return super().post(request, *args, **kwargs)
@@ -243,7 +265,7 @@ class TokenView(JsonMethodNotAllowed, DotTokenView):
 
 class RevokeView(JsonMethodNotAllowed, RevokeTokenView):
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        refusal = repeated_parameter(request.POST)
+        refusal = form_refusal(request)
         if refusal is not None:
             return oauth_error_response(refusal)
         return super().post(request, *args, **kwargs)

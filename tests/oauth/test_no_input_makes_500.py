@@ -11,6 +11,7 @@ import base64
 import json
 import logging
 import random
+from urllib.parse import urlencode
 
 import pytest
 from django.conf import settings
@@ -193,6 +194,14 @@ def test_wrong_types_and_encodings(fuzz, application):
         check(client.post(path, b"--x\r\n", content_type="multipart/form-data; boundary=x"), path)
         check(client.put(path, "x", content_type=form), path)
         check(client.delete(path), path)
+    for query in ("client_id=%ff%fe&response_type=code", "response_type=%&client_id=%", "state=%00", "=&&=x",
+                  f"client_id={application.client_id}&redirect_uri=%E9%ZZ&response_type=code",
+                  "resource=%C0%AF&resource=&resource=" + "x" * 5_000):
+        check(client.get(f"{AUTHORIZE}?{query}"), f"authorize raw {query[:60]}")
+        check(client.post(f"{TOKEN}?{query}", token_base(application)), f"token raw {query[:60]}")
+        check(client.post(f"{REVOKE}?{query}", {"token": "t"}), f"revoke raw {query[:60]}")
+        check(client.post(f"{REGISTER}?{query}", {"redirect_uris": [REDIRECT]}, content_type="application/json"),
+              f"register raw {query[:60]}")
     for raw in (b"", b"\xff", b"[]", b"null", b'"x"', b"1", b"{" * 2_000, b'{"a":"\\ud800"}', b"x" * 100_000):
         check(client.post(REGISTER, raw, content_type="application/json"), "register raw")
     check(client.get(REGISTER), "register get")
@@ -254,15 +263,17 @@ def test_seeded_random_fuzz(fuzz, application, alice):
             client.force_login(alice.user)
         params = random_params(rng, application)
         target = rng.randrange(6)
+        raw = rng.choice(["", "", "", "", "%", "a=%zz", "x=%e9", "%%%", "b=%4"])  # a raw query of its own
         if target == 0:
             params.setdefault("grant_type", [rng.choice(GRANTS)])
-            check(client.post(TOKEN, params), f"token {params}")
+            check(client.post(f"{TOKEN}?{raw}", params), f"token {raw} {params}")
         elif target == 1:
-            check(client.post(REVOKE, params), f"revoke {params}")
+            check(client.post(f"{REVOKE}?{raw}", params), f"revoke {raw} {params}")
         elif target == 2:
-            check(client.get(AUTHORIZE, params), f"authorize {params}")
+            query = "&".join(filter(None, [urlencode(params, doseq=True), raw]))
+            check(client.get(f"{AUTHORIZE}?{query}"), f"authorize {query}")
         elif target == 3:
-            check(client.post(AUTHORIZE, params), f"consent {params}")
+            check(client.post(f"{AUTHORIZE}?{raw}", params), f"consent {raw} {params}")
         elif target == 4:
             check(client.post(REGISTER, json.dumps(random_json(rng)), content_type="application/json"), "register")
         else:
