@@ -1,24 +1,16 @@
-"""The fault suite's long runs (issue 20, points 6 and 7). Results: bench/README.md.
+"""The fault suite's long runs, on PostgreSQL only (it migrates the database DATABASE_URL names:
+use one of its own). Results: bench/README.md and bench/results/.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/connect_faults .venv/bin/python bench/faults.py \
         [--rounds 3] [--sessions 12] [--streams 8] [--only redis,pg,...] [--fairness] [--overload] [--hosts]
 
-On PostgreSQL only (it migrates the database DATABASE_URL names; use one of its own). It starts
-what tests/faults/harness.py starts — its own redis-server, `serve --workers 2` with the task
-cluster, signed-webhook receivers, resuming SSE readers, a background REST + /mcp client and
-`simulate_activity` — and for each fault opens a fresh workspace, injects the fault `--rounds`
-times while the producer commits events, then checks the harness's invariants. It prints one
-JSON line per case and a Markdown table at the end.
-
-- `--fairness`: four endpoints whose receiver answers in 9 s (inside the default 10 s attempt
-  timeout) with about 1,000 deliveries queued, and a fast endpoint receiving live events: the
-  fast endpoint's event-to-receipt p50/p99/max (the issue's bound: p99 <= 15 s).
-- `--overload`: 200 concurrent clients for 60 s against `serve --workers 2`: p99 of admitted
-  requests, the share shed with 503 + Retry-After, anything else (the issue's bound: admitted
-  p99 under CONNECT_REQUEST_TIMEOUT_SECONDS, excess shed).
-- `--hosts`: the two-host topology (bench/faults_hosts.py): two network namespaces, each a
-  "host" running `serve` with workers, behind HAProxy, one host stopped mid-stream and
-  mid-delivery.
+Each case starts what tests/faults/harness.py starts (redis-server, `serve --workers 2` with the
+task cluster, webhook receivers, SSE readers, a REST + /mcp client, `simulate_activity`), injects
+its fault `--rounds` times in a fresh workspace, checks the harness's invariants and prints one
+JSON line; a Markdown table ends the run. `--fairness`: a fast endpoint's event-to-receipt lag
+beside four endpoints answering in 9 s with a backlog (bound: p99 <= 15 s). `--overload`: 200
+clients for 60 s (bound: admitted p99 under CONNECT_REQUEST_TIMEOUT_SECONDS, the excess shed
+with 503). `--hosts`: two hosts behind HAProxy (bench/faults_hosts.py), one killed mid-run.
 """
 
 from __future__ import annotations
@@ -47,6 +39,8 @@ import httpx  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
+from bench import faults_hosts  # noqa: E402
+from bench.faults_report import table  # noqa: E402
 from bench.harness import ensure_postgres_database  # noqa: E402
 from tests.faults import harness  # noqa: E402
 from tests.faults.harness import Outcome, RedisServer, Scenario, Stack, wait_until  # noqa: E402
@@ -91,7 +85,7 @@ def _produced(producer) -> None:
 
 
 def fairness(logs: Path, redis: RedisServer, args) -> dict:
-    """Issue 20 point 2, measured: backlog first, then live events for a fast endpoint."""
+    """Backlog first, then live events for a fast endpoint."""
     stack = Stack(logs, redis, CONNECT_WEBHOOK_TIMEOUT_SECONDS="10", CONNECT_WEBHOOK_LEASE_SECONDS="60",
                   CONNECT_WEBHOOK_QUEUE_LEASE_SECONDS="60")
     slow = {f"slow{i}": harness.hold(9) for i in range(4)}
@@ -164,7 +158,7 @@ async def _overload_clients(url: str, key: str, clients: int, seconds: float) ->
 
 
 def overload(logs: Path, redis: RedisServer, args) -> dict:
-    """Issue 20 point 5, measured: `clients` concurrent clients for `seconds`."""
+    """`clients` concurrent clients for `seconds`."""
     stack = Stack(logs, redis)
     scenario = Scenario(stack, "overload", streams=0, receivers={}, traffic=False)
     try:
@@ -203,18 +197,6 @@ def overload(logs: Path, redis: RedisServer, args) -> dict:
         stack.stop()
 
 
-def table(outcomes: list[Outcome]) -> str:
-    lines = ["| case | events | stream events read | deliveries | faults | lost | duplicates | leaked slots | "
-             "non-2xx answers | violations |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for o in outcomes:
-        bad = {k: v for k, v in o.answers.items() if not k.split()[1].startswith("2")}
-        lines.append(
-            f"| {o.name} | {o.events} | {o.stream_events_read} | {o.deliveries} | {o.faults} | "
-            f"{o.lost_stream + o.lost_webhook} | {o.webhook_duplicates + o.stream_duplicates} | {o.leaked_slots} | "
-            f"{', '.join(f'{k}: {v}' for k, v in bad.items()) or '0'} | {len(o.violations)} |")
-    return "\n".join(lines)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default=",".join(CASES), help="comma-separated cases: " + ",".join(CASES))
@@ -245,8 +227,6 @@ def main() -> int:
     logs.mkdir(parents=True, exist_ok=True)
     print(f"logs in {logs}", flush=True)
     if args.hosts:
-        from bench import faults_hosts
-
         return faults_hosts.main(logs, args)
     redis = RedisServer(logs)
     outcomes, extra = [], []

@@ -1,4 +1,4 @@
-"""`bench/faults.py --hosts`: past one machine (issue 20 point 7). Needs root (network
+"""`bench/faults.py --hosts`: past one machine. Needs root (network
 namespaces), Debian's iproute2, haproxy and socat.
 
 Two "hosts", each a network namespace joined to this machine by a veth pair, each running
@@ -34,6 +34,7 @@ from types import SimpleNamespace
 import httpx
 from django.conf import settings
 
+from bench.faults_report import table
 from tests.faults import harness
 from tests.faults.harness import Outcome, Producer, RedisServer, Scenario, rig_env, wait_until
 from tests.servers import ROOT, free_port
@@ -224,8 +225,6 @@ def phase(topology: Topology, victim: str, args) -> Outcome:
 
 
 def main(logs: Path, args) -> int:
-    from bench.faults import table
-
     outcomes = []
     with Topology(logs) as topology:
         print(f"balancer {topology.url}; hosts {', '.join(HOSTS)}", flush=True)

@@ -267,6 +267,9 @@ Q_CLUSTER = {
     "label": "Tasks",
     **({"redis": REDIS_URL} if REDIS_URL else {"orm": "default"}),
 }
+# Attempt batches of slow endpoints (apps/webhooks/delivery.py) in flight at once, across all
+# workers: by default all workers but one, which is kept for the endpoints that answer quickly.
+CONNECT_WEBHOOK_SLOW_BATCHES = max(1, envint("CONNECT_WEBHOOK_SLOW_BATCHES", Q_CLUSTER["workers"] - 1))
 
 # The event log's retention (apps/events/retention.py, enforced by `purge_events`): session
 # events as long as webhook deliveries can be replayed or recovered; segment events a day.

@@ -66,6 +66,12 @@ def invalid(name: str, why: str, error: type[ApiError] = InvalidRequest) -> ApiE
     return error(detail=f"{name}: {why}")
 
 
+class UnsupportedGrantType(ApiError):
+    """RFC 6749 §5.2: the token endpoint does not offer the grant type asked for."""
+
+    status, code = 400, "unsupported_grant_type"
+
+
 class Unauthorized(ApiError):
     status, code = 401, "unauthorized"
 

@@ -7,19 +7,18 @@ from __future__ import annotations
 
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
-from oauth2_provider import views as dot
 
 from apps.oauth import views
 
 oauth2_provider_patterns = (
     [
         re_path(r"^api/auth/oauth2/authorize/?$", views.ConsentView.as_view(), name="authorize"),
-        re_path(r"^api/auth/oauth2/token/?$", dot.TokenView.as_view(), name="token"),
-        re_path(r"^api/auth/oauth2/revoke/?$", dot.RevokeTokenView.as_view(), name="revoke-token"),
+        re_path(r"^api/auth/oauth2/token/?$", views.TokenView.as_view(), name="token"),
+        re_path(r"^api/auth/oauth2/revoke/?$", views.RevokeView.as_view(), name="revoke-token"),
         re_path(r"^api/auth/oauth2/register/?$", views.RegistrationView.as_view(), name="dcr-register"),
         re_path(
             r"^api/auth/oauth2/register/(?P<client_id>[^/]+)/?$",
-            dot.DynamicClientRegistrationManagementView.as_view(),
+            views.RegistrationManagementView.as_view(),
             name="dcr-register-management",
         ),
     ],

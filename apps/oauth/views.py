@@ -3,7 +3,10 @@
 - ConsentView: the authorization endpoint. Before anyone logs in it refuses requests that
   cannot succeed (PKCE other than S256, a missing or foreign `resource`); after login it asks
   the member to pick one of their workspaces and binds the grant to it.
-- RegistrationView: RFC 7591 registration, open to anyone, for public clients only.
+- TokenView, RevokeView: DOT's, behind a check of the form that refuses what DOT would not
+  survive (a grant type we do not offer, a repeated parameter) with an RFC 6749 §5.2 body.
+- RegistrationView, RegistrationManagementView: RFC 7591/7592, open to anyone, for public
+  clients only, on registration and on every update.
 """
 
 from __future__ import annotations
@@ -12,21 +15,40 @@ import orjson
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
-from oauth2_provider.exceptions import OAuthToolkitError
+from oauth2_provider.exceptions import FatalClientError, OAuthToolkitError
 from oauth2_provider.oauth2_backends import _add_iss_to_redirect
 from oauth2_provider.settings import oauth2_settings
-from oauth2_provider.views import AuthorizationView
-from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
-from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
+from oauth2_provider.views import AuthorizationView, RevokeTokenView
+from oauth2_provider.views import TokenView as DotTokenView
+from oauth2_provider.views.dynamic_client_registration import (
+    DynamicClientRegistrationManagementView,
+    DynamicClientRegistrationView,
+)
+from oauthlib.common import INVALID_HEX_PATTERN
+from oauthlib.oauth2.rfc6749.errors import (
+    CustomOAuth2Error,
+    InvalidClientIdError,
+    InvalidRequestFatalError,
+    MismatchingRedirectURIError,
+)
 
-from apps.oauth.audience import audience_for_request
+from apps.core.errors import ApiError, MethodNotAllowed, UnsupportedGrantType, error_response, invalid
 from apps.core.text import NotText, loads_text
 from apps.oauth import redirect_uris
+from apps.oauth.audience import audience_for_request
 from apps.oauth.forms import ConsentForm
 from apps.oauth.models import Application
 from apps.oauth.redirect_uris import redirect_target
 from apps.oauth.selectors import consentable_memberships
-from apps.oauth.validators import WORKSPACE_ATTR
+from apps.oauth.validators import ALLOWED_GRANT_TYPES, WORKSPACE_ATTR
+
+# RFC 6749 §3.2: a parameter is sent at most once; RFC 8707 lets `resource` repeat.
+REPEATABLE_PARAMETERS = frozenset({"resource"})
+# Named in an error's detail; any other name is the client's text and is not echoed.
+KNOWN_PARAMETERS = frozenset({
+    "grant_type", "code", "redirect_uri", "code_verifier", "client_id", "client_secret",
+    "refresh_token", "scope", "token", "token_type_hint",
+})
 
 
 class ConsentView(AuthorizationView):
@@ -35,6 +57,9 @@ class ConsentView(AuthorizationView):
 
     def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         self.oauth2_data = {}
+        if undecodable_query(request):
+            error = InvalidRequestFatalError(description="The query string is not valid percent-encoding.")
+            return self.error_response(FatalClientError(error), None)
         if request.method == "GET":
             # Checked before the login redirect: the client learns at once, and nobody types a
             # password for a request that cannot succeed.
@@ -80,9 +105,22 @@ class ConsentView(AuthorizationView):
         return super().get(request, *args, **kwargs)
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        refusal = self.refuse_unregistered_client(request)
+        if refusal is not None:
+            return refusal
         if not self.memberships:
             return self.no_workspace_response()
         return super().post(request, *args, **kwargs)
+
+    def refuse_unregistered_client(self, request: HttpRequest) -> HttpResponse | None:
+        """The consent form's hidden client and redirect URI may have been edited: unless a
+        registered client owns both, the member gets the error page and nobody a redirect."""
+        application = Application.objects.filter(client_id=request.POST.get("client_id", "")).first()
+        if application is None:
+            return self.error_response(FatalClientError(InvalidClientIdError()), None)
+        if not application.redirect_uri_allowed(request.POST.get("redirect_uri", "")):
+            return self.error_response(FatalClientError(MismatchingRedirectURIError()), application)
+        return None
 
     @property
     def memberships(self) -> list:
@@ -162,39 +200,113 @@ class ConsentView(AuthorizationView):
         return super().create_authorization_response(request, scopes, credentials, allow)
 
 
-class RegistrationView(DynamicClientRegistrationView):
-    """RFC 7591, open without authentication, for public clients (PKCE, no secret) only.
+def undecodable_query(request: HttpRequest) -> bool:
+    """oauthlib parses the query string again and raises on a `%` without two hex digits after
+    it, which Django decodes leniently: DOT must never be handed one."""
+    return bool(INVALID_HEX_PATTERN.search(request.META.get("QUERY_STRING", "")))
 
-    RFC 7591 §2 lets the server replace requested metadata: an omitted
-    `token_endpoint_auth_method` becomes `none` rather than DOT's default client_secret_basic.
+
+def oauth_error_response(error: ApiError) -> JsonResponse:
+    """Our `{"error", "detail"}` with RFC 6749 §5.2's `error_description` beside it, uncached."""
+    body = error.body()
+    response = JsonResponse({**body, "error_description": body.get("detail", "")}, status=error.status)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def repeated_parameter(params) -> ApiError | None:
+    for name, values in params.lists():
+        if len(values) > 1 and name not in REPEATABLE_PARAMETERS:
+            shown = name if name in KNOWN_PARAMETERS else "a parameter"
+            return invalid(shown, "sent more than once; send each parameter once")
+    return None
+
+
+def form_refusal(request: HttpRequest) -> ApiError | None:
+    if undecodable_query(request):
+        return invalid("query", "not valid percent-encoding")
+    return repeated_parameter(request.POST)
+
+
+def token_request_refusal(request: HttpRequest) -> ApiError | None:
+    """What the token endpoint refuses before DOT reads the request: DOT dispatches on
+    `grant_type` itself (its device-code branch reads `device_code` unchecked), so only the
+    grants we offer ever reach it."""
+    params = request.POST
+    refusal = form_refusal(request)
+    if refusal is not None:
+        return refusal
+    grant_type = params.get("grant_type", "")
+    if not grant_type:
+        return invalid("grant_type", "required: authorization_code or refresh_token")
+    if grant_type not in ALLOWED_GRANT_TYPES:
+        return UnsupportedGrantType(detail="grant_type: must be authorization_code or refresh_token")
+    return None
+
+
+class JsonMethodNotAllowed:
+    """A wrong method gets our `{"error", "detail"}` 405 with its Allow header, not Django's
+    empty one."""
+
+    def http_method_not_allowed(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        allowed = [m for m in self._allowed_methods() if m != "OPTIONS"]
+        response = error_response(MethodNotAllowed(detail=f"method: use {' or '.join(allowed)}"))
+        response["Allow"] = ", ".join(self._allowed_methods())
+        return response
+
+
+class TokenView(JsonMethodNotAllowed, DotTokenView):
+    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        refusal = token_request_refusal(request)
+        if refusal is not None:
+            return oauth_error_response(refusal)
+        return super().post(request, *args, **kwargs)
+
+
+class RevokeView(JsonMethodNotAllowed, RevokeTokenView):
+    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        refusal = form_refusal(request)
+        if refusal is not None:
+            return oauth_error_response(refusal)
+        return super().post(request, *args, **kwargs)
+
+
+def metadata_error(description: str) -> JsonResponse:
+    return JsonResponse({"error": "invalid_client_metadata", "error_description": description}, status=400)
+
+
+def refuse_unless_public_client(request: HttpRequest) -> JsonResponse | None:
+    """RFC 7591 §2 lets the server replace requested metadata: an omitted
+    `token_endpoint_auth_method` becomes `none` rather than DOT's client_secret_basic. Anything
+    else that is not a public code-flow client is refused; DOT then reads the completed body."""
+    try:
+        metadata = loads_text(request.body)  # PostgreSQL answered 500 to a NUL or lone surrogate
+    except NotText:
+        return metadata_error("Request body must be valid JSON text")
+    if not isinstance(metadata, dict):
+        return None  # DOT answers invalid_client_metadata
+    if metadata.setdefault("token_endpoint_auth_method", "none") != "none":
+        return metadata_error("Only public clients (token_endpoint_auth_method none) may register.")
+    if metadata.get("response_types", ["code"]) != ["code"]:
+        return metadata_error("response_types must be [\"code\"].")
+    if not isinstance(metadata.get("client_name", ""), str):
+        return metadata_error("client_name must be a string.")  # DOT stores it as it comes
+    request._body = orjson.dumps(metadata)
+    return None
+
+
+class RegistrationView(JsonMethodNotAllowed, DynamicClientRegistrationView):
+    """RFC 7591, open without authentication, for public clients (PKCE, no secret) only.
     Confidential clients are created by operators (`create_oauth_client --confidential`).
     Redirect URIs and grant types are checked by Application.clean.
     """
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        try:
-            metadata = loads_text(request.body)  # PostgreSQL answered 500 to a NUL or lone surrogate
-        except NotText:
-            return JsonResponse(
-                {"error": "invalid_client_metadata", "error_description": "Request body must be valid JSON text"},
-                status=400,
-            )
-        if isinstance(metadata, dict):
-            method = metadata.setdefault("token_endpoint_auth_method", "none")
-            if method != "none":
-                return JsonResponse(
-                    {
-                        "error": "invalid_client_metadata",
-                        "error_description": "Only public clients (token_endpoint_auth_method none) may register.",
-                    },
-                    status=400,
-                )
-            response_types = metadata.get("response_types", ["code"])
-            if response_types != ["code"]:
-                return JsonResponse(
-                    {"error": "invalid_client_metadata", "error_description": "response_types must be [\"code\"]."},
-                    status=400,
-                )
-            # DOT's view parses request.body itself; give it the completed metadata.
-            request._body = orjson.dumps(metadata)
-        return super().post(request, *args, **kwargs)
+        return refuse_unless_public_client(request) or super().post(request, *args, **kwargs)
+
+
+class RegistrationManagementView(JsonMethodNotAllowed, DynamicClientRegistrationManagementView):
+    """RFC 7592: an update is held to the same policy as a registration."""
+
+    def put(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        return refuse_unless_public_client(request) or super().put(request, *args, **kwargs)

@@ -1,27 +1,17 @@
 """Drains: claiming due deliveries in batches, attempting them, recording the results.
 
-Leases make a delivery's attempts exclusive, and claims share the workers fairly:
-1. A delivery is *due* when it is pending or retrying, its `next_attempt_at` has come, and no
-   live lease holds it. Nothing is queued per delivery: a drain task (apps/webhooks/tasks.py)
-   claims due deliveries itself.
-2. `claim_batch()` takes up to `BATCH` due deliveries of one endpoint, oldest due first, under a
-   fresh attempt lease (token A, `CONNECT_WEBHOOK_LEASE_SECONDS`, ≥ 60 s: longer than the 10 s
-   request timeout plus margin) in one transaction: PostgreSQL skips rows another claim holds
-   (`FOR UPDATE SKIP LOCKED`, with READ COMMITTED's re-check of the lease on the locked row);
-   SQLite's IMMEDIATE transactions make the claim one writer's step. Two drains never hold one
-   delivery.
-3. Fairness: the endpoint claimed is, of those with due work and fewer than
-   `CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY` batches in flight (live lease tokens), the one that has
-   used the least worker time (fair queueing: its `fair_clock`, charged after each batch, plus
-   what its last batch cost), not the one holding the globally oldest delivery. A batch starts further attempts only within `BATCH_SLICE_SECONDS`
-   of its start. So a worker serves one endpoint for at most the slice plus one attempt's
-   timeout before claiming again, and an endpoint whose receiver is slow holds at most its cap of
-   the workers: it cannot delay another endpoint's deliveries by more than about one attempt's
-   timeout per worker.
-4. Results are written only `WHERE lease_token = A`: a delivery cancelled meanwhile stays cancelled.
-5. A worker killed mid-attempt leaves a lease that expires; the delivery is due again and the
-   next drain (the sweeper queues one) attempts it. Nothing is lost; the receiver may see the
-   event twice (at least once, contract §6.2.5) and deduplicates on the event id.
+1. Due: pending or retrying, `next_attempt_at` come, no live lease. Drain tasks claim it.
+2. A claim leases up to BATCH due deliveries of one endpoint under a fresh token in one
+   transaction (PostgreSQL: SKIP LOCKED; SQLite: one writer): two drains never hold one delivery.
+3. Fair: the endpoint claimed is the one that used the least worker time (`_candidates`) among
+   those below CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY batches in flight; a batch starts attempts
+   only within BATCH_SLICE_SECONDS, so a worker is back to claiming after one slow attempt.
+4. Slow endpoints (an attempt of SLOW_ATTEMPT_SECONDS or more in their last batch) hold at most
+   CONNECT_WEBHOOK_SLOW_BATCHES batches between them: a worker is left for the quick ones, whose
+   due deliveries therefore never wait behind a slow receiver's attempt.
+5. Results are written only where the token still holds (a cancelled delivery stays cancelled).
+6. A killed worker's lease expires and the delivery is due again: nothing is lost; the
+   receiver may see an event twice (at least once) and deduplicates on its id.
 """
 
 from __future__ import annotations
@@ -80,6 +70,13 @@ LEASE_MARGIN_SECONDS = 1.0
 # plus one attempt's timeout before it claims again, least worker time first (claim_batch).
 BATCH_SLICE_SECONDS = 1.0
 MIN_CHARGE_SECONDS = 0.001  # a batch always costs something, so equal endpoints take turns
+# An attempt this long holds its worker for longer than a quick endpoint's delivery should wait:
+# its endpoint is slow until a batch of it goes by without one (a quick receiver answers in
+# milliseconds; a timeout always counts as slow).
+SLOW_ATTEMPT_SECONDS = 2.0
+# PostgreSQL: claims of slow endpoints take this transaction-level advisory lock, so two of them
+# cannot both see a free slow slot (the ORM has no lock that is not on a row).
+SLOW_CLAIMS_LOCK = 0x5105_C1A1
 # Endpoints with due work a claim reads, in order: more than the batches a deployment has in
 # flight, so one below its cap is always among them.
 CANDIDATES = 200
@@ -114,8 +111,12 @@ def _batches_in_flight(endpoint_id: str, now) -> int:
     return _leased(now).filter(endpoint_id=endpoint_id).values("lease_token").distinct().count()
 
 
-def _candidates(now, current: float) -> list[tuple[str, float, int]]:
-    """(endpoint id, start, batches in flight) of the endpoints with due work, in claim order:
+def _slow_batches_in_flight(now) -> int:
+    return _leased(now).filter(endpoint__slow=True).values("lease_token").distinct().count()
+
+
+def _candidates(now, current: float) -> list[tuple[str, float, int, bool]]:
+    """(endpoint id, start, batches in flight, slow) of the endpoints with due work, in claim order:
     the earliest finish first, where a batch starts at the endpoint's clock (or the rotation's
     `current` time when its clock is behind it) and is expected to cost what its last one did
     (fair_clock - fair_start): a quick endpoint goes ahead of slow ones whose clocks are level
@@ -140,31 +141,42 @@ def _candidates(now, current: float) -> list[tuple[str, float, int]]:
                                            default=Value(BATCH_SLICE_SECONDS, output_field=FloatField())))
         .order_by("finish", "oldest_due", "pk")
     )
-    return list(endpoints.values_list("pk", "start", "batches")[:CANDIDATES])
+    return list(endpoints.values_list("pk", "start", "batches", "slow")[:CANDIDATES])
 
 
 def claim_batch(*, limit: int = BATCH) -> tuple[str, list[str]]:
     """Lease up to `limit` due deliveries of one endpoint, oldest first: of the endpoints with due
     work and fewer than CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY batches in flight, the one whose
     next batch would finish first on the rotation's clock of worker time (`_candidates`,
-    WebhookEndpoint.fair_clock). Returns (attempt token, ids), or ("", []) when nothing may be
-    claimed now.
+    WebhookEndpoint.fair_clock), skipping slow endpoints while CONNECT_WEBHOOK_SLOW_BATCHES of
+    theirs are in flight. Returns (attempt token, ids), or ("", []) when nothing may be claimed.
 
     The cap holds across workers. PostgreSQL locks the endpoint's row (`FOR NO KEY UPDATE SKIP
     LOCKED`: a claim for another endpoint passes by, and inserting a delivery, which takes a key
     share lock, is not blocked), then counts its batches in flight again in a fresh statement,
-    which sees every claim committed before the lock was granted. SQLite's IMMEDIATE transaction
-    makes the whole claim one writer's step. A claimed endpoint's clock and start become its
-    start: an endpoint back from idle starts at the rotation's current time (the highest start of
-    any claim), so time spent idle is not saved up as credit against the busy ones."""
+    which sees every claim committed before the lock was granted; a slow endpoint's claim takes
+    SLOW_CLAIMS_LOCK first and counts the slow batches the same way. SQLite's IMMEDIATE
+    transaction makes the whole claim one writer's step. A claimed endpoint's clock and start
+    become its start: an endpoint back from idle starts at the rotation's current time (the
+    highest start of any claim), so time spent idle is not saved up as credit against the busy
+    ones."""
     now = timezone.now()
     cap = settings.CONNECT_WEBHOOK_ENDPOINT_CONCURRENCY
     skip_locked = connection.features.has_select_for_update_skip_locked
+    slow_in_flight = None
     with transaction.atomic():
         current = WebhookEndpoint.objects.aggregate(current=Max("fair_start"))["current"] or 0.0
-        for endpoint_id, start, batches in _candidates(now, current):
+        for endpoint_id, start, batches, slow in _candidates(now, current):
             if batches >= cap:
                 continue
+            if slow:
+                if slow_in_flight is None:
+                    if connection.vendor == "postgresql":
+                        with connection.cursor() as cursor:
+                            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [SLOW_CLAIMS_LOCK])
+                    slow_in_flight = _slow_batches_in_flight(now)
+                if slow_in_flight >= settings.CONNECT_WEBHOOK_SLOW_BATCHES:
+                    continue
             if skip_locked:
                 row = WebhookEndpoint.objects.filter(pk=endpoint_id).select_for_update(no_key=True, skip_locked=True)
                 if not list(row.values_list("pk", flat=True)) or _batches_in_flight(endpoint_id, now) >= cap:
@@ -186,10 +198,12 @@ def claim_batch(*, limit: int = BATCH) -> tuple[str, list[str]]:
     return "", []
 
 
-def _charge(endpoint_id: str, seconds: float) -> None:
-    """Move the endpoint back in the rotation by the worker time its batch used."""
+def _charge(endpoint_id: str, seconds: float, *, slow: bool | None = None) -> None:
+    """Move the endpoint back in the rotation by the worker time its batch used, and mark it
+    slow or quick by the batch's attempts (None: it made none, the mark stands)."""
+    changes = {} if slow is None else {"slow": slow}
     WebhookEndpoint.objects.filter(pk=endpoint_id).update(
-        fair_clock=F("fair_clock") + max(seconds, MIN_CHARGE_SECONDS)
+        fair_clock=F("fair_clock") + max(seconds, MIN_CHARGE_SECONDS), **changes
     )
 
 
@@ -316,7 +330,9 @@ def attempt_batch(token: str, ids: list[str], *, deadline: float) -> list[tuple[
     unattempted = [d.id for d in deliveries[len(attempted):]]
     if unattempted:
         Delivery.objects.filter(id__in=unattempted, lease_token=token).update(lease_until=None, lease_token="")
-    _charge(endpoint.id, time.monotonic() - batch_started)
+    slow = any(outcome.error == "timeout" or outcome.duration_ms >= SLOW_ATTEMPT_SECONDS * 1000
+               for _, _, outcome in attempted)
+    _charge(endpoint.id, time.monotonic() - batch_started, slow=slow if attempted else None)
     return [(d.id, statuses.get(d.id, "lease_lost")) for d, _, _ in attempted]
 
 

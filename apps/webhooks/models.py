@@ -56,6 +56,9 @@ class WebhookEndpoint(models.Model):
     # (idle time is not saved up as credit against the busy ones).
     fair_clock = models.FloatField(default=0.0, editable=False)
     fair_start = models.FloatField(default=0.0, editable=False)
+    # Whether an attempt of its last batch took SLOW_ATTEMPT_SECONDS or more: the slow endpoints
+    # share CONNECT_WEBHOOK_SLOW_BATCHES workers between them, so the others always have one.
+    slow = models.BooleanField(default=False, editable=False)
 
     class Meta:
         indexes = [models.Index(fields=["workspace", "created_at", "id"], name="webhook_ws_created")]
