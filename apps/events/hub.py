@@ -35,7 +35,6 @@ in the issue, that does not scale past a few hundred streams).
 from __future__ import annotations
 
 import asyncio
-import gc
 import itertools
 import logging
 import os
@@ -79,16 +78,6 @@ FOLLOW_BATCH = 1000
 RESUME_MAX_EVENTS = 5000
 # Redis messages already received are dispatched together, up to this many at once.
 REDIS_BATCH_MAX = 500
-# The cyclic garbage collector waits while stream opens are in progress (`Hub.opening`), for at
-# most GC_HOLD_MAX_SECONDS at a time, and runs again once no open has been in progress for
-# GC_RESUME_AFTER_SECONDS. A burst of thousands of opens allocates millions of objects, nearly
-# all of them the streams' state (measured in a 5,000-stream storm: 71 objects collected per
-# pass), and the collections they trigger walk every open stream's objects: 100–400 ms each,
-# paid on the loop in the middle of the burst. The first pass after the hold walks what the
-# burst made once, after it. The pause before resuming spans a lull within a storm (a
-# process waiting for its clients' next requests): 0.25 s let a 400 ms pass in mid-storm.
-GC_HOLD_MAX_SECONDS = 10.0
-GC_RESUME_AFTER_SECONDS = 1.0
 # While a burst of opens is in progress (at least BURST_OPENS at once: a reconnect storm, not
 # ordinary churn) the follower polls at most every BURST_FOLLOW_SECONDS: each dispatch writes to
 # every live stream, and at 50 commits/s the storm's live writes (one send() per stream and
@@ -366,9 +355,6 @@ class Hub:
         self._acquiring: _SharedAcquire | None = None
         self._holders = itertools.count()
         self._opening = 0  # stream opens in progress (`opening`)
-        self._gc_held: float | None = None  # when this hub disabled the collector (loop time)
-        self._gc_spent = False  # held for GC_HOLD_MAX_SECONDS: not again until opens pause
-        self._gc_timer: asyncio.TimerHandle | None = None
         self._commit_socket = None  # embedded: woken by other processes' commits (fanout.py)
         self.commit_wakeups = 0
         self.resume_reads = 0  # resume reads run (stats: a reconnect storm shares them)
@@ -467,35 +453,12 @@ class Hub:
         self.loop.call_soon(submit, *args)
 
     def opening(self) -> None:
-        """A stream open begins (paired with `opened`): the collector waits while opens are in
-        progress (GC_HOLD_MAX_SECONDS at most). Only a collector this hub disabled is enabled
-        again."""
+        """A stream open begins (paired with `opened`): while a burst is in progress the follower
+        batches its polls (BURST_OPENS)."""
         self._opening += 1
-        now = self.loop.time()
-        if self._gc_held is None:
-            if not self._gc_spent and gc.isenabled():
-                gc.disable()
-                self._gc_held = now
-        elif now - self._gc_held > GC_HOLD_MAX_SECONDS:
-            self._resume_gc()
-            self._gc_spent = True
 
     def opened(self) -> None:
         self._opening -= 1
-        if self._opening == 0 and (self._gc_held is not None or self._gc_spent) and self._gc_timer is None:
-            self._gc_timer = self.loop.call_later(GC_RESUME_AFTER_SECONDS, self._opens_paused)
-
-    def _opens_paused(self) -> None:
-        self._gc_timer = None
-        if self._opening:
-            return  # the next `opened` that leaves none in progress looks again
-        self._resume_gc()
-        self._gc_spent = False
-
-    def _resume_gc(self) -> None:
-        if self._gc_held is not None:
-            self._gc_held = None
-            gc.enable()
 
     def release_acquired_slot(self, acquiring: asyncio.Future) -> None:
         """Done-callback for an acquire whose stream was abandoned before it finished."""
@@ -740,10 +703,6 @@ class Hub:
 
     def shutdown(self) -> None:
         """Stop this hub's tasks and threads (tests that run a hub on a loop of their own)."""
-        if self._gc_timer is not None:
-            self._gc_timer.cancel()
-            self._gc_timer = None
-        self._resume_gc()
         for task in (self._maintenance, self._carrier_task, self._carrier, self._follower):
             if task is not None and not task.done():
                 task.cancel()
