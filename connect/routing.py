@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.urls import path, re_path
 
-from apps.events.consumer import EventStreamConsumer, stream_stats
+from apps.stream.consumer import EventStreamConsumer, stream_stats
 
 from apps.mcp.consumer import McpEndpoint
 

@@ -13,7 +13,7 @@ import pytest
 from django.conf import settings
 from django.db import OperationalError, connection
 
-from apps.events.hub import _db_job
+from apps.stream.hub import _db_job
 from apps.events.models import StreamSlot
 
 pytestmark = [

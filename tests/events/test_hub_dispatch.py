@@ -9,10 +9,10 @@ import asyncio
 
 import pytest
 
-from apps.events import hub as hub_module
+from apps.stream import hub as hub_module
 from apps.access.credentials import CredentialRef
 from apps.events.filters import FilterEntry, Subscription
-from apps.events.hub import PING, Stream, get_hub
+from apps.stream.hub import PING, Stream, get_hub
 
 SEGMENTS = "transcript.segment.created"
 

@@ -13,8 +13,8 @@ from asgiref.testing import ApplicationCommunicator
 from channels.layers import BaseChannelLayer
 from django.test import override_settings
 
-from apps.events import hub as hub_module
-from apps.events.consumer import EventStreamConsumer
+from apps.stream import hub as hub_module
+from apps.stream.consumer import EventStreamConsumer
 from apps.events import slots
 from tests.events.live import STREAM
 

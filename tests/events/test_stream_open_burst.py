@@ -24,11 +24,11 @@ from django.utils import timezone
 from apps.access import admission as admission_module
 from apps.access.audience import rest_audiences
 from apps.core.errors import InsufficientScope, InvalidFilters, Unauthorized
-from apps.events import consumer as consumer_module
-from apps.events import hub as hub_module
+from apps.stream import consumer as consumer_module
+from apps.stream import hub as hub_module
 from apps.events import slots
-from apps.events.consumer import EventStreamConsumer
-from apps.events.hub import get_hub
+from apps.stream.consumer import EventStreamConsumer
+from apps.stream.hub import get_hub
 from apps.tenancy.models import ApiKey
 from tests.servers import forget_rate_limit_counts
 

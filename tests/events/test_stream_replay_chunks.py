@@ -15,12 +15,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.access.credentials import CredentialRef
-from apps.events import hub as hub_module
+from apps.stream import hub as hub_module
 from apps.events import selectors
-from apps.events.consumer import EventStreamConsumer
+from apps.stream.consumer import EventStreamConsumer
 from apps.events.filters import FilterEntry, Subscription
 from apps.events.models import Event
-from apps.events.hub import RESUME_CHUNK, Stream, get_hub
+from apps.stream.hub import RESUME_CHUNK, Stream, get_hub
 from apps.events.representations import frame_for
 from apps.events.services import record_event
 

@@ -61,7 +61,7 @@ from apps.core.errors import (
 from apps.core.params import unknown_parameters
 from apps.events import filters, slots
 from apps.access.credentials import CredentialRef
-from apps.events.hub import Replay, Stream, get_hub
+from apps.stream.hub import Replay, Stream, get_hub
 from connect.engine import daphne_stream
 
 logger = logging.getLogger("connect.events")
@@ -481,7 +481,7 @@ def _runs_a_consumer(task: asyncio.Task) -> bool:
 async def stream_stats(scope, receive, send) -> None:
     """Test-only (routed when CONNECT_SSE_STATS is set): this process's open streams, queued
     frames and live delivery tasks, so tests can see an abrupt disconnect free everything."""
-    from apps.events.hub import current_hub
+    from apps.stream.hub import current_hub
 
     hub = current_hub()
     body = hub.stats() if hub is not None else {"streams": 0, "queued": 0}
