@@ -25,6 +25,7 @@ from apps.access import admission as admission_module
 from apps.access.audience import rest_audiences
 from apps.core.errors import InsufficientScope, InvalidFilters, Unauthorized
 from apps.stream import consumer as consumer_module
+from apps.stream import carrier
 from apps.stream import hub as hub_module
 from apps.events import slots
 from apps.stream.consumer import EventStreamConsumer
@@ -170,10 +171,10 @@ def test_a_burst_of_opens_leaves_the_garbage_collector_alone():
 
     async def scenario():
         hub = get_hub()
-        for _ in range(hub_module.BURST_OPENS * 2):
+        for _ in range(carrier.BURST_OPENS * 2):
             hub.opening()
         assert gc.isenabled()
-        for _ in range(hub_module.BURST_OPENS * 2):
+        for _ in range(carrier.BURST_OPENS * 2):
             hub.opened()
         assert gc.isenabled()
 
