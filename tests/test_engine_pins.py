@@ -131,22 +131,31 @@ PINS: list[tuple[str, str, Callable[[], object]]] = [
     ("connect/engine/daphne_worker.py", "AUTOBAHN_USE_NVX=0 turns autobahn's native (cffi) validator off",
      lambda: _source_has("autobahn.websocket", "AUTOBAHN_USE_NVX") and _source_has("autobahn.websocket.utf8validator", "USES_NVX")),
     # --- daphne ---------------------------------------------------------------------------------
-    ("apps/events/consumer.py", "daphne hands applications send=partial(server.handle_reply, protocol)",
+    ("connect/engine/daphne_stream.py", "daphne hands applications send=partial(server.handle_reply, protocol)",
      lambda: _source_has("daphne.server:Server.create_application", "send=partial(self.handle_reply, protocol)")),
     ("connect/engine/serve.py", "daphne --fd becomes the endpoint fd:fileno=N",
      lambda: _source_has("daphne.endpoints:build_endpoint_description_strings", '"fd:fileno=%d"')),
     # --- Twisted --------------------------------------------------------------------------------
-    ("apps/events/consumer.py", "twisted.web.http.Request._disconnected",
+    ("connect/engine/daphne_stream.py", "twisted.web.http.Request._disconnected",
      lambda: _attr("twisted.web.http:Request._disconnected") is False),
-    ("apps/events/consumer.py", "FileDescriptor._writeDisconnected, dataBuffer, offset",
+    ("connect/engine/daphne_stream.py", "FileDescriptor._writeDisconnected, dataBuffer, offset",
      lambda: (_attr("twisted.internet.abstract:FileDescriptor._writeDisconnected") is False
               and _attr("twisted.internet.abstract:FileDescriptor.dataBuffer") == b""
               and _attr("twisted.internet.abstract:FileDescriptor.offset") == 0)),
-    ("apps/events/consumer.py", "FileDescriptor._tempDataLen (set per instance)",
+    ("connect/engine/daphne_stream.py", "FileDescriptor._tempDataLen (set per instance)",
      lambda: _source_has("twisted.internet.abstract:FileDescriptor.__init__", "self._tempDataLen = 0")),
     ("connect/engine/daphne_stream.py", "tcp.Connection.writeSomeData is its socket's send() (write_through calls it)",
      lambda: _source_has("twisted.internet.tcp:Connection.writeSomeData", "untilConcludes(self.socket.send")),
     # --- channels -------------------------------------------------------------------------------
+    ("connect/engine/consumers.py", "AsyncConsumer.__call__ joins the channel layer and sets scope and base_send",
+     lambda: all(_source_has("channels.consumer:AsyncConsumer.__call__", text)
+                 for text in ("get_channel_layer(", "self.scope = scope", "self.base_send ="))),
+    ("connect/engine/consumers.py", "AsyncConsumer.send writes through self.base_send",
+     lambda: _source_has("channels.consumer:AsyncConsumer.send", "self.base_send(message)")),
+    ("connect/engine/consumers.py", "AsyncConsumer.dispatch closes old database connections per message",
+     lambda: _source_has("channels.consumer:AsyncConsumer.dispatch", "aclose_old_connections()")),
+    ("connect/engine/consumers.py", "channels.consumer.get_handler_name(message)",
+     lambda: _parameters("channels.consumer:get_handler_name") == ["message"]),
     ("connect/engine/lanes.py", "channels.db.database_sync_to_async closes old connections around the call",
      lambda: _source_has("channels.db:DatabaseSyncToAsync.thread_handler", "close_old_connections")),
     # --- psycopg_pool ---------------------------------------------------------------------------
