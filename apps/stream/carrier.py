@@ -175,11 +175,10 @@ class Follower:
         return Position(selectors.horizon() - 1, "", int(time.time() * 1000))
 
     async def _follow(self) -> None:
-        # Polls start every period, not that long after the previous dispatch ended: at 1,000
-        # streams a poll and its dispatch take ~30 ms, which stretched the period (and so every
-        # event's wait for the next poll) to ~130 ms. One poll at a time; a poll that falls
-        # behind starts the next one at once rather than catching up. A wake-up (a commit here,
-        # an announcement on Redis) starts one at once.
+        # Polls start every period, not that long after the previous dispatch ended (a long
+        # dispatch would stretch every event's wait for the next poll). One poll at a time; a
+        # poll that falls behind starts the next one at once rather than catching up. A wake-up
+        # (a commit here, an announcement on Redis) starts one at once.
         period = REDIS_FOLLOW_POLL_SECONDS if settings.REDIS_URL else FOLLOW_POLL_SECONDS
         await_delay = AWAIT_POLL_SECONDS
         next_poll = last_poll = self.loop.time()

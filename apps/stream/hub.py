@@ -41,6 +41,9 @@ _NO_STREAMS: frozenset = frozenset()
 
 
 class Hub:
+    """This process's open streams, routed by workspace and subscription. Runs on the event loop
+    it was made on; its database work goes to its own threads (`run_db`)."""
+
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.process = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
