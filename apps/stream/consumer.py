@@ -24,6 +24,7 @@ from django.conf import settings
 
 from apps.access import door
 from apps.access.audience import rest_audiences
+from apps.access.credentials import CredentialRef
 from apps.access.principal import Principal
 from apps.access.ratelimit import RateDecision
 from apps.access.render import render
@@ -40,7 +41,6 @@ from apps.core.errors import (
     as_api_error,
 )
 from apps.core.params import unknown_parameters
-from apps.access.credentials import CredentialRef
 from apps.events import filters, slots
 from apps.stream.hub import get_hub
 from apps.stream.live import LiveStream
