@@ -609,7 +609,9 @@ def bench_connect(name: str, args: argparse.Namespace, tmp: Path, root: Path = R
     port = free_port()
     label = f"{label}-{name}"
     server_log = open(tmp / f"{label}-server.log", "w")
-    server_env = {**env, "PYTHONPATH": str(root), **(args.head_env if root == ROOT else {})}
+    # The test settings: their application also answers the stream stats (tests/events/stats.py).
+    server_env = {**env, "PYTHONPATH": str(root), "DJANGO_SETTINGS_MODULE": "tests.settings",
+                  **(args.head_env if root == ROOT else {})}
     # Bytecode as a deployment has it: with PYTHONDONTWRITEBYTECODE set (as in this machine's
     # shells) every server process compiled the project's 140 modules, 0.2 s of each start.
     subprocess.run([sys.executable, "-m", "compileall", "-q", "connect", "apps"], cwd=root, check=True)

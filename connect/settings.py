@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "apps.ingest",
     "apps.webhooks",
     "apps.events",
+    "apps.stream",
     "apps.mcp",
 ]
 
@@ -284,10 +285,8 @@ CONNECT_SSE_RESUME_SECONDS = envint("CONNECT_SSE_RESUME_SECONDS", 300)
 # after one lease. Short only in tests.
 CONNECT_SSE_SLOT_LEASE_SECONDS = envint("CONNECT_SSE_SLOT_LEASE_SECONDS", 45)
 # Events one stream may have waiting for its client; a client that falls further behind is
-# disconnected (apps/events/hub.py), so a slow reader never grows memory or slows the others.
+# disconnected (apps/stream/hub.py), so a slow reader never grows memory or slows the others.
 CONNECT_SSE_QUEUE_EVENTS = envint("CONNECT_SSE_QUEUE_EVENTS", 1000)
-# Tests only: route /api/v1/events/_stats (open streams, queues, delivery tasks of the process).
-CONNECT_SSE_STATS = envbool("CONNECT_SSE_STATS", False)
 
 # Browser origins for CORS on Bearer-only paths and /mcp's Origin check (apps/core/origins.py):
 # comma-separated, or `*`; empty = this service's origin plus loopback origins on any port.

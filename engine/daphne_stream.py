@@ -1,6 +1,6 @@
 """A long-lived HTTP response under daphne written from outside its ASGI `send`: Twisted flow
 control for it, and a write that skips the event loop's round trip. The event stream's
-consumer (apps/events/consumer.py) calls these; under any other server `daphne_request` is None
+consumer (apps/stream/consumer.py) calls these; under any other server `daphne_request` is None
 and the consumer falls back to plain ASGI `send`.
 
 Relies on, read in daphne 4.2 and Twisted 26.10 (every private name is in `PRIVATE_NAMES`,
@@ -174,7 +174,7 @@ def can_write_through(transport: Any) -> bool:
 
 
 # The last bytes `write_through` framed as an HTTP chunk, and that chunk: the hub writes one
-# bytes object to every live stream of a subscription in a row (apps/events/hub.py `dispatch`),
+# bytes object to every live stream of a subscription in a row (apps/stream/hub.py `dispatch`),
 # so the chunk is made once per batch, not once per stream. Compared by identity: the cache
 # holds the object, so its id cannot be reused while it is here.
 _last_framed: tuple[bytes, bytes] = (b"", b"0\r\n\r\n")

@@ -20,3 +20,4 @@ else:
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}  # noqa: F405
 
 ROOT_URLCONF = "tests.urls"
+ASGI_APPLICATION = "tests.asgi.application"

@@ -137,6 +137,15 @@ PINS: list[tuple[str, str, Callable[[], object]]] = [
     ("engine/daphne_stream.py", "tcp.Connection.writeSomeData is its socket's send() (write_through calls it)",
      lambda: _source_has("twisted.internet.tcp:Connection.writeSomeData", "untilConcludes(self.socket.send")),
     # --- channels -------------------------------------------------------------------------------
+    ("engine/consumers.py", "AsyncConsumer.__call__ joins the channel layer and sets scope and base_send",
+     lambda: all(_source_has("channels.consumer:AsyncConsumer.__call__", text)
+                 for text in ("get_channel_layer(", "self.scope = scope", "self.base_send ="))),
+    ("engine/consumers.py", "AsyncConsumer.send writes through self.base_send",
+     lambda: _source_has("channels.consumer:AsyncConsumer.send", "self.base_send(message)")),
+    ("engine/consumers.py", "AsyncConsumer.dispatch closes old database connections per message",
+     lambda: _source_has("channels.consumer:AsyncConsumer.dispatch", "aclose_old_connections()")),
+    ("engine/consumers.py", "channels.consumer.get_handler_name(message)",
+     lambda: _parameters("channels.consumer:get_handler_name") == ["message"]),
     ("engine/lanes.py", "channels.db.database_sync_to_async closes old connections around the call",
      lambda: _source_has("channels.db:DatabaseSyncToAsync.thread_handler", "close_old_connections")),
     # --- psycopg_pool ---------------------------------------------------------------------------

@@ -53,7 +53,7 @@ def admit_each(
     authorization: str | None, *, audiences: Collection[str], count: int, alongside: Alongside | None = None
 ) -> list[Admission]:
     """`admit` for `count` requests bearing the same Authorization header, asked together (a
-    burst of event stream opens, apps/events/hub.py): the credential is looked up once, and the
+    burst of event stream opens, apps/stream/hub.py): the credential is looked up once, and the
     requests are counted in one round trip, each decided as if counted on its own, in order."""
     try:
         principal, along = authenticate_bearer_along(authorization, audience=audiences, alongside=alongside)

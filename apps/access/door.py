@@ -117,7 +117,7 @@ class RouteMiddleware:
         return response
 
 
-# --- The event stream's own lines (apps/events/consumer.py calls these) ----------------------
+# --- The event stream's own lines (apps/stream/consumer.py calls these) ----------------------
 
 stream_log = logging.getLogger("connect.events")
 

@@ -7,11 +7,7 @@ class EventsConfig(AppConfig):
     def ready(self) -> None:
         from django_q.models import Schedule
 
-        from apps.core.openapi import SCHEMA_EXTENDERS
         from apps.core.periodic import keep_schedule
-        from apps.events import openapi
 
         # Outbox retention, hourly, whether or not anyone streams.
         keep_schedule(self, "connect.events.purge", "apps.events.services.purge_events", Schedule.HOURLY)
-        if openapi.extend not in SCHEMA_EXTENDERS:
-            SCHEMA_EXTENDERS.append(openapi.extend)

@@ -13,7 +13,7 @@ import pytest
 from django.conf import settings
 from django.db import OperationalError, connection
 
-from apps.events.hub import _db_job
+from apps.stream.threads import db_job
 from apps.events.models import StreamSlot
 
 pytestmark = [
@@ -42,16 +42,16 @@ def killed_on_first_run():
 
 def test_a_job_safe_to_repeat_runs_again_on_a_fresh_connection():
     job, runs = killed_on_first_run()
-    assert _db_job(job, True) == 0
+    assert db_job(job, True) == 0
     assert len(runs) == 2 and runs[0] != runs[1]
 
 
 def test_a_job_not_marked_safe_is_not_repeated():
     job, runs = killed_on_first_run()
     with pytest.raises(OperationalError):
-        _db_job(job, False)
+        db_job(job, False)
     assert len(runs) == 1
-    assert _db_job(StreamSlot.objects.count, False) == 0  # the next job gets a live connection
+    assert db_job(StreamSlot.objects.count, False) == 0  # the next job gets a live connection
 
 
 @contextmanager
@@ -101,4 +101,4 @@ def test_idle_connections_the_server_closed_are_replaced_before_the_job():
 
     # Not marked safe to repeat, so only the check before the job can keep these from failing.
     for _ in range(3):
-        assert _db_job(StreamSlot.objects.count, False) == 0
+        assert db_job(StreamSlot.objects.count, False) == 0

@@ -9,10 +9,13 @@ import asyncio
 
 import pytest
 
-from apps.events import hub as hub_module
+from apps.stream import hub as hub_module
 from apps.access.credentials import CredentialRef
 from apps.events.filters import FilterEntry, Subscription
-from apps.events.hub import PING, Stream, get_hub
+from apps.events.representations import PING
+from apps.stream.hub import get_hub
+from apps.stream.streams import Stream
+from apps.stream.threads import DbThreads
 
 SEGMENTS = "transcript.segment.created"
 
@@ -242,7 +245,7 @@ def test_database_jobs_finished_together_wake_the_loop_once_and_keep_their_resul
 
     async def scenario():
         loop = asyncio.get_running_loop()
-        threads = hub_module._DbThreads(loop, workers=2, name="test-db")
+        threads = DbThreads(loop, workers=2, name="test-db")
         wakeups = []
         original = loop.call_soon_threadsafe
 

@@ -15,8 +15,8 @@ from django.conf import settings
 from apps.access import admission as admission_module
 from apps.oauth.audience import rest_audiences
 from apps.core.errors import RateLimited, Unauthorized
-from apps.events import hub as hub_module
-from apps.events.hub import get_hub
+from apps.stream import hub as hub_module
+from apps.stream.hub import get_hub
 from tests.servers import UNTURNING_WINDOW_SECONDS, forget_rate_limit_counts
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the hub's threads read what was committed

@@ -13,8 +13,9 @@ from asgiref.testing import ApplicationCommunicator
 from channels.layers import BaseChannelLayer
 from django.test import override_settings
 
-from apps.events import hub as hub_module
-from apps.events.consumer import EventStreamConsumer
+from apps.stream import hub as hub_module
+from apps.stream import maintenance
+from apps.stream.consumer import EventStreamConsumer
 from apps.events import slots
 from tests.events.live import STREAM
 
@@ -125,7 +126,7 @@ async def test_a_stream_whose_slot_row_is_gone_ends_at_the_next_renewal(acme, al
     app = await open_stream(alice_key)
     hub = hub_module._hub
     await hub.run_db(slots.release_process, process=hub.process)  # as if its renewals had stalled for a whole lease
-    await hub_module._hub._renew_leases()
+    await maintenance.renew_leases(hub_module._hub)
     end = await app.receive_output(timeout=WAIT)
     assert end == {"type": "http.response.body", "body": b"", "more_body": False}
     assert hub_module._hub.stream_count == 0

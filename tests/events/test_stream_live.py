@@ -254,15 +254,28 @@ def test_oauth_token_for_the_base_url_streams_and_other_audience_is_401(servers,
 
 def test_revoked_key_stream_closes_and_receives_nothing_more(servers, readers, acme, alice, alice_key):
     a, b = servers
+    before = {server.url: server.stats()["streams"] for server in (a, b)}
     on_a, on_b = readers(a, alice_key), readers(b, alice_key)
     factories.session(acme)
     on_a.wait_events(1), on_b.wait_events(1)
-    tenancy.revoke_api_key(api_key=ApiKey.objects.get(issued_by=alice))
+    revoked = ApiKey.objects.get(issued_by=alice)
+    # A stream of another key of the workspace: the next event is delivered, to it.
+    control = readers(a, factories.api_key(alice, factories.ALL_SCOPES))
+    tenancy.revoke_api_key(api_key=revoked)
     on_a.wait(lambda r: r.ended, what="stream on A to close")
     on_b.wait(lambda r: r.ended, what="stream on B to close")
     factories.session(acme)
-    time.sleep(0.3)
+    control.wait_events(1)
     assert len(on_a.events) == 1 and len(on_b.events) == 1
+    # Nothing on the servers routes to the revoked key's streams any more...
+    for server in (a, b):
+        wait_until(lambda: server.stats()["streams"] == before[server.url] + (server is a),
+                   what="the revoked key's streams to leave the hub")
+    # ...and reconnecting with its last id (as EventSource does) does not bring the event.
+    for server, reader in ((a, on_a), (b, on_b)):
+        again = readers(server, alice_key, last_event_id=reader.events[-1].id)
+        again.wait(lambda r: r.ended, what="the refused reconnect to end")
+        assert again.status == 401 and again.events == []
 
 
 def test_deactivated_member_stream_closes(servers, readers, acme, alice, alice_key):

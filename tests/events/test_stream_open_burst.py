@@ -24,11 +24,12 @@ from django.utils import timezone
 from apps.access import admission as admission_module
 from apps.oauth.audience import rest_audiences
 from apps.core.errors import InsufficientScope, InvalidFilters, Unauthorized
-from apps.events import consumer as consumer_module
-from apps.events import hub as hub_module
+from apps.stream import consumer as consumer_module
+from apps.stream import carrier
+from apps.stream import hub as hub_module
 from apps.events import slots
-from apps.events.consumer import EventStreamConsumer
-from apps.events.hub import get_hub
+from apps.stream.consumer import EventStreamConsumer
+from apps.stream.hub import get_hub
 from apps.tenancy.models import ApiKey
 from tests.servers import forget_rate_limit_counts
 
@@ -164,52 +165,20 @@ def test_a_key_revoked_mid_burst_refuses_every_open_that_asks_after(acme, alice_
     assert all(isinstance(a.error, Unauthorized) and a.principal is None for a in refused)
 
 
-def test_the_collector_waits_while_opens_are_in_progress_and_runs_again_after(monkeypatch):
-    monkeypatch.setattr(hub_module, "GC_RESUME_AFTER_SECONDS", 0.05)
+def test_a_burst_of_opens_leaves_the_garbage_collector_alone():
+    # Every request of the process shares the collector: opens never switch it off.
     assert gc.isenabled()
 
     async def scenario():
         hub = get_hub()
-        hub.opening()
-        hub.opening()
-        assert not gc.isenabled()
-        hub.opened()
-        await asyncio.sleep(0.2)
-        assert not gc.isenabled()  # one open still in progress
-        hub.opened()
-        await until(gc.isenabled, "the collector to run again")
-        # Held at most GC_HOLD_MAX_SECONDS: an open past it turns the collector back on, and no
-        # open holds it again until opens pause.
-        monkeypatch.setattr(hub_module, "GC_HOLD_MAX_SECONDS", 0.0)
-        hub.opening()
-        assert not gc.isenabled()
-        await asyncio.sleep(0.01)
-        hub.opening()
-        assert gc.isenabled()
-        hub.opening()
-        assert gc.isenabled()
-        for _ in range(3):
-            hub.opened()
-        monkeypatch.setattr(hub_module, "GC_HOLD_MAX_SECONDS", 10.0)
-        await asyncio.sleep(0.2)
-        hub.opening()
-        assert not gc.isenabled()  # opens paused: held again
-        hub.opened()
-        await until(gc.isenabled, "the collector to run again")
-        # A collector someone else disabled stays disabled.
-        gc.disable()
-        try:
+        for _ in range(carrier.BURST_OPENS * 2):
             hub.opening()
+        assert gc.isenabled()
+        for _ in range(carrier.BURST_OPENS * 2):
             hub.opened()
-            await asyncio.sleep(0.3)
-            assert not gc.isenabled()
-        finally:
-            gc.enable()
+        assert gc.isenabled()
 
-    try:
-        run_on_hub(scenario)
-    finally:
-        gc.enable()
+    run_on_hub(scenario)
 
 
 def test_identical_opens_share_their_parsed_filters_and_errors_are_never_kept(monkeypatch):

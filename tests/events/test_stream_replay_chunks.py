@@ -15,12 +15,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.access.credentials import CredentialRef
-from apps.events import hub as hub_module
+from apps.stream import hub as hub_module
 from apps.events import selectors
-from apps.events.consumer import EventStreamConsumer
+from apps.stream.consumer import EventStreamConsumer
 from apps.events.filters import FilterEntry, Subscription
 from apps.events.models import Event
-from apps.events.hub import RESUME_CHUNK, Stream, get_hub
+from apps.stream import resume as resume_module
+from apps.stream.hub import get_hub
+from apps.stream.resume import RESUME_CHUNK
+from apps.stream.streams import Stream
 from apps.events.representations import frame_for
 from apps.events.services import record_event
 
@@ -134,7 +137,7 @@ def test_the_replay_ends_where_the_live_queue_takes_over_and_drops_the_copies(ac
 
 def test_a_window_past_the_resume_limit_is_not_replayed(acme, monkeypatch):
     events = record(acme.id, RESUME_CHUNK + 30)
-    monkeypatch.setattr(hub_module, "RESUME_MAX_EVENTS", RESUME_CHUNK + 10)
+    monkeypatch.setattr(resume_module, "RESUME_MAX_EVENTS", RESUME_CHUNK + 10)
 
     async def resume(last_id):
         return await get_hub().resume(workspace_id=acme.id, last_event_id=last_id, subscription=SUBSCRIPTION,

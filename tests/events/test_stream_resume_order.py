@@ -3,7 +3,7 @@ commit out of order (issue 21's open gap): transaction A records its event first
 last, B records and commits in between. A stream that delivered B before A and was resumed
 after B skipped A (the log reads after B's place, and A sits below it); delivered in commit
 order and resumed after A, it got B twice. Streams now carry events in log order (the hub's
-follower, apps/events/hub.py), so the client's last id is a place in the log, and resume reads
+follower, apps/stream/hub.py), so the client's last id is a place in the log, and resume reads
 after it as REST does.
 
 PostgreSQL only: on SQLite one writer holds the write lock at a time, so B cannot commit while

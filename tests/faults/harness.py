@@ -79,7 +79,6 @@ def rig_env(redis_url: str, app_name: str, **overrides: str) -> dict[str, str]:
         "CONNECT_WEBHOOK_SWEEP_SECONDS": "0.3",
         "CONNECT_SSE_HEARTBEAT_SECONDS": "1",
         "CONNECT_SSE_SLOT_LEASE_SECONDS": str(SLOT_LEASE_SECONDS),
-        "CONNECT_SSE_STATS": "1",
         # Small pools: the rig's load is light and the machine's PostgreSQL is shared.
         "CONNECT_DB_POOL_MIN": "1",
         "CONNECT_DB_POOL_MAX": "6",  # at least CONNECT_SYNC_THREADS (4)

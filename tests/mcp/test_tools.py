@@ -428,7 +428,7 @@ def test_tool_calls_share_rests_rate_limit(settings, alice_key):
 
 
 def test_mcp_token_stays_refused_by_the_event_streams_authentication(alice):
-    # apps/events/consumer.py authenticates with authenticate_bearer's default audience.
+    # apps/stream/consumer.py authenticates with authenticate_bearer's default audience.
     from apps.core.errors import Unauthorized
     from apps.access.credentials import authenticate_bearer
 

@@ -1,47 +1,29 @@
 """`GET /api/v1/events/stream` (contract §4.4, §6.1): a Channels HTTP consumer under daphne.
 
-Why the consumer is shaped like this (channels/generic/http.py, daphne/http_protocol.py):
-`AsyncHttpConsumer.http_request` awaits `handle()` and then stops the consumer, and messages
-are dispatched one at a time, so a stream loop inside `handle()` would never see
-`http.disconnect`. Here `http_request` only opens the stream — checks, headers, a first
-comment — and returns; a delivery task replays, then writes whatever had to wait in the
-queue and ends the response (live frames are written by the hub straight into the daphne
-request, engine/daphne_stream.py); `http.disconnect` (sent by daphne when the client
-goes, and also after we finish the response ourselves) cancels that task and frees the queue
-and the slot.
+`http_request` only opens the stream (admission, filters, slot, resume, headers, a first
+comment) and returns. Under daphne the stream then runs with no task of its own (`LiveStream`,
+apps/stream/live.py); elsewhere a delivery task (`deliver`) writes what waited and ends the
+response. Every way a stream ends goes through `disconnect()` (apps/stream/live.py for a live
+one): the stream closed, its slot released, its close line written.
 
-No channel layer: the hub carries events, so the consumer never subscribes to one (channels'
-`AsyncConsumer.__call__` would, and a Redis drop inside its receive killed the consumer without
-`disconnect()`). `__call__` here dispatches the client's messages only and ends in a `finally`
-that releases the stream and its slot however the consumer ends: `http.disconnect`, an error,
-or the task cancelled (daphne cancels an application that outlives its connection).
-
-Daphne buffers whatever the application sends without limit (Twisted's transport), so the
-stream registers a Twisted push producer on the request: when the socket's send buffer is full
-Twisted pauses it, events then wait in the stream's bounded queue, and a full queue disconnects
-that client alone.
-
-Failures while opening answer the contract's JSON: `503 unavailable` with `Retry-After` when a
-dependency (Redis, the database) cannot be reached, `500 internal_server_error` otherwise.
-"""
+A client that does not read fast enough is paused by Twisted's flow control (a push producer on
+the request); its frames wait in the stream's bounded queue, and a full queue disconnects that
+client alone. Failures while opening answer the contract's JSON: `503 unavailable` with
+`Retry-After` when a dependency is down, `500 internal_server_error` otherwise. Why it is
+shaped like this: docs/decisions/stream-hub.md."""
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import gc
 import logging
-from functools import partial
 from urllib.parse import parse_qs
 
 import orjson
-from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
-from channels.generic.http import AsyncHttpConsumer
-from channels.utils import await_many_dispatch
 from django.conf import settings
 
 from apps.access import door
+from apps.access.credentials import CredentialRef
 from apps.oauth.audience import rest_audiences
 from apps.access.principal import Principal
 from apps.access.ratelimit import RateDecision
@@ -60,9 +42,12 @@ from apps.core.errors import (
 )
 from apps.core.params import unknown_parameters
 from apps.events import filters, slots
-from apps.access.credentials import CredentialRef
-from apps.events.hub import Replay, Stream, get_hub
+from apps.stream.hub import get_hub
+from apps.stream.live import LiveStream
+from apps.stream.resume import Replay
+from apps.stream.streams import Stream
 from engine import daphne_stream
+from engine.consumers import LayerlessHttpConsumer
 
 logger = logging.getLogger("connect.events")
 
@@ -109,7 +94,7 @@ def _parse_subscription(query_string: bytes, scopes: frozenset[str]) -> filters.
         raise InsufficientScope() from None
 
 
-class EventStreamConsumer(AsyncHttpConsumer):
+class EventStreamConsumer(LayerlessHttpConsumer):
     stream: Stream | None = None
     slot_id: slots.SlotId | None = None
     delivery: asyncio.Task | None = None
@@ -117,27 +102,6 @@ class EventStreamConsumer(AsyncHttpConsumer):
     replay: Replay | None = None
     rate: RateDecision | None = None
     opened_at: float | None = None
-
-    async def __call__(self, scope, receive, send) -> None:
-        """Channels' `AsyncConsumer.__call__` without a channel layer, ending in `disconnect()`
-        whatever ends it (StopConsumer, an exception, cancellation)."""
-        self.scope = scope
-        self.channel_layer = None
-        self.base_send = send
-        try:
-            await await_many_dispatch([receive], self.dispatch)
-        except StopConsumer:
-            pass
-        finally:
-            await self.disconnect()
-
-    async def dispatch(self, message) -> None:
-        # Channels' dispatch also closes this thread's old database connections per message;
-        # the stream does its database work on the hub's threads, which close their own.
-        handler = getattr(self, get_handler_name(message), None)
-        if handler is None:
-            raise ValueError(f"No handler for message type {message['type']}")
-        await handler(message)
 
     async def http_request(self, message) -> None:
         if "body" in message:
@@ -385,116 +349,3 @@ class EventStreamConsumer(AsyncHttpConsumer):
                 raise
             except Exception:  # noqa: BLE001 - nobody renews it now: its lease lapses
                 logger.exception("could not release stream slot %s", slot_id)
-
-
-class LiveStream:
-    """A stream under daphne once its replay is written: it runs with no task of its own. The hub
-    writes its frames straight into the request (`Stream.write`); what cannot go at once (queued
-    behind Twisted's flow control, a ping, the stream closed by the server) calls `kick`, which
-    does it in one loop callback; the response's end (the client gone, or finished by us) is
-    Twisted's `notifyFinish`. Holds only what its end needs, not the consumer and its scope.
-
-    Its end, once: the stream closed and unregistered, the response finished (or aborted after
-    an overflow), the close line written in the request's logging context, the producer
-    unregistered and the slot released (a failed release lapses with its lease)."""
-
-    __slots__ = ("stream", "request", "producer", "slot_id", "opened_at", "direct", "context", "kicked",
-                 "started", "ended", "loop")
-
-    def __init__(self, stream: Stream, request, producer, slot_id, opened_at: float, direct) -> None:
-        self.stream, self.request, self.producer, self.slot_id = stream, request, producer, slot_id
-        self.opened_at, self.direct = opened_at, direct
-        self.context = contextvars.copy_context()  # the request's id and principal, for the close line
-        self.kicked = self.started = self.ended = False
-        self.loop = asyncio.get_running_loop()
-        if not daphne_stream.when_done(request, self._done):
-            stream.close("client_gone")
-
-    def start(self) -> None:
-        """Live from here: direct writes, and whatever queued during the replay written now."""
-        self.started = True
-        stream = self.stream
-        stream.kick = self.kick
-        daphne_stream.forget_application_queue(self.request)  # the consumer has ended
-        if stream.closed_reason is not None:
-            self.context.run(self._end)
-            return
-        stream.write = self.direct
-        stream.drain()
-
-    def kick(self) -> None:
-        if not self.kicked:
-            self.kicked = True
-            self.loop.call_soon(self._run)
-
-    def _run(self) -> None:
-        self.kicked = False
-        if self.stream.closed_reason is None:
-            self.stream.drain()
-        else:
-            self.context.run(self._end)
-
-    def _done(self) -> None:
-        """Twisted: the response finished or its connection was lost."""
-        self.stream.close("client_gone")  # nothing if we closed it first
-        if self.started:
-            self.context.run(self._end)
-
-    def _end(self) -> None:
-        if self.ended:
-            return
-        self.ended = True
-        stream = self.stream
-        stream.close("client_gone")
-        stream.kick = None
-        reason = stream.closed_reason
-        # Closed by the server: a client that fell behind is cut off at once (its unread bytes
-        # would sit in our buffers); otherwise the response ends normally.
-        if reason == "overflow":
-            daphne_stream.abort(self.request)
-        elif reason != "client_gone":
-            daphne_stream.finish(self.request)
-        door.stream_closed(self.opened_at, reason, stream.sent)
-        daphne_stream.unregister_producer(self.request, self.producer)
-        self.request = self.producer = None
-        if self.slot_id is not None:
-            slot_id, self.slot_id = self.slot_id, None
-            get_hub().run_db(slots.release_slot, slot_id, retry=True).add_done_callback(
-                partial(_released, slot_id))
-
-
-def _released(slot_id, future: asyncio.Future) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        # Nobody renews it now: its lease lapses.
-        logger.error("could not release stream slot %s", slot_id, exc_info=future.exception())
-
-
-def _runs_a_consumer(task: asyncio.Task) -> bool:
-    awaited = task.get_coro()
-    while awaited is not None:
-        if getattr(awaited, "__qualname__", "").startswith("EventStreamConsumer."):
-            return True
-        awaited = getattr(awaited, "cr_await", None)
-    return False
-
-
-async def stream_stats(scope, receive, send) -> None:
-    """Test-only (routed when CONNECT_SSE_STATS is set): this process's open streams, queued
-    frames and live delivery tasks, so tests can see an abrupt disconnect free everything."""
-    from apps.events.hub import current_hub
-
-    hub = current_hub()
-    body = hub.stats() if hub is not None else {"streams": 0, "queued": 0}
-    tasks = [t for t in asyncio.all_tasks() if not t.done()]
-    body["deliveryTasks"] = sum(1 for t in tasks if getattr(t.get_coro(), "__qualname__", "") == "EventStreamConsumer.deliver")
-    # Tasks running a stream consumer anywhere down their await chain (daphne's task per request
-    # runs the door, the router, then the consumer): a live stream under daphne has none.
-    body["streamTasks"] = sum(1 for t in tasks if _runs_a_consumer(t))
-    body["tasks"] = len(tasks)
-    # What a stream leaves behind in memory once it is gone: none of its objects (test-only cost).
-    gc.collect()
-    body["streamObjects"] = sum(1 for o in gc.get_objects() if type(o) in (Stream, LiveStream))
-    # daphne's ASGI input queues alive (one per request whose application may still read it).
-    body["inputQueues"] = sum(1 for o in gc.get_objects() if type(o) is asyncio.Queue)
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
-    await send({"type": "http.response.body", "body": orjson.dumps(body)})
