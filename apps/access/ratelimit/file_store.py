@@ -60,10 +60,10 @@ class SharedCounters:
         digests = [hashlib.blake2b(name.encode(), digest_size=16).digest() for name in names]
         parity = (start // window) % 2
         with self.lock:
-            fd = self._acquire()
+            fd, headers = self._acquire()
             try:
                 at = parity * self.HEADER.size
-                if self.HEADER.unpack(self._read(fd, at, self.HEADER.size)) != (start, window):
+                if self.HEADER.unpack_from(headers, at) != (start, window):
                     if delta < 0:
                         return [0 for _ in names]
                     # A new window (or a new window length: the setting changed) starts from zero.
@@ -95,8 +95,8 @@ class SharedCounters:
         # Short only when the file was cut under us: what is gone reads as zeros (empty).
         return os.pread(fd, length, offset).ljust(length, b"\0")
 
-    def _acquire(self) -> int:
-        """The descriptor of the file now at the path, locked, whole."""
+    def _acquire(self) -> tuple[int, bytes]:
+        """The descriptor of the file now at the path, locked, whole; and its window headers."""
         for _ in range(8):
             if self.fd is None:
                 self.fd = self._open()
@@ -113,9 +113,9 @@ class SharedCounters:
                     os.close(self.fd)
                     self.fd = None
                     continue
-                self._check_whole(self.fd, held.st_size)
+                headers = self._whole(self.fd, held.st_size)
                 self.counted = True
-                return self.fd
+                return self.fd, headers
             except BaseException:
                 self._release()
                 raise
@@ -149,17 +149,20 @@ class SharedCounters:
             logger.warning("rate-limit counter file %s was deleted; counting starts again from zero", self.path)
         return fd
 
-    def _check_whole(self, fd: int, size: int) -> None:
+    def _whole(self, fd: int, size: int) -> bytes:
+        """The window headers of a whole file: this one's, or a new empty file's after a
+        damaged one is logged and emptied."""
         if size == self.size:
             headers = self._read(fd, 0, self.slots_at)
             if all(plausible(*self.HEADER.unpack_from(headers, at)) for at in (0, self.HEADER.size)):
-                return
+                return headers
             problem = "holds a window header this code never wrote"
         else:
             problem = f"is {size} bytes, not {self.size}"
         logger.warning("rate-limit counter file %s %s; counting starts again from zero", self.path, problem)
         os.ftruncate(fd, 0)
         os.ftruncate(fd, self.size)
+        return bytes(self.slots_at)
 
 
 def plausible(start: int, window: int) -> bool:
