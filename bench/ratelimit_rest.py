@@ -8,7 +8,7 @@ Each server counts on its own copy of one seeded database (so each has its own c
 limits high enough never to refuse. wrk (2 threads, 16 connections) on session get (rotating
 over every session: the cheapest authenticated request, where a counter's cost shows most) and
 the sessions list; servers alternate within each endpoint, the first swapped every round.
-Prints a markdown table of medians.
+Prints a markdown table of medians: req/s and the servers' CPU per request.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import ROOT, Database, Endpoint, Server, connect_server, log, manage, probe, wrk  # noqa: E402
+from bench.harness import (  # noqa: E402
+    ROOT, Database, Endpoint, Server, connect_server, cpu_seconds, log, manage, probe, wrk,
+)  # fmt: skip
 
 UNLIMITED = {"CONNECT_RATE_LIMIT_PER_CREDENTIAL": "1000000000", "CONNECT_RATE_LIMIT_PER_WORKSPACE": "1000000000",
              "CONNECT_RATE_LIMIT_WINDOW_SECONDS": "1000000000"}  # fmt: skip
@@ -76,20 +78,25 @@ def main() -> None:
         for round_ in range(args.rounds):
             for endpoint in endpoints:
                 for name in order if round_ % 2 == 0 else order[::-1]:
+                    cpu_before = cpu_seconds(servers[name].proc.pid)
                     run = wrk(servers[name].base, endpoint, args.duration, 16, 2)
+                    run["cpu_ms"] = (cpu_seconds(servers[name].proc.pid) - cpu_before) * 1000 / max(1, run["requests"])
                     if run["non_2xx"] or run["socket_errors"]:
                         raise SystemExit(f"{name}: {run['non_2xx']} non-2xx, {run['socket_errors']} socket errors")
                     results.setdefault(endpoint.name, {}).setdefault(name, []).append(run)
-                    log(f"round {round_ + 1} {endpoint.name} @ {name}: {run['rps']:.0f} req/s")
+                    log(f"round {round_ + 1} {endpoint.name} @ {name}: {run['rps']:.0f} req/s, {run['cpu_ms']:.2f} ms CPU")
     shutil.rmtree(work, ignore_errors=True)
     names = list(servers)
-    print(f"| endpoint | {' | '.join(f'{n} req/s' for n in names)} | pread / mmap | pread / off |")
+    print("Medians; server CPU per request (every process of the server) is the steadier figure on a busy machine.")
+    print()
+    print(f"| endpoint | {' | '.join(f'{n} req/s, CPU ms/req' for n in names)} | CPU pread / mmap | CPU pread / off |")
     print("|---|" + "---:|" * (len(names) + 2))
     for endpoint in endpoints:
-        rps = {n: statistics.median(r["rps"] for r in results[endpoint.name][n]) for n in names}
-        print(f"| {endpoint.name} | {' | '.join(f'{rps[n]:.0f}' for n in names)} | "
-              f"{rps[names[0]] / rps[names[1]]:.2f} | {rps[names[0]] / rps[names[2]]:.2f} |")
-
+        runs = results[endpoint.name]
+        rps = {n: statistics.median(r["rps"] for r in runs[n]) for n in names}
+        cpu = {n: statistics.median(r["cpu_ms"] for r in runs[n]) for n in names}
+        print(f"| {endpoint.name} | {' | '.join(f'{rps[n]:.0f}, {cpu[n]:.2f}' for n in names)} | "
+              f"{cpu[names[0]] / cpu[names[1]]:.2f} | {cpu[names[0]] / cpu[names[2]]:.2f} |")
 
 if __name__ == "__main__":
     main()
