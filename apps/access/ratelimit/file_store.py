@@ -48,6 +48,7 @@ class SharedCounters:
         self.size = self.slots_at + 2 * self.half
         self.lock = threading.Lock()
         self.fd: int | None = None
+        self.identity: tuple[int, int] = (0, 0)  # device and inode of the file `fd` holds
         self.counted = False  # this process has counted in a file at the path
         with self.lock:
             self._acquire()
@@ -100,20 +101,21 @@ class SharedCounters:
         for _ in range(8):
             if self.fd is None:
                 self.fd = self._open()
+                held = os.fstat(self.fd)
+                self.identity = (held.st_dev, held.st_ino)
             fcntl.flock(self.fd, fcntl.LOCK_EX)
             try:
-                held = os.fstat(self.fd)
                 try:
-                    current = os.stat(self.path)
+                    current = os.stat(self.path)  # the file at the path: ours while its inode is
                 except FileNotFoundError:
                     current = None
-                if current is None or (current.st_dev, current.st_ino) != (held.st_dev, held.st_ino):
+                if current is None or (current.st_dev, current.st_ino) != self.identity:
                     # Deleted or replaced: every process moves to the file at the path.
                     self._release()
                     os.close(self.fd)
                     self.fd = None
                     continue
-                headers = self._whole(self.fd, held.st_size)
+                headers = self._whole(self.fd, current.st_size)
                 self.counted = True
                 return self.fd, headers
             except BaseException:
