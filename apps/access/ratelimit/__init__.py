@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 import time
 from dataclasses import dataclass, field, replace
 
@@ -91,6 +92,7 @@ def buckets(principal: Principal) -> list[tuple[str, int]]:
 
 
 _chosen: tuple[tuple, CounterStore] | None = None
+_choosing = threading.Lock()
 
 
 def counter_store() -> CounterStore:
@@ -98,9 +100,13 @@ def counter_store() -> CounterStore:
     changes `REDIS_URL` or the database, gets its own)."""
     global _chosen
     config = (os.getpid(), settings.REDIS_URL, connection.vendor, str(settings.DATABASES["default"]["NAME"]))
-    if _chosen is None or _chosen[0] != config:
-        _chosen = (config, choose_store())
-    return _chosen[1]
+    chosen = _chosen
+    if chosen is None or chosen[0] != config:
+        with _choosing:  # one store (one open counter file) per process, whichever thread asks first
+            if _chosen is None or _chosen[0] != config:
+                _chosen = (config, choose_store())
+            chosen = _chosen
+    return chosen[1]
 
 
 def choose_store() -> CounterStore:

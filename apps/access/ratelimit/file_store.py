@@ -179,13 +179,15 @@ class BesideDatabase:
     def __init__(self, path: str) -> None:
         self.path = path
         self.database = DatabaseCounters()
-        self.file = None
+        self.file: SharedCounters | None = None
+        self.opening = threading.Lock()
         self.failing = False
 
-    def counters(self):
-        if self.file is None:
-            self.file = SharedCounters(self.path)
-        return self.file
+    def counters(self) -> SharedCounters:
+        with self.opening:  # one descriptor per process, whichever thread counts first
+            if self.file is None:
+                self.file = SharedCounters(self.path)
+            return self.file
 
     def add(self, names: list[str], start: int, window: int, hits: int = 1) -> list[int]:
         try:
