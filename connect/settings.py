@@ -301,7 +301,7 @@ CONNECT_SYNC_THREADS = envint("CONNECT_SYNC_THREADS", 4)
 # never shed. Keep it well under CONNECT_REQUEST_TIMEOUT_SECONDS.
 CONNECT_QUEUE_TIMEOUT_SECONDS = float(env("CONNECT_QUEUE_TIMEOUT_SECONDS", "2"))
 
-# Rate limits (apps/access/ratelimit.py): requests per fixed window, per credential and per
+# Rate limits (apps/access/ratelimit/): requests per fixed window, per credential and per
 # workspace, counted in Redis when REDIS_URL is set, else in the database. 0 turns one off.
 # The defaults are far above what the benchmarks or an agent send.
 CONNECT_RATE_LIMIT_WINDOW_SECONDS = envint("CONNECT_RATE_LIMIT_WINDOW_SECONDS", 60)

@@ -219,9 +219,9 @@ def forget_rate_limit_counts() -> None:
             with counters.open("r+b") as f:
                 f.write(bytes(counters.stat().st_size))
         return
-    from apps.access.ratelimit import _redis
+    from apps.core.redis_clients import redis_client
 
-    client = _redis()
+    client = redis_client()
     keys = list(client.scan_iter(f"connect:ratelimit:{settings.DATABASES['default']['NAME']}:*"))
     if keys:
         client.delete(*keys)

@@ -66,3 +66,27 @@ def test_a_workspace_is_counted_across_its_credentials_and_processes(limited_ser
         responses = list(pool.map(lambda i: fresh_get(limited_server.url, "/api/v1/sessions", keys[i % 4]), range(40)))
     assert sorted(r.status_code for r in responses) == [200] * (LIMIT * 3) + [429] * 4
     assert fresh_get(limited_server.url, "/healthz").status_code == 200  # never limited
+
+
+def test_a_burst_on_one_credential_admits_exactly_its_limit(limited_server, transactional_db):
+    """300 requests at once over new connections (so either process takes each): exactly the
+    credential's limit is admitted, on whichever store counts them."""
+    initech = factories.workspace("initech")
+    key = factories.api_key(factories.member(initech, "burst@initech.test"))
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        responses = list(pool.map(lambda _: fresh_get(limited_server.url, "/api/v1/sessions", key), range(300)))
+    assert sorted(r.status_code for r in responses) == [200] * LIMIT + [429] * (300 - LIMIT)
+    remaining = sorted(int(r.headers["RateLimit-Remaining"]) for r in responses if r.status_code == 200)
+    assert remaining == list(range(LIMIT))
+
+
+def test_a_burst_across_a_workspace_admits_exactly_its_limit(limited_server, transactional_db):
+    """300 requests at once from 30 credentials, each far below its own limit: exactly the
+    workspace's limit is admitted."""
+    umbrella = factories.workspace("umbrella")
+    keys = [factories.api_key(factories.member(umbrella, f"m{i}@umbrella.test")) for i in range(30)]
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        responses = list(
+            pool.map(lambda i: fresh_get(limited_server.url, "/api/v1/sessions", keys[i % 30]), range(300))
+        )
+    assert sorted(r.status_code for r in responses) == [200] * (LIMIT * 3) + [429] * (300 - LIMIT * 3)

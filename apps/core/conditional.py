@@ -2,8 +2,9 @@
 of (row versions, segment counts), never from its rendered body, and the `If-None-Match` check.
 
 The views (apps/recordings/api.py) compute a tag before reading what the body needs; a match is
-answered `304 Not Modified` with no body, and the rate limit gives the request back
-(apps/access/ratelimit.py `refund_sync`).
+answered `304 Not Modified` with no body. The rate limit gives the request back only when it
+named the tag (`names_tag`): `If-None-Match: *` is answered `304` too, as the RFC says, but costs
+a request like any other, since it proves no earlier answer.
 
 Every tagged answer carries `Cache-Control: private, no-cache`: a shared cache must never hand
 one workspace's answer to another client, and a private one revalidates every time (cheap with
@@ -28,12 +29,14 @@ def strong_etag(*parts: Any) -> str:
 
 
 def none_match(header: str | None, etag: str) -> bool:
-    """True when `If-None-Match: header` names `etag` (or is `*`): the client has it. The
+    """True when `If-None-Match: header` names `etag` or is `*`: answer `304`."""
+    return bool(header) and (parse_etags(header) == ["*"] or names_tag(header, etag))
+
+
+def names_tag(header: str | None, etag: str) -> bool:
+    """True when `If-None-Match: header` lists `etag` itself: the client holds that answer. The
     comparison is the weak one the RFC prescribes for If-None-Match, so a tag a compressing
     layer weakened (`W/"…"`, Django's GZipMiddleware) still matches."""
     if not header:
         return False
-    tags = parse_etags(header)
-    if tags == ["*"]:
-        return True
-    return any(tag.removeprefix("W/") == etag.removeprefix("W/") for tag in tags)
+    return any(tag != "*" and tag.removeprefix("W/") == etag.removeprefix("W/") for tag in parse_etags(header))

@@ -2,9 +2,9 @@ from django.db import models
 
 
 class RateLimitCounter(models.Model):
-    """Requests counted in one fixed window for one bucket (a credential or a workspace), on
-    the embedded default where there is no Redis (apps/access/ratelimit.py). Rows of past
-    windows are deleted as new windows start."""
+    """Requests counted in one fixed window for one bucket (a credential or a workspace), where
+    there is no Redis (apps/access/ratelimit/database_store.py). Rows of past windows are
+    deleted as new windows start."""
 
     bucket = models.CharField(max_length=200)
     window_start = models.BigIntegerField(help_text="Unix seconds at which the window began")

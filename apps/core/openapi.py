@@ -58,7 +58,7 @@ RATE_LIMIT_HEADERS = {
 
 
 def document_rate_limits(result: dict[str, Any]) -> None:
-    """Every operation that takes a Bearer credential is rate limited (apps/access/ratelimit.py):
+    """Every operation that takes a Bearer credential is rate limited (apps/access/ratelimit/):
     it can answer 429, and its responses but 401 carry the RateLimit headers (401 and the
     credential's own 403 `forbidden` / 404 `workspace_not_found` come before counting, so those
     carry none); a 429 also Retry-After."""

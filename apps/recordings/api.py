@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from apps.access.ratelimit import refund_sync
 from apps.access.rest import HasScope
-from apps.core.conditional import CACHE_CONTROL, none_match, strong_etag
+from apps.core.conditional import CACHE_CONTROL, names_tag, none_match, strong_etag
 from apps.core.errors import invalid
 from apps.core.openapi import error_responses
 from apps.core.text import holds_nul
@@ -93,9 +93,11 @@ def tagged(response: HttpResponse, etag: str, vary: Iterable[str] = ()) -> HttpR
 
 
 def not_modified(request: Request, etag: str, vary: Iterable[str] = ()) -> HttpResponse:
-    """`304` with no body; the request's hit is given back to the rate limit."""
-    rate = getattr(request._request, "rate_limit", None)
-    request._request.rate_limit = refund_sync(request.auth, rate)
+    """`304` with no body; the request's hit is given back to the rate limit when it named the
+    tag (`If-None-Match: *` proves no earlier answer, and is not free)."""
+    if names_tag(request.META.get("HTTP_IF_NONE_MATCH"), etag):
+        rate = getattr(request._request, "rate_limit", None)
+        request._request.rate_limit = refund_sync(request.auth, rate)
     return tagged(HttpResponseNotModified(), etag, vary)
 
 

@@ -111,7 +111,7 @@ def test_admission_adds_no_query_of_its_own(alice, alice_key, settings, django_a
 
 def test_counting_without_redis_is_one_statement_at_most(alice, alice_key, settings, django_assert_num_queries):
     """PostgreSQL: one upsert of both buckets. A SQLite file: none (the counter file beside
-    it, apps/access/ratelimit.py `SharedCounters`), and the count still holds."""
+    it, apps/access/ratelimit/file_store.py `SharedCounters`), and the count still holds."""
     settings.REDIS_URL = ""
     settings.CONNECT_RATE_LIMIT_PER_CREDENTIAL = 2
     admit(f"Bearer {alice_key}", audiences=rest())  # last_used_at, and this window's pruning

@@ -1,4 +1,4 @@
-"""Rate limits per credential and per workspace (apps/access/ratelimit.py): the pure decision,
+"""Rate limits per credential and per workspace (apps/access/ratelimit/): the pure decision,
 the shared counters, and the REST answers."""
 
 from __future__ import annotations

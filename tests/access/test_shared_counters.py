@@ -1,4 +1,4 @@
-"""The rate limit's counters beside a SQLite file (apps/access/ratelimit.py `SharedCounters`):
+"""The rate limit's counters beside a SQLite file (apps/access/ratelimit/file_store.py `SharedCounters`):
 one count per hit across processes, windows that start from zero, refunds, and a full file."""
 
 from __future__ import annotations

@@ -153,3 +153,40 @@ def test_a_304_is_not_charged_to_the_rate_limit(api, meeting, alice_key):
     # and a refused request is never a 304 (nor refunded)
     refused = get(api, path, alice_key, etag=first["ETag"])
     assert refused.status_code == 429
+
+
+@pytest.fixture
+def limit_of_100(settings):
+    """A per-credential limit of 100 in a window that does not turn during the test."""
+    from tests.servers import UNTURNING_WINDOW_SECONDS, forget_rate_limit_counts
+
+    settings.CONNECT_RATE_LIMIT_PER_CREDENTIAL = 100
+    settings.CONNECT_RATE_LIMIT_PER_WORKSPACE = 0
+    settings.CONNECT_RATE_LIMIT_WINDOW_SECONDS = int(UNTURNING_WINDOW_SECONDS)
+    yield 100
+    forget_rate_limit_counts()
+
+
+def test_if_none_match_star_is_answered_304_but_charged(api, meeting, alice_key, limit_of_100):
+    """`*` names no tag the client was given, so it proves no earlier answer: a 304, counted."""
+    path = f"/api/v1/sessions/{meeting.id}"
+    answers = [get(api, path, alice_key, etag="*") for _ in range(400)]
+    statuses = [a.status_code for a in answers]
+    assert statuses == [304] * limit_of_100 + [429] * 300
+    # The counter says what is left, one fewer each time, down to nothing.
+    assert [int(a["RateLimit-Remaining"]) for a in answers[:limit_of_100]] == list(range(99, -1, -1))
+    assert all(a["RateLimit-Remaining"] == "0" for a in answers[limit_of_100:])
+    # A list that holds `*` beside a tag that is not ours is no better.
+    assert get(api, path, alice_key, etag='"not-ours", *').status_code == 429
+
+
+def test_a_tag_that_still_matches_stays_free_beside_star_polls(api, meeting, alice, limit_of_100):
+    key = factories.api_key(alice, factories.ALL_SCOPES)
+    path = f"/api/v1/sessions/{meeting.id}"
+    first = get(api, path, key)
+    assert first["RateLimit-Remaining"] == "99"
+    for _ in range(30):
+        poll = get(api, path, key, etag=first["ETag"])
+        assert poll.status_code == 304 and poll["RateLimit-Remaining"] == "99"
+    assert get(api, path, key, etag="*")["RateLimit-Remaining"] == "98"  # star: charged
+    assert get(api, path, key, etag=f'"stale", {first["ETag"]}')["RateLimit-Remaining"] == "98"  # names ours: free
