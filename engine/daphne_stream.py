@@ -137,8 +137,8 @@ def finish(request: Any | None) -> None:
 
 def forget_application_queue(request: Any | None) -> None:
     """Once the application has ended with the response still open (a live stream's consumer):
-    drop daphne's input queue for it, which nobody reads any more (~3.7 KB: three deques and an
-    Event, held for the stream's life). daphne then sends no `http.disconnect` on its end; the
+    drop daphne's input queue for it, which nobody reads any more (three deques and an Event,
+    otherwise held for the stream's life). daphne then sends no `http.disconnect` on its end; the
     stream learns of that end from `when_done`."""
     if request is not None and getattr(request, "application_queue", None) is not None:
         request.application_queue = None
