@@ -125,10 +125,10 @@ DATABASE_URL = env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'connect.sqlite3'}")
 # Request code runs on a fixed set of long-lived threads per server process (the lanes of
 # engine/lanes.py, the event hub's executor), each with its own
 # connection. On SQLite that connection is kept (CONN_MAX_AGE None): opening one per request
-# cost about 1.1 ms (connect, PRAGMAs, reading the schema, a cold page cache) of a 3 ms
-# request. On PostgreSQL connections come from psycopg's pool, which Django allows only with
-# CONN_MAX_AGE 0: closing one at the end of a request hands it back (measured as fast as
-# persistent connections).
+# (connect, PRAGMAs, reading the schema, a cold page cache) was a third of a small request.
+# On PostgreSQL connections come from psycopg's pool, which Django allows only with
+# CONN_MAX_AGE 0: closing one at the end of a request hands it back (as fast as persistent
+# connections; docs/decisions/runtime.md "Runtime").
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)

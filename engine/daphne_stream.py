@@ -4,38 +4,15 @@ consumer (apps/stream/consumer.py) calls these; under any other server `daphne_r
 and the consumer falls back to plain ASGI `send`.
 
 Relies on, read in daphne 4.2 and Twisted 26.10 (every private name is in `PRIVATE_NAMES`,
-pinned by tests/test_engine_pins.py):
-- daphne/server.py passes the application `send` as `functools.partial(server.handle_reply,
-  protocol)`, and that protocol is its twisted.web `Request` for the connection. `handle_reply`
-  drops replies to connections it no longer knows; `WebRequest.handle_reply` drops them once
-  `finished` or `channel is None`, then calls `http.Request.write`. `direct_write` makes the
-  same checks and calls the same write.
-- twisted/web/http.py `Request.write` ignores writes once `_disconnected`; chunked, it goes to
-  the TCP transport's `writeSequence`, which only buffers and registers for writability (a
-  write never blocks the loop) and, past `bufferSize`, pauses the registered push producer;
-  `doWrite` resumes it once the buffer is empty. So `Producer.pauseProducing` runs inside the
-  very write that filled the buffer.
-- On a plain TCP transport whose buffer is empty (`dataBuffer`/`offset`, `_tempDataLen`)
-  `tcp.Connection.writeSomeData` is the non-blocking `send()` that `doWrite` itself calls:
-  sending at once keeps the order and skips the `startWriting`/`doWrite` round (two `epoll_ctl`s
-  and a loop pass per stream and batch); what the socket does not take is buffered as before.
-  `write_through` calls that `send()` itself, on the transport's `socket` (writeSomeData is
-  `untilConcludes(self.socket.send, ...)`, pinned), and frames one batch's bytes as an HTTP
-  chunk once for all the streams it is written to.
-- daphne installs Twisted's asyncio reactor on the loop the consumers run on, so Twisted's
-  callbacks, the hub's dispatch and the consumer never interleave mid-write.
-- daphne/http_protocol.py keeps the request's ASGI input queue (`application_queue`, an
-  asyncio.Queue) for the connection's life, and after the application has started uses it only
-  to send `http.disconnect`, which `connectionLost` and `finish` skip when it is None.
-- On SIGTERM Twisted's reactor runs its "before shutdown" triggers (daphne's own cancels the
-  applications), then drops every connection ("during"): `on_shutdown` ends the streams first,
-  so each client reads its response's end rather than a cut connection, and nothing is left for
-  daphne to wait for.
+pinned by tests/test_engine_pins.py): daphne passes the application `send` as
+`functools.partial(server.handle_reply, protocol)`, that protocol being the connection's
+twisted.web `Request`; daphne installs Twisted's asyncio reactor on the loop the consumers run
+on, so Twisted's callbacks, the hub's dispatch and the consumer never interleave mid-write. What
+each function relies on further is in its docstring (docs/decisions/stream.md).
 
 Every private attribute is looked for before it is read (or read with a default), so a Twisted
 that renamed one makes `direct_write` take the ordinary `Request.write` path, never an
-AttributeError.
-"""
+AttributeError."""
 
 from __future__ import annotations
 
@@ -137,9 +114,13 @@ def finish(request: Any | None) -> None:
 
 def forget_application_queue(request: Any | None) -> None:
     """Once the application has ended with the response still open (a live stream's consumer):
-    drop daphne's input queue for it, which nobody reads any more (~3.7 KB: three deques and an
-    Event, held for the stream's life). daphne then sends no `http.disconnect` on its end; the
-    stream learns of that end from `when_done`."""
+    drop daphne's input queue for it, which nobody reads any more (three deques and an Event,
+    otherwise held for the stream's life). daphne then sends no `http.disconnect` on its end; the
+    stream learns of that end from `when_done`.
+
+    daphne/http_protocol.py keeps the queue (`application_queue`, an asyncio.Queue) for the
+    connection's life, and after the application has started uses it only to send
+    `http.disconnect`, which `connectionLost` and `finish` skip when it is None."""
     if request is not None and getattr(request, "application_queue", None) is not None:
         request.application_queue = None
 
@@ -182,7 +163,24 @@ _last_framed: tuple[bytes, bytes] = (b"", b"0\r\n\r\n")
 
 def direct_write(request: Any, producer: Producer | None) -> Callable[[bytes], None] | None:
     """The write a live stream's frames take; None without flow control (then every frame
-    goes through the stream's task and ASGI `send`)."""
+    goes through the stream's task and ASGI `send`).
+
+    daphne's `handle_reply` drops replies to connections it no longer knows;
+    `WebRequest.handle_reply` drops them once `finished` or `channel is None`, then calls
+    `http.Request.write`: this write makes the same checks and calls the same write.
+    twisted/web/http.py `Request.write` ignores writes once `_disconnected`; chunked, it goes to
+    the TCP transport's `writeSequence`, which only buffers and registers for writability (a
+    write never blocks the loop) and, past `bufferSize`, pauses the registered push producer;
+    `doWrite` resumes it once the buffer is empty. So `Producer.pauseProducing` runs inside the
+    very write that filled the buffer.
+
+    On a plain TCP transport whose buffer is empty (`dataBuffer`/`offset`, `_tempDataLen`)
+    `tcp.Connection.writeSomeData` is the non-blocking `send()` that `doWrite` itself calls:
+    sending at once keeps the order and skips the `startWriting`/`doWrite` round (two
+    `epoll_ctl`s and a loop pass per stream and batch); what the socket does not take is
+    buffered as before. `write_through` calls that `send()` itself, on the transport's `socket`
+    (writeSomeData is `untilConcludes(self.socket.send, ...)`, pinned), and frames one batch's
+    bytes as an HTTP chunk once for all the streams it is written to."""
     if request is None or producer is None:
         return None
     transport = getattr(request.channel, "transport", None)
@@ -238,7 +236,12 @@ def on_shutdown(callback: Callable[[], None]) -> bool:
     """`callback()` when daphne's reactor begins to shut down (SIGTERM), before it drops the
     connections; then a short wait (SHUTDOWN_FLUSH_SECONDS) while what the callback wrote leaves.
     False, and nothing, when no Twisted reactor is installed (not under daphne): importing it
-    here would install one."""
+    here would install one.
+
+    On SIGTERM Twisted's reactor runs its "before shutdown" triggers (daphne's own cancels the
+    applications), then drops every connection ("during"): ending the streams first means each
+    client reads its response's end rather than a cut connection, and nothing is left for
+    daphne to wait for."""
     reactor = sys.modules.get("twisted.internet.reactor")
     if reactor is None or not hasattr(reactor, "addSystemEventTrigger") or not hasattr(reactor, "callLater"):
         return False

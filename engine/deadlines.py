@@ -1,22 +1,18 @@
 """Per-request time limit (`CONNECT_REQUEST_TIMEOUT_SECONDS`, default 10): a request's database
-work is cut off there and the client gets `503 {"error": "timeout"}` (`RequestTimeout`, defined
-in apps/core/errors.py).
+work is cut off there and the client gets `503 timeout` (`RequestTimeout`, apps/core/errors.py).
 
-- PostgreSQL: `statement_timeout` on the server processes' connections (set in the connection
-  options by `apply_statement_timeout`, which the ASGI entry point calls, so migrations, seeds
-  and task workers keep unlimited statements). The server cancels the statement.
-- SQLite: a progress handler on every connection checks the current request's deadline (set by
-  `start_deadline` on the thread running the request: apps/core/middleware.py's
-  `RequestDeadlineMiddleware`) and interrupts the statement past it. Outside a request there is
-  no deadline.
+- PostgreSQL: `statement_timeout` on the server processes' connections only (set in the
+  connection options by `apply_statement_timeout`, which the ASGI entry point calls, so
+  migrations, seeds and task workers keep unlimited statements). The server cancels it.
+- SQLite: a progress handler on every connection interrupts the statement past the deadline of
+  the request running on its thread (`start_deadline`, from `RequestDeadlineMiddleware`).
 
 What is bounded is the time spent in the database, where slow requests spend it (search, large
 transcripts). Pure Python work in a view cannot be interrupted from outside its thread.
 
-Relies on: the `connection_created` signal and the raw `sqlite3.Connection` behind
-`connection.connection` (its `set_progress_handler`); PostgreSQL's `options` connection
-parameter (libpq `-c statement_timeout=…`), read by psycopg's pool when it opens connections.
-"""
+Relies on: the `connection_created` signal, `sqlite3.Connection.set_progress_handler` behind
+`connection.connection`; PostgreSQL's `options` connection parameter (libpq
+`-c statement_timeout=…`), read by psycopg's pool when it opens connections."""
 
 from __future__ import annotations
 

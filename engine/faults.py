@@ -2,24 +2,17 @@
 and the one transparent retry a read-only request gets when its database connection died.
 
 - A statement the request deadline cut off (engine/deadlines.py): `503 timeout`.
-- The database unreachable, or a connection to it lost (the server restarted or terminated the
-  backend, a proxy dropped it, the pool found none within its timeout), or Redis unreachable:
-  `503 unavailable` with `Retry-After` (`Unavailable`, apps/core/errors.py).
+- The database unreachable or a connection to it lost, or Redis unreachable: `503 unavailable`
+  with `Retry-After` (`Unavailable`, apps/core/errors.py).
 - A connection that died under a request is discarded; a read-only request (GET/HEAD, and /mcp,
   whose tools only read) runs once more on a fresh one, so the client never sees it. A write is
   never repeated: whether its transaction committed before the connection died is unknown.
+  (One that died while idle in PostgreSQL's pool is replaced as it leaves: engine/postgresql.)
 
-PostgreSQL connections are tried as they leave psycopg's pool (engine/postgresql), so
-one that died while idle is replaced before a request gets it; the retry covers one that dies
-while a request holds it.
-
-Relies on: Django wrapping driver errors in `django.db.utils.OperationalError`/`InterfaceError`
-with the driver's exception as `__cause__` (`DatabaseErrorWrapper`); psycopg's `sqlstate`,
-`Connection.closed` and `psycopg_pool.PoolTimeout`; `connections.all(initialized_only=True)`
-and `wrapper.connection` (the driver connection), and psycopg's pool discarding a closed
-connection handed back to it (`putconn`); SQLite's "interrupted" message for a statement its
-progress handler stopped.
-"""
+Relies on: Django's `DatabaseErrorWrapper` (driver exception as `__cause__`); psycopg's
+`sqlstate`, `Connection.closed`, `psycopg_pool.PoolTimeout` and the pool discarding a closed
+connection handed back (`putconn`); `connections.all(initialized_only=True)`,
+`wrapper.connection`; SQLite's "interrupted" message for a statement its progress handler stopped."""
 
 from __future__ import annotations
 

@@ -1,32 +1,18 @@
 """Lanes: the few long-lived threads per server process that run all of a request's sync code,
 for Django's ASGI handler and for /mcp alike.
 
-Django's own ASGIHandler enters a `ThreadSensitiveContext` per request, so each request's
-sync code (middleware, DRF views, the ORM) runs in a thread started for that request, with a
-database connection opened for it; that thread and connection cost more than a small view.
-Running all sync code on one shared thread per process removes the cost but serialises
-requests: one slow search stalls every fast request queued behind it.
+Django's own ASGIHandler runs each request's sync code in a thread started for it, with a
+connection opened for it, which costs more than a small view; one shared thread per process
+would serialise requests behind one slow search. Lanes sit between, like a WSGI server's thread
+pool: each request runs all of its sync code on one free lane, so up to `CONNECT_SYNC_THREADS`
+requests per process proceed at once; one that finds no lane free within
+`CONNECT_QUEUE_TIMEOUT_SECONDS` is shed with `503 unavailable`. The middleware chain is loaded
+in sync mode and entered once on the lane, as under WSGI (docs/decisions/runtime.md "Runtime").
 
-Lanes sit between the two, like a WSGI server's thread pool: each request runs all of its
-sync code on one lane (Django requires one thread per request), a free one, so up to
-`CONNECT_SYNC_THREADS` requests per process proceed at once and no thread is started per
-request. A request that finds no lane free within `CONNECT_QUEUE_TIMEOUT_SECONDS` is shed with
-`503 unavailable` and `Retry-After`: a saturated process answers at once instead of letting a
-queue grow past what clients wait for.
-
-The middleware chain is loaded in sync mode and entered once on the lane, as under WSGI:
-Django's async mode would run each async-capable middleware's hooks as two more hops between
-the event loop and the lane. No view of ours is async; one that were would run through
-async_to_sync, as under WSGI.
-
-Relies on: asgiref's `ThreadSensitiveContext(executor=…)` (asgiref ≥ 3.8) naming the thread
-that `sync_to_async(thread_sensitive=True)` runs on; Django's `ASGIHandler.handle`,
-`get_response_async` and `load_middleware(is_async=…)`, overridden here (public methods of
-the handler class, pinned in tests/test_engine_pins.py), and the handler's `read_body`,
-`create_request`, `send_response`, `chunk_size` and `get_script_prefix`, which `handle` calls
-as Django's own does; `BaseHandler.get_response` being callable twice for one request (the
-read-only retry).
-"""
+Relies on (pinned in tests/test_engine_pins.py): asgiref's `ThreadSensitiveContext(executor=…)`;
+Django's `ASGIHandler.handle`, `get_response_async`, `load_middleware(is_async=…)`, `read_body`,
+`create_request`, `send_response`, `chunk_size`, `get_script_prefix`; `BaseHandler.get_response`
+being callable twice for one request (the read-only retry)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 
 `journal_mode` is kept in the database file, so one `PRAGMA journal_mode=WAL` per file would
 do; run on every new connection (it was in the settings' `init_command`), it waits for the
-file's lock whenever another process is writing. Processes that connect per task (django-q2's
-pusher, monitor and workers) spent about a fifth of their samples there (bench/README.md,
-webhooks).
+file's lock whenever another process is writing, and processes that connect per task
+(django-q2's pusher, monitor and workers) spent a large share of their time there
+(docs/decisions/runtime.md "Runtime").
 
 Relies on: the `connection_created` signal and the raw `sqlite3.Connection` behind
 `connection.connection` (public Django API)."""

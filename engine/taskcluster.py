@@ -1,25 +1,18 @@
 """The task cluster keeps working after an idle worker is killed.
 
-django-q2 (1.11.1) hands tasks from its pusher to its workers through one multiprocessing.Queue.
-An idle worker waits in `Queue.get()`, which holds the queue's reader lock (a process-shared
-semaphore) for as long as it blocks on the pipe. A worker killed there — SIGKILL, the kernel's
-OOM killer — never releases it: the reincarnated worker and every other one then wait for the
-lock forever and the cluster runs no task again (drains, sweeps, schedules), while its
-sentinel reports it healthy. Reported upstream as django-q2/django-q2#23 (open since 2022;
-Koed00/django-q#394 before it); reproduced here by killing the idle worker that `py-spy dump`
-showed in `Connection._recv`, and by bench/webhooks.py's kill phase (4,995 deliveries stuck).
+django-q2 hands tasks from its pusher to its workers through one multiprocessing.Queue. An idle
+worker waits in `Queue.get()`, holding the queue's reader lock while it blocks on the pipe; a
+worker killed there (SIGKILL, the OOM killer) never releases it, and every other worker then
+waits forever while the sentinel reports the cluster healthy (django-q2/django-q2#23).
 
-The remedy the maintainer names in #23 is to release that lock, which is only safe when no live
-process holds it. The sentinel can tell: a live holder is blocked reading the pipe, so it takes
-the next task at once. When tasks have been waiting for STALL_SECONDS while the lock stays
+Releasing the lock is only safe when no live process holds it, and the sentinel can tell: a live
+holder takes the next task at once. When tasks have waited STALL_SECONDS while the lock stays
 taken, and a worker died since the lock was last seen free, the holder is that dead worker, and
-the sentinel releases the lock for it. A task the dead worker had not taken yet is not lost; one
-it was running is what the row leases already recover (apps/webhooks/delivery.py).
+the sentinel releases the lock for it; a task it was running, the row leases recover
+(apps/webhooks/delivery.py; docs/decisions/runtime.md "Runtime").
 
-Relies on (pinned in tests/test_engine_pins.py, and checked at run time with a fallback of no
-watch): `django_q.cluster.Sentinel` with its `start`, `reincarnate`, `pool`, `task_queue` and
-`stop_event`; CPython's `multiprocessing.Queue._rlock` (private), the reader lock.
-"""
+Relies on (pinned in tests/test_engine_pins.py, checked at run time, else no watch): django-q2's
+`Sentinel` (`start`, `reincarnate`, `pool`, `task_queue`, `stop_event`), `Queue._rlock` (private)."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ compressed: the event stream must reach the client event by event (it is a Chann
 outside Django's middleware, and this rule keeps it so should any stream come through Django).
 
 Brotli is left out: no maintained binding is installed here, and on transcript JSON gzip's ratio
-already leaves the request cost, not the bytes, as what limits throughput (bench/README.md
-"Transcript exports, conditional requests, compression")."""
+already leaves the request cost, not the bytes, as what limits throughput (docs/decisions/transcripts.md
+"Transcripts: fast path, exports, conditional requests, compression")."""
 
 from __future__ import annotations
 

@@ -1,28 +1,9 @@
 """Request edges every path shares: bodies over the upload limit and NUL characters refused,
 plain OPTIONS and HEAD, the request's database deadline (engine/deadlines.py).
 
-Upload limit: a body over `DATA_UPLOAD_MAX_MEMORY_SIZE` is `413 payload_too_large` on every
-path but the admin's, whether or not the view reads its body (a POST whose view ignores the
-body, e.g. a webhook test, must not accept megabytes either), before authentication. Django
-raises RequestDataTooBig on the first read of the body; it would become a 400 in a plain view
-and a 500 in a DRF view, and apps/core/errors.py maps it to 413 there too for reads that get
-past this middleware.
-
-NUL (apps/core/text.py): a path holding one names nothing (`404 not_found`); a query string
-or form body holding one is `400 invalid_request` — before any view can pass it to a query.
-
-Plain answers to OPTIONS and HEAD on every path served by a view class.
-
-OPTIONS: `204` with `Allow` listing the view's methods, no body — never DRF's metadata
-document (which names internal classes). Class-based views are answered without running them;
-function views limited by `require_http_methods` are asked, and their 405 (which carries
-`Allow`) becomes the plain answer. A CORS preflight on a Bearer-only path is answered
-earlier by django-cors-headers, which is above this middleware.
-
-HEAD: Django answers it with the GET view (View.setup); the body is dropped here, keeping the
-GET's headers (Content-Length included), so an ASGI server that does not strip it itself
-never sends one.
-"""
+Each refusal happens here, before authentication and before any view can read the body or pass
+a parameter to a query, so no view can forget it; each middleware's docstring says what it
+answers and why."""
 
 from __future__ import annotations
 
@@ -60,6 +41,18 @@ def plain_options(methods: list[str]) -> HttpResponse:
 
 
 class PlainOptionsHeadMiddleware:
+    """Plain answers to OPTIONS and HEAD on every path served by a view class.
+
+    OPTIONS: `204` with `Allow` listing the view's methods, no body — never DRF's metadata
+    document (which names internal classes). Class-based views are answered without running them;
+    function views limited by `require_http_methods` are asked, and their 405 (which carries
+    `Allow`) becomes the plain answer. A CORS preflight on a Bearer-only path is answered
+    earlier by django-cors-headers, which is above this middleware.
+
+    HEAD: Django answers it with the GET view (View.setup); the body is dropped here, keeping the
+    GET's headers (Content-Length included), so an ASGI server that does not strip it itself
+    never sends one."""
+
     def __init__(self, get_response) -> None:
         self.get_response = get_response
 
@@ -90,7 +83,13 @@ class PlainOptionsHeadMiddleware:
 
 class UploadLimitMiddleware:
     """Reads the body of every request that may carry one (the admin's excepted: its forms
-    keep Django's own handling), so an oversized one is refused here, whatever the view."""
+    keep Django's own handling), so an oversized one is refused here, whatever the view.
+
+    A body over `DATA_UPLOAD_MAX_MEMORY_SIZE` is `413 payload_too_large` whether or not the view
+    reads it (a POST whose view ignores the body, e.g. a webhook test, must not accept megabytes
+    either), before authentication. Django raises RequestDataTooBig on the first read of the
+    body; it would become a 400 in a plain view and a 500 in a DRF view, and apps/core/errors.py
+    maps it to 413 there too for reads that get past this middleware."""
 
     BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -112,6 +111,9 @@ class UploadLimitMiddleware:
 
 
 class NulCharacterMiddleware:
+    """NUL (apps/core/text.py): a path holding one names nothing (`404 not_found`); a query string
+    or form body holding one is `400 invalid_request` — before any view can pass it to a query."""
+
     FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
     def __init__(self, get_response) -> None:

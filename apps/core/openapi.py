@@ -169,7 +169,7 @@ def document_itself(result: dict[str, Any]) -> None:
     }
 
 
-# `/docs` groups operations by resource (issue 23), in this order; each operation's tag comes
+# `/docs` groups operations by resource, in this order; each operation's tag comes
 # from its path (the first pattern that matches), so a new view is grouped without a decorator.
 TAGS = [
     ("sessions", "Recording sessions: list (newest first, filters) and read", r"^/api/v1/sessions(/\{id\})?$"),

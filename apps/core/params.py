@@ -5,8 +5,8 @@ the first failing parameter (in the serializer's order) and what it must be, e.g
 
 Every REST GET calls validate_query, with `NoQuery` when it takes no parameters: a parameter
 the operation does not declare is `400` naming it (`label: unknown query parameter; the
-parameters are cursor, limit, …`), not silently ignored (issue 23: `?status=` looked like a
-filter and was not). Views call it after DRF's authentication and scope checks, so a request
+parameters are cursor, limit, …`), not silently ignored (a `?status=` that is ignored looks like
+a filter to the client, and is not). Views call it after DRF's authentication and scope checks, so a request
 without a valid credential is 401 whatever its parameters (an `access_token` in the query is
 never a credential: it is an unknown parameter like any other)."""
 

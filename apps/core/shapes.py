@@ -1,25 +1,13 @@
 """Wire shapes, each declared once: field names, types, nullability and enum values.
 
-A `Shape` is the single source for everything that says how an object looks on the wire:
-
-- its representation function (`shape.encode`), which REST, MCP, the event stream and
-  webhooks all call. It is generated Python: one dict literal in declaration order, with the
-  attribute reads and conversions the declaration names, so it costs what a hand-written
-  function costs; a loop over the fields at run time would cost more on the transcript path,
-  which formats every segment of a transcript (bench/wire_encode.py);
-- its JSON Schema, in two spellings: `json_schema()` for /openapi.json (OpenAPI 3.1, nested
-  shapes by `$ref` to their component, nullability as `type: [t, "null"]`, as drf-spectacular
-  writes it), and `json_schema(portable=True)` for MCP `outputSchema`s (self-contained, no
-  `$ref`, nullability as `anyOf` with a `{"type": "null"}` branch, free-form JSON spelled out as
-  the union of JSON's types) because clients that map tool schemas onto a single-`type`
-  dialect reject or drop type lists (the MCP Inspector's `--strict` check flags them);
-- its /openapi.json component: every shape made with `component=True` is added to
-  `components.schemas` under its name (apps/core/openapi.py).
+A `Shape` is the single source for everything that says how an object looks on the wire: its
+representation function (`shape.encode`), which REST, MCP, the event stream and webhooks all
+call; its JSON Schema for /openapi.json and for MCP `outputSchema`s (`json_schema`); and its
+/openapi.json component (`component=True`, added by apps/core/openapi.py).
 
 Enum values come from the models' `TextChoices`, so a new status cannot reach the wire
 undocumented. The key order of the generated dict is the declaration order: the bytes on the
-wire are part of the contract (webhook bodies are signed).
-"""
+wire are part of the contract (webhook bodies are signed)."""
 
 from __future__ import annotations
 
@@ -169,6 +157,10 @@ class Shape:
 
     @property
     def encode(self) -> Callable[..., dict[str, Any]]:
+        """Generated Python: one dict literal in declaration order, with the attribute reads and
+        conversions the declaration names, so it costs what a hand-written function costs; a loop
+        over the fields at run time would cost more on the transcript path, which formats every
+        segment of a transcript (bench/wire_encode.py)."""
         if self._encode is None:
             self._encode = self._compile()
         return self._encode
@@ -334,7 +326,12 @@ class Shape:
         return {"$ref": f"#/components/schemas/{self.name}"}
 
     def json_schema(self, *, portable: bool = False) -> dict[str, Any]:
-        """The object's schema. `portable`: self-contained, single `type` per schema (MCP)."""
+        """The object's schema. By default for /openapi.json (OpenAPI 3.1, nested shapes by `$ref`
+        to their component, nullability as `type: [t, "null"]`, as drf-spectacular writes it).
+        `portable` for MCP `outputSchema`s: self-contained, no `$ref`, nullability as `anyOf` with a
+        `{"type": "null"}` branch, free-form JSON spelled out as the union of JSON's types, because
+        clients that map tool schemas onto a single-`type` dialect reject or drop type lists (the
+        MCP Inspector's `--strict` check flags them)."""
         properties = {f.name: _property(f, portable) for f in self.fields}
         schema: dict[str, Any] = {"type": "object"}
         if self.description:

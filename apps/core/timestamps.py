@@ -85,12 +85,12 @@ iso_ms_from_stored = _IsoMsFromStored()
 
 def stamp_read(vendor: str, column: str) -> tuple[str, Callable[[str], str] | None]:
     """A timestamp column read for the wire by a query written by hand, and what turns the value
-    read into wire form (None: it already is). Measured per 500 rows of the transcript's read:
-    SQLite's own substr/concat cost 0.4 ms, so SQLite hands over its stored text (`+column`:
-    without the column's declared type, so the driver's datetime converter does not run) for the
-    row encoder to slice (`iso_ms_from_stored`, inline: under 0.2 ms). PostgreSQL's to_char
-    costs the server 0.3 ms against 0.08 ms for the plain text, but the slicing would cost the
-    server process about what that saves, so PostgreSQL formats (tests/core/test_timestamps.py)."""
+    read into wire form (None: it already is). SQLite's own substr/concat costs more than slicing
+    in Python, so SQLite hands over its stored text (`+column`: without the column's declared type,
+    so the driver's datetime converter does not run) for the row encoder to slice
+    (`iso_ms_from_stored`, inline). On PostgreSQL the slicing would cost the server process about
+    what to_char saves the database, so PostgreSQL formats (tests/core/test_timestamps.py;
+    docs/decisions/transcripts.md "The transcript read, third step")."""
     if vendor == "sqlite":
         return f"+{column}", iso_ms_from_stored
     return iso_ms_sql(vendor, column), None

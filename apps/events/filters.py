@@ -1,7 +1,7 @@
 """Event filters (contract §2.7, §7, §8): validation, cost, scopes and matching.
 
 A pure module — no Django, no I/O — so the stream, webhook subscriptions and unit tests all
-use the same rules. The webhooks issue reuses `parse_entries` and `matches`.
+use the same rules (webhook subscriptions match through `FilterEntry.matches`).
 """
 
 from __future__ import annotations

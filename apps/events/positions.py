@@ -2,9 +2,8 @@
 
 The log is ordered by `(position, id)`, not by id. Ids are time-sortable but made before
 commit, and transactions commit out of id order; a position is a number the database gives a
-row so that a reader who stops below the log's *horizon* (everything under it is settled: no
-transaction that could still add a row below it is running) never has a row appear behind it
-later (apps/events/log.py).
+row so that a reader who stops below the log's *horizon* (everything under it is settled) never
+has a row appear behind it later (apps/events/log.py).
 
 A reader's place is a `Position`: the last `(position, id)` it has, or, with `event_id` empty,
 "every row up to and including `seq`" (where a poll that reached the horizon leaves it). `ms`
@@ -13,8 +12,7 @@ than it are still in the log, so nothing was purged behind the reader.
 
 On the wire a position is `pos_` + URL-safe text; `after` also takes a plain `evt_` id.
 A position is not a secret and needs no signature: it only says where in the caller's own
-workspace's log to start, and a forged one reads nothing another reader could not.
-"""
+workspace's log to start, and a forged one reads nothing another reader could not."""
 
 from __future__ import annotations
 

@@ -1,24 +1,17 @@
 """Reads of the event log: REST's pages, the stream's resume and its embedded follower all read
 it through `read_log`, in one order, `(position, id)` (apps/events/positions.py).
 
-Why no reader ever skips an event: a page reads only rows below the log's *horizon*, a
-position under which every transaction that could add a row has ended, and a row can only
-arrive above the horizon of any earlier read. How each database gives that:
-
-- PostgreSQL: a row's position is its transaction's id (`pg_current_xact_id()`, 64 bits,
-  never wraps), and the horizon is the oldest transaction id still running as the read's
-  snapshot sees it. A transaction that has not committed holds the horizon at or below its
-  own id, so a later-committing row is never below where a reader already stands.
-- SQLite: one writer at a time, and each insert takes `MAX(position) + 1` (or the clock in
-  microseconds, if larger) while holding the write lock (the settings open write transactions
-  IMMEDIATE), so positions grow in commit order; the horizon is past the largest committed
-  position. The purge never deletes the row holding the largest position, so a position is
-  never given twice even if the clock steps back.
+No reader ever skips an event: a page reads only rows below the log's *horizon*, a position under
+which every transaction that could add a row has ended, and a row can only arrive above the
+horizon of any earlier read. PostgreSQL: a row's position is its transaction's id, the horizon
+the oldest transaction id the read's snapshot sees running. SQLite: one writer at a time takes
+`MAX(position) + 1` (or the clock, if larger) under the write lock, so positions grow in commit
+order; the purge never deletes the row holding the largest position, so none is given twice
+(docs/decisions/event-log.md "The event log").
 
 A long transaction holds the PostgreSQL horizon back for everyone (readers wait; they never
 skip). The stream's resume reads `settled=False`: everything visible after the client's last
-event, the follower delivering later any copy of a row it returned (the stream drops it).
-"""
+event, the follower delivering later any copy of a row it returned (the stream drops it)."""
 
 from __future__ import annotations
 

@@ -4,21 +4,13 @@ Pure: no Django imports. `respond` takes a request's headers and body and return
 reply; everything that touches data goes through the `Tools` it is given.
 
 Two eras share the endpoint (docs/specification/2026-07-28/basic/versioning.mdx, "dual-era"):
-
-- Legacy revisions 2025-03-26, 2025-06-18 and 2025-11-25: `initialize` negotiates a version,
-  then each request carries it in `MCP-Protocol-Version` (absent → 2025-03-26, the transport
-  spec's SHOULD). The server keeps no session: it mints no `Mcp-Session-Id` and every request
-  stands alone. JSON-RPC batches exist only in 2025-03-26.
-- The modern revision 2026-07-28: no handshake; every request carries its version and client
-  capabilities in `params._meta`, mirrored into `MCP-Protocol-Version`, `Mcp-Method` and
-  `Mcp-Name`, which must agree with the body (HeaderMismatch). Results carry
-  `resultType: "complete"` and the server's identity in `_meta`.
-
-A request is modern when its header names 2026-07-28, or when its body declares a protocol
-version in `_meta` (then a missing header is a HeaderMismatch, not a silent fall back to
-2025-03-26). Unknown header versions get UnsupportedProtocolVersion with the supported list,
-which both eras' clients understand as "not this version".
-"""
+legacy revisions 2025-03-26, 2025-06-18 and 2025-11-25 negotiate a version with `initialize`
+and then carry it in `MCP-Protocol-Version` (absent → 2025-03-26); the modern 2026-07-28 has no
+handshake, and every request carries its version and capabilities in `params._meta`, mirrored
+into headers that must agree with the body (HeaderMismatch). No era keeps a session. A request
+is modern when its header names 2026-07-28 or its body declares a version in `_meta`; an unknown
+header version gets UnsupportedProtocolVersion with the supported list, which both eras' clients
+understand as "not this version" (docs/decisions/mcp.md)."""
 
 from __future__ import annotations
 

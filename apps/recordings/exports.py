@@ -1,23 +1,9 @@
 """Transcript exports: WebVTT, SubRip (SRT) and plain text, from segments. A pure core: no
 Django, no database; apps/recordings/api.py feeds it the rows of the transcript fast path.
 
-- `cues(segments, max_chars)` turns segments into caption cues. A segment's text is one cue
-  unless it is longer than `max_chars`: then it is split at word boundaries (a single word
-  longer than `max_chars` stays whole in its own cue) and the segment's time is shared among the
-  pieces in proportion to their length. Whitespace inside a cue is collapsed to single spaces
-  (a caption is one run of text; a blank line would end the cue). A cue lasts at least 1 ms:
-  both formats require the end after the start, so a 0-ms segment ends 1 ms after it starts.
-- `vtt(cues)`: `WEBVTT`, then each cue with `HH:MM:SS.mmm --> HH:MM:SS.mmm` timings and the
-  speaker as a `<v Speaker>` voice tag (none when the segment has no speaker label); `&`, `<`
-  and `>` are escaped as the WebVTT syntax requires.
-- `srt(cues)`: numbered cues from 1, `HH:MM:SS,mmm` timings, the speaker as a `Speaker: `
-  prefix (SRT has no voice markup), each cue followed by a blank line (as `srt.compose` writes).
-- `txt(segments)`: speaker turns, consecutive segments of one speaker merged into one
-  paragraph (`Speaker: text`), paragraphs separated by a blank line.
-
-An empty transcript is a valid empty file of each format (`WEBVTT` and a blank line for WebVTT,
-empty for the other two).
-"""
+`cues` turns segments into caption cues, which `vtt` and `srt` write; `txt` writes speaker
+turns from the segments themselves. An empty transcript is a valid empty file of each format
+(`WEBVTT` and a blank line for WebVTT, empty for the other two)."""
 
 from __future__ import annotations
 
@@ -58,6 +44,12 @@ def split_words(text: str, max_chars: int) -> list[str]:
 
 
 def cues(segments: Iterable[SegmentLike], max_chars: int | None = None) -> list[Cue]:
+    """A segment's text is one cue unless it is longer than `max_chars`: then it is split at word
+    boundaries (a single word longer than `max_chars` stays whole in its own cue) and the
+    segment's time is shared among the pieces in proportion to their length. Whitespace inside a
+    cue is collapsed to single spaces (a caption is one run of text; a blank line would end the
+    cue). A cue lasts at least 1 ms: both formats require the end after the start, so a 0-ms
+    segment ends 1 ms after it starts."""
     out: list[Cue] = []
     for segment in segments:
         speaker = segment.speaker_label or None
@@ -89,6 +81,9 @@ def _vtt_escape(text: str) -> str:
 
 
 def vtt(items: Iterable[Cue]) -> str:
+    """`WEBVTT`, then each cue with `HH:MM:SS.mmm --> HH:MM:SS.mmm` timings and the speaker as a
+    `<v Speaker>` voice tag (none when the segment has no speaker label); `&`, `<` and `>` are
+    escaped as the WebVTT syntax requires."""
     blocks = ["WEBVTT\n"]
     for cue in items:
         timing = f"{clock(cue.start_ms, '.')} --> {clock(cue.end_ms, '.')}"
@@ -101,6 +96,8 @@ def vtt(items: Iterable[Cue]) -> str:
 
 
 def srt(items: Iterable[Cue]) -> str:
+    """Numbered cues from 1, `HH:MM:SS,mmm` timings, the speaker as a `Speaker: ` prefix (SRT has
+    no voice markup), each cue followed by a blank line (as `srt.compose` writes)."""
     blocks = []
     for number, cue in enumerate(items, start=1):
         text = cue.text if cue.speaker is None else f"{' '.join(cue.speaker.split())}: {cue.text}"
@@ -109,6 +106,8 @@ def srt(items: Iterable[Cue]) -> str:
 
 
 def txt(segments: Iterable[SegmentLike]) -> str:
+    """Speaker turns: consecutive segments of one speaker merged into one paragraph
+    (`Speaker: text`), paragraphs separated by a blank line."""
     turns: list[tuple[str | None, list[str]]] = []
     for segment in segments:
         speaker = segment.speaker_label or None

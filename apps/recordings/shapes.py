@@ -69,7 +69,7 @@ SEARCH_HIT = Shape(
         # session-level ones at the top level, so a client written against either reads it.
         Spread(SESSION_SUMMARY, "session"),
         Field("snippet", STRING, description="plain text, at most 200 characters, around the first match"),
-        # Where the match is (extensions, issue 23 point 5), so a client can jump to the moment.
+        # Where the match is (extensions), so a client can jump to the moment.
         Field("sequence", INTEGER, description="extension: the matching segment's sequence in the revision "
               "(the segment the snippet is cut from: the best match among the revision's first matching "
               "segments, the earliest of equal ones)"),

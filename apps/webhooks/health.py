@@ -1,28 +1,16 @@
-"""The delivery health board's numbers (issue 22, point 5): per webhook endpoint, its
-deliveries of the last 24 hours by outcome and by hour, the duration of its attempts (p50/p99),
-what is due or retrying now, its dead letters of the last 7 days and its last error.
+"""The delivery health board's numbers: per webhook endpoint, its deliveries of the last 24 hours
+by outcome and by hour, the duration of its attempts (p50/p99), what is due or retrying now,
+its dead letters of the last 7 days and its last error.
 
 Every number is one grouped aggregate over an index, so the page costs a fixed number of
 queries whatever the number of endpoints shown (at most `MAX_ENDPOINTS`), and each query reads
-the index entries of its time window, not the table's history:
-
-- outcomes by hour, and dead letters: `delivery_endpoint_outcome` (endpoint, status, created_at),
-  read as `endpoint IN (…) AND status IN (…) AND created_at >= …`: one range per endpoint and
-  status, index only;
-- due and retrying now: the active rows only, through `delivery_due` (status, next_attempt_at)
-  (SQLite cannot use the partial `delivery_endpoint_due` with bound parameters), so the cost
-  follows the backlog, not the history;
-- attempts: `attempt_endpoint_started` (endpoint, started_at, duration_ms, error), index only:
-  the attempt stores its delivery's endpoint (migration 0006), so no delivery is read and the
-  cost follows the shown endpoints' attempts of the last 24 hours. (Before, the attempts were
-  joined to their deliveries for the endpoint, and PostgreSQL's planner did it with a scan of
-  every delivery: bench/README.md.)
-
-Percentiles: SQLite has no percentile function, and an exact one needs every duration sorted.
-Durations are counted in fixed buckets (`DURATION_BOUNDS_MS`, steps of at most 1.5× from 2 ms up) by one
-`GROUP BY endpoint, bucket`, and p50/p99 is the upper bound of the bucket the rank falls in
-(`percentile_from_histogram`): the page shows "≤ 150 ms". The result has at most
-endpoints × 34 rows, whatever the number of attempts.
+the index entries of its time window, not the table's history: outcomes and dead letters
+through `delivery_endpoint_outcome`, one range per endpoint and status; due and retrying through
+`delivery_due`, so the cost follows the backlog; attempts through `attempt_endpoint_started`,
+index only, since an attempt stores its delivery's endpoint (docs/decisions/webhooks.md "The
+attempt's endpoint"). Percentiles come from durations counted in fixed buckets
+(`DURATION_BOUNDS_MS`) by one `GROUP BY`: SQLite has no percentile function, and an exact one
+sorts every duration; p50/p99 is the upper bound of the bucket the rank falls in.
 
 The pure parts (percentiles, the chart's geometry) are plain functions with unit tests."""
 

@@ -203,7 +203,7 @@ class DeliveryAttempt(models.Model):
     delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempts")
     # The delivery's endpoint, copied when the attempt is written (an endpoint never changes on
     # a delivery), so the health board reads an endpoint's attempts of a time window from
-    # `attempt_endpoint_started` without joining every delivery (issue 22; bench/README.md).
+    # `attempt_endpoint_started` without joining every delivery.
     # Nullable: rows written by the previous release during a rolling deploy have none until
     # the backfill of migration 0006 reaches them (docs/decisions/webhooks.md "The attempt's endpoint").
     # No index of its own (`attempt_endpoint_started` leads with it) and no database constraint:

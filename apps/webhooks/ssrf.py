@@ -9,14 +9,8 @@ when any of its addresses is not globally routable: private, loopback, link-loca
 multicast, reserved, unspecified, documentation and benchmarking ranges; IPv4 embedded in IPv6
 (IPv4-mapped, IPv4-compatible, NAT64, 6to4, Teredo) is judged by the IPv4 it carries. IPv4
 spelled as a decimal, octal, hexadecimal or short number ("2130706433", "0177.0.0.1",
-"0x7f.1", "127.1") is read as the address a resolver would make of it.
-
-`Policy.allow_private` (CONNECT_WEBHOOKS_ALLOW_PRIVATE, development and tests) lifts exactly
-three rules: https-only (http:// is allowed), the `localhost` names, and the loopback and private
-ranges of `LOCAL_NETWORKS`. Everything else still holds: the deny list (addresses and names,
-however spelled or embedded), link-local (where cloud metadata services live, 169.254.0.0/16
-and fe80::/10), multicast, unspecified, reserved and the other non-global ranges.
-"""
+"0x7f.1", "127.1") is read as the address a resolver would make of it. `Policy` says which
+rules development and tests may lift."""
 
 from __future__ import annotations
 
@@ -60,6 +54,12 @@ class UnsafeDestination(ValueError):
 
 @dataclass(frozen=True)
 class Policy:
+    """`allow_private` (CONNECT_WEBHOOKS_ALLOW_PRIVATE, development and tests) lifts exactly three
+    rules: https-only (http:// is allowed), the `localhost` names, and the loopback and private
+    ranges of `LOCAL_NETWORKS`. Everything else still holds: the deny list (addresses and names,
+    however spelled or embedded), link-local (where cloud metadata services live, 169.254.0.0/16
+    and fe80::/10), multicast, unspecified, reserved and the other non-global ranges."""
+
     allow_private: bool = False  # development and tests only: http://, localhost, LOCAL_NETWORKS
     deny_networks: tuple[str, ...] = DEFAULT_DENY_NETWORKS
     deny_hosts: tuple[str, ...] = DEFAULT_DENY_HOSTS

@@ -1,27 +1,18 @@
 """Django's PostgreSQL backend (`ENGINE = "engine.postgresql"`, set by connect/settings.py
 whenever DATABASE_URL is PostgreSQL), with each pooled connection tried as it leaves psycopg's
-pool, so one the server or a proxy closed while it sat idle (a restart, `pg_terminate_backend`,
-an idle timeout) is never handed to a request.
+pool, so one the server or a proxy closed while it sat idle is never handed to a request.
 
 The check costs no round trip while the connection is quiet: an idle connection has nothing to
-read, and one the server ended (a restart, `pg_terminate_backend`, an idle timeout: the server
-sends its FATAL message and closes) or a proxy closed has its socket readable (the message, or
-the end of the stream). Only then is psycopg_pool's own check run (`ConnectionPool.check_connection`:
-an empty query, one round trip), and it decides. A peer that vanished without closing (a host
-gone, a network cut) leaves the socket quiet and is caught by the request's own query, as an
-empty query would have been caught: by the read-only retry or its error. Before, every request
-paid the empty query, a third of /mcp's round trips to the database. It is not the pool's `check=` hook (Django's `CONN_HEALTH_CHECKS`): after a failed check
-that hook sleeps 1, 2, 4… s before trying the next connection, so a pool whose idle connections
-all died at once made its first request wait past the pool timeout and fail. Here one failed
-check makes the pool test every idle connection at once (`ConnectionPool.check()`: the dead are
-discarded and replaced) before the request takes a fresh one. A connection that dies while a
-request holds it is engine/faults.py's (one retry for read-only requests).
+read, and one the server ended (its FATAL message) or a proxy closed has its socket readable.
+Only then is psycopg_pool's own check run (`check_connection`, an empty query), and it decides;
+one failed check makes the pool test every idle connection at once (`ConnectionPool.check()`)
+before the request takes a fresh one. Not the pool's `check=` hook, which sleeps between failed
+checks, so a pool whose idle connections all died made its first request fail. A peer gone
+silently, or a connection dying under a request, is engine/faults.py's (docs/decisions/runtime.md).
 
-Relies on: Django's backend loading `<ENGINE>.base.DatabaseWrapper`, and
-`DatabaseWrapper.get_new_connection(conn_params)` taking the connection from `self.pool`
-(`pool.getconn()`) when the pool is configured; psycopg_pool's `check_connection`, `check()` and
-`putconn` discarding a closed connection (pinned in tests/test_engine_pins.py).
-"""
+Relies on (pinned in tests/test_engine_pins.py): Django's backend loading
+`<ENGINE>.base.DatabaseWrapper`, `get_new_connection` taking the connection from `self.pool`;
+psycopg_pool's `check_connection`, `check()` and `putconn` discarding a closed connection."""
 
 from __future__ import annotations
 

@@ -1,33 +1,18 @@
 """Statements prepared once per pooled PostgreSQL connection (`PREPARE` / `EXECUTE`), for the few
-small statements every request runs, whose planning costs more than their execution.
+small statements every request runs, whose planning costs more than their execution: the API-key
+lookup (apps/access/credentials.py) and PostgreSQL search's batches, built at run time in a
+bounded number of shapes, each named by a digest of its text (`name_for`). psycopg's own
+automatic preparation is off under Django (it sets `prepare_threshold` to None), so the statement
+is prepared in SQL, by name, through the same client-side cursor as every other query, and runs
+with its generic plan (`PLAN_CACHE_MODE`). Why, and what it saves: docs/decisions/runtime.md
+"Hot paths at the protocol's floor" and docs/decisions/search.md "PostgreSQL search: other words".
 
-The API-key lookup (apps/access/credentials.py) joins four tables and finds one row through
-indexes: PostgreSQL planned it in about 0.15 ms and ran it in 0.02, for about 0.2 ms of server
-CPU per request (0.35 ms with the session read beside it), against 0.025-0.035 ms as a prepared
-statement (bench/README.md). psycopg's own automatic preparation is off under Django (it sets
-`prepare_threshold` to None, which psycopg also applies to `prepare=True`), so the statement is
-prepared in SQL, by name, through the same client-side cursor as every other query.
-
-PostgreSQL search's statements (apps/recordings/search/postgresql.py) go through `run`: its
-batches are built at run time in a bounded number of shapes, each named by a digest of its text
-(`name_for`), so each shape is prepared once per connection; their planning was 0.5-0.8 ms of
-a 1-2.5 ms batch. Prepared statements run with their generic plan (`PLAN_CACHE_MODE`).
-
-A connection's prepared names are remembered per driver connection (pooled connections are
-reused for the life of the process). A connection that lost them (`DEALLOCATE ALL`, `DISCARD
-ALL`, a pooler that hands over another server connection) answers `26000
-invalid_sql_statement_name`: the process forgets all it had prepared there, sets the plan mode
-again and prepares the statement again (a name the connection still has, `42P05`, is kept:
-the same name is always the same text). One whose statement returns a column a migration
-changed since answers `0A000` ("cached plan must not change result type"): that statement is
-deallocated and prepared again. Either way it runs once more. Inside a transaction, where a
-failed statement would abort the transaction, the statement runs unprepared. A pooler that
-hands over a server connection which has the statements but not the plan mode gives custom
-plans: slower, the same rows.
+A connection's prepared names are remembered per driver connection; `run` says how a connection
+that lost them, or a statement a migration changed, is prepared again. Inside a transaction,
+where a failed statement would abort it, the statement runs unprepared.
 
 Relies on: `connection.connection` (the psycopg connection, weakly referenceable) and Django
-wrapping the driver's error with it as `__cause__` (its `sqlstate`).
-"""
+wrapping the driver's error with it as `__cause__` (its `sqlstate`)."""
 
 from __future__ import annotations
 
@@ -72,7 +57,16 @@ def fetchone(name: str, sql: str, params: list[Any]) -> tuple | None:
 def run(cursor, name: str | None, sql: str, params: list[Any]) -> None:
     """`sql` (with `%s` placeholders) run with `params` on `cursor` (a cursor of Django's default
     connection), its rows left on the cursor to fetch: as the prepared statement `name` (None:
-    a name made from the text, `name_for`) on PostgreSQL outside a transaction, else as it is."""
+    a name made from the text, `name_for`) on PostgreSQL outside a transaction, else as it is.
+
+    A connection that lost its prepared names (`DEALLOCATE ALL`, `DISCARD ALL`, a pooler that hands
+    over another server connection) answers `26000 invalid_sql_statement_name`: the process forgets
+    all it had prepared there, sets the plan mode again and prepares the statement again (a name
+    the connection still has, `42P05`, is kept: the same name is always the same text). One whose
+    statement returns a column a migration changed since answers `0A000`: that statement is
+    deallocated and prepared again. Either way it runs once more. A pooler that hands over a
+    server connection which has the statements but not the plan mode gives custom plans: slower,
+    the same rows."""
     if connection.vendor != "postgresql" or connection.in_atomic_block:
         cursor.execute(sql, params)
         return

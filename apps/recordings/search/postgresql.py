@@ -1,41 +1,17 @@
 """The PostgreSQL engine: a window's candidates from the index by revision (migration 0005).
 
 `recordings_revisionword` holds one row per (revision, word) with the sequences of the
-revision's segments that contain the word, and a btree (workspace, word, created_at DESC,
-transcript id DESC): "the newest revisions containing this word" is one index range read in
-order. A window is found by reading the query's rarest word's range from where the window
-starts, in batches, and keeping the revisions whose other words' rows (looked up by primary
-key) share a sequence with it: those segments hold every word. The sequence lists are
-intersected in the database for the SQL_WORDS rarest words (in C, one word after the other,
-each word's row read only while the intersection so far is not empty; no long list leaves
-the database), in Python for any further ones, stopping once no revision of the batch is left.
-So a query costs the revisions it reads, never a whole posting list, whatever its words'
-frequencies; a window reads at most MAX_SCANNED revisions of the rarest word (fewer for
-queries of more than SCANNED_WORDS words: `max_revisions_read`), and when those hold fewer
-than a window's matches it ends there (a page can then be short or empty, with a cursor, as
-on SQLite).
-
-Which word is rarest is counted through the same index, each count stopping at COUNT_CAP
-rows; among words of COUNT_CAP revisions or more (common ones) the order is alphabetical. A
-query of one term skips the count once its word is known (`one_word`). The other words'
-rows are read as ranges of the same index beside the rarest word's, between its batch's newest
-and oldest created_at, and joined to it by transcript (`queries.ranged_source`), when they are
-at most RANGE_RATIO times as frequent as it (every common word: a range stops at its bound and
-the older revisions fall back to the lookup by primary key); rarer leads keep the lookups.
-Every statement is prepared once per connection, with its generic plan
-(engine/postgresql/prepared.py `run`).
-
-A batch also gives each matched revision's session created_at and its candidates' weights
-(migration 0008: each candidate segment's word count and each word's occurrences in it, as
-scoring splits its text), when the query's keys are the index's words (`query_keys` folds a
-query as the index does, so almost always): the window is ranked from them alone, and only
-the page's hits read their texts, transcripts and sessions (`add_page`, one statement of at
-most `limit` rows). A revision with an unknown weight (a text that is not ASCII) and every
-window of another query read their candidates' texts, starts, transcripts and sessions
-instead, in the batch or in one more query, and are scored from the texts: the same scores
-(`scoring.counted_score` is `segment_score`'s formula). "Newest" is transcript created_at (then
-id); a window's bounds are such pairs, both inclusive.
-"""
+revision's segments that contain the word, in a btree that reads "the newest revisions
+containing this word" as one index range in order. A window is found by reading the query's
+rarest word's range in batches and keeping the revisions whose other words' rows share a
+sequence with it: those segments hold every word. So a query costs the revisions it reads, never
+a whole posting list, whatever its words' frequencies; a window reads at most MAX_SCANNED
+revisions of the rarest word (`max_revisions_read`), and a page can then be short or empty,
+with a cursor, as on SQLite. A window is ranked from the weights the index keeps (migration
+0008), so only the page's hits read their texts; a revision with an unknown weight is scored
+from its text, to the same score. Every statement is prepared once per connection
+(engine/postgresql/prepared.py `run`). How each step reads the index, and why:
+docs/decisions/search.md, the "PostgreSQL search" sections."""
 
 from __future__ import annotations
 

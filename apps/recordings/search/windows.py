@@ -3,22 +3,15 @@ Pure: no Django, no database.
 
 A window is at most CANDIDATE_REVISIONS matching revisions (every word in one segment),
 consecutive from newest to oldest, each with its first CANDIDATE_SEGMENTS matching segments:
-the first window holds the newest matching revisions, each next one those older than the
-previous window's end. Both engines find windows the same size, so a request's work is bounded
-on both, and paging through windows reaches every matching revision.
+each next window holds those older than the previous window's end. Both engines find windows
+the same size, so a request's work is bounded on both, and paging reaches every matching
+revision. On SQLite, a query whose words are all common (COMMON_SHARE) takes its windows as
+ranges of revisions, matching or not, since FTS5 would intersect such words entry by entry over
+the whole workspace (docs/decisions/search.md "Search at scale").
 
-On SQLite, a query of several words that are all common (each in COMMON_SHARE or more of the
-workspace's segments) takes its windows as ranges of revisions, matching or not: FTS5
-intersects such words entry by entry, so over a whole workspace a rare combination of them
-would cost in proportion to its size. PostgreSQL's index by revision reads matching revisions
-only (its own bound: `postgresql.MAX_SCANNED`).
-
-Positions are each engine's walk order (SQLite: an FTS5 rowid; PostgreSQL: a transcript's
-(created_at, id)); this module only carries them.
-
-The engines read these bounds as `windows.NAME` when they run, not at import, so that a test
-can shrink a window for all of them at once.
-"""
+Positions are each engine's walk order; this module only carries them. The engines read these
+bounds as `windows.NAME` when they run, not at import, so that a test can shrink a window for
+all of them at once."""
 
 from __future__ import annotations
 
