@@ -280,7 +280,7 @@ CONNECT_SEGMENT_EVENT_RETENTION_HOURS = envint("CONNECT_SEGMENT_EVENT_RETENTION_
 CONNECT_SSE_HEARTBEAT_SECONDS = envint("CONNECT_SSE_HEARTBEAT_SECONDS", 15)
 CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE = envint("CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE", 10)
 CONNECT_SSE_RESUME_SECONDS = envint("CONNECT_SSE_RESUME_SECONDS", 300)
-# A stream's slot (the per-workspace limit, apps/events/slots/) is a Redis member or a row with a lease
+# A stream's slot (the per-workspace limit, apps/stream/slots/) is a Redis member or a row with a lease
 # its process renews every third of it while the stream is open; a killed process's slots lapse
 # after one lease. Short only in tests.
 CONNECT_SSE_SLOT_LEASE_SECONDS = envint("CONNECT_SSE_SLOT_LEASE_SECONDS", 45)

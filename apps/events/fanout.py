@@ -1,41 +1,31 @@
-"""How a committed event reaches every server process.
-
-Two carriers, one per deployment (DESIGN.md §2):
+"""How a committed event reaches every server process (`announce_committed`, run after commit by
+`services.record_event`). Two carriers, one per deployment (DESIGN.md §2):
 
 - production (`REDIS_URL` set): the committing process publishes the ready-made envelope on one
-  Redis pub/sub channel; every server process holds exactly one subscription to it
-  (`hub.py`). No database read per event.
-- embedded default (no Redis): every server process follows the outbox table itself (one
-  follower thread per process, `hub.py`); a commit made inside a server process also wakes that
-  process's follower at once, and any process on the host (another daphne process of `serve`,
-  a task worker, a management command) wakes the others with one datagram each: every server
-  process binds a Unix datagram socket in `<database file>.wake/` (`commit_listener`), and a
-  commit sends one empty datagram to each socket there (`_wake_other_processes`). Lost or
-  refused datagrams only cost latency: the follower's 100 ms poll still finds the event.
-
-`announce_committed` runs after commit (`transaction.on_commit` in `services.record_event`).
-"""
+  Redis pub/sub channel, to which every server process holds exactly one subscription
+  (apps/stream/carrier.py). No database read per event.
+- embedded default (no Redis): every server process follows the outbox table itself. A commit
+  wakes its own process's follower at once and every other process on the host with one empty
+  datagram each, to the Unix datagram socket each server process binds in
+  `<database file>.wake/` (`commit_listener`). A lost datagram only costs latency: the
+  follower's poll still finds the event."""
 
 from __future__ import annotations
 
 import logging
 import os
 import socket
-import threading
 from pathlib import Path
-from typing import Any
 
 import orjson
 from django.conf import settings
 
+from apps.core.redis_clients import redis_client
 from apps.events.models import Event
 from apps.events.representations import frame_for
 
 logger = logging.getLogger("connect.events")
 
-_publisher_lock = threading.Lock()
-_publisher: Any = None
-_publisher_url: str | None = None
 # Set by the running hub of this process (if any), called from any thread after a commit.
 local_wakeups: list = []
 
@@ -50,18 +40,6 @@ def wire_message(event: Event) -> bytes:
     server process routes and writes it without parsing or re-serialising the envelope."""
     header = orjson.dumps({"i": event.id, "w": event.workspace_id, "t": event.type, "s": event.session_id})
     return header + b"\n" + frame_for(event)
-
-
-def redis_client():
-    """This process's synchronous Redis client (publishing, stream slots), made on first use."""
-    global _publisher, _publisher_url
-    with _publisher_lock:
-        if _publisher is None or _publisher_url != settings.REDIS_URL:
-            import redis
-
-            _publisher = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
-            _publisher_url = settings.REDIS_URL
-        return _publisher
 
 
 def announce_committed(event: Event) -> None:

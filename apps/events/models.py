@@ -85,7 +85,7 @@ class StreamSlot(models.Model):
     """One open event stream. `number` is in [0, limit) and unique per workspace, so concurrent
     connects on any process or instance can never hold more than `limit` slots: the database's
     unique constraint arbitrates. A process renews the leases of its live streams' slots; a
-    killed process's slots expire with the lease (apps/events/slots). `holder` names the stream open that
+    killed process's slots expire with the lease (apps/stream/slots). `holder` names the stream open that
     took the slot within its process, so a retried acquire finds its own row and never another
     process's: `(workspace, process, holder)` is unique too."""
 

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING
 import orjson
 from django.conf import settings
 
-from apps.events import fanout, selectors, slots
+from apps.core.redis_clients import async_redis_client
+from apps.events import fanout, selectors
+from apps.stream import slots
 from apps.events.positions import Position
 from apps.events.representations import frame_for
 
@@ -86,13 +88,9 @@ class Follower:
                 self._listen_for_commits()
                 self._follower = asyncio.ensure_future(self._follow())
         if settings.REDIS_URL:
-            import redis.asyncio as aioredis
-
             # Named: while this connection is open the process is alive, and its stream slots
-            # are its own (slots.py frees a killed process's slots when its name is gone).
-            client = aioredis.Redis.from_url(
-                settings.REDIS_URL, socket_connect_timeout=5, client_name=slots.hub_client_name(self.hub.process)
-            )
+            # are its own (apps/stream/slots frees a killed process's slots when its name is gone).
+            client = async_redis_client(client_name=slots.hub_client_name(self.hub.process))
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(fanout.redis_channel())

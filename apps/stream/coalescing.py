@@ -15,7 +15,7 @@ from functools import partial
 from typing import Callable
 
 from apps.access.admission import Admission, admit_each
-from apps.events import slots
+from apps.stream import slots
 
 
 class Coalescing:

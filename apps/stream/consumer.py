@@ -41,7 +41,8 @@ from apps.core.errors import (
     as_api_error,
 )
 from apps.core.params import unknown_parameters
-from apps.events import filters, slots
+from apps.events import filters
+from apps.stream import slots
 from apps.stream.hub import get_hub
 from apps.stream.live import LiveStream
 from apps.stream.resume import Replay

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from apps.access.admission import Admission
 from apps.core import metrics
-from apps.events import slots
+from apps.stream import slots
 from apps.events.filters import Subscription
 from apps.stream import maintenance
 from apps.stream.carrier import Follower

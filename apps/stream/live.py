@@ -9,7 +9,7 @@ import logging
 from functools import partial
 
 from apps.access import door
-from apps.events import slots
+from apps.stream import slots
 from apps.stream.hub import get_hub
 from apps.stream.streams import Stream
 from engine import daphne_stream

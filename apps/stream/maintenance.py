@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 from django.conf import settings
 
 from apps.access.credentials import invalid_credentials
-from apps.events import slots
+from apps.stream import slots
 
 if TYPE_CHECKING:
     from apps.stream.hub import Hub

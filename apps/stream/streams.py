@@ -9,7 +9,7 @@ from collections import deque
 from typing import Any, Callable
 
 from apps.access.credentials import CredentialRef
-from apps.events import slots
+from apps.stream import slots
 from apps.events.filters import Subscription
 from apps.events.representations import PING
 

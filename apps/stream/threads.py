@@ -42,7 +42,7 @@ class DbThreads:
     """Jobs on a few daemon threads, their results set on the loop in batches (`_settle`).
 
     Nothing joins the threads at exit: a queued slot release then lapses with its lease, or goes
-    with the process's Redis connection (apps/events/slots.py)."""
+    with the process's Redis connection (apps/stream/slots.py)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, *, workers: int, name: str) -> None:
         self.loop = loop

@@ -1,4 +1,4 @@
-"""The connection limit's slots (apps/events/slots/): a process that dies without releasing
+"""The connection limit's slots (apps/stream/slots/): a process that dies without releasing
 its slots — SIGKILL, a lost machine — stops renewing their leases, and they lapse within a
 minute; the slots of a live process's open streams, renewed by id, never do, and a slot whose
 stream is gone lapses even while its process lives. The clock is moved instead of waiting.
@@ -17,9 +17,10 @@ import pytest
 import redis
 from django.utils import timezone
 
-from apps.events import fanout, slots
+from apps.events import fanout
+from apps.stream import slots
 from apps.events.models import StreamSlot
-from apps.events.slots import database as database_store
+from apps.stream.slots import database as database_store
 from tests.redis_server import REDIS_SERVER, RedisServer
 
 pytestmark = pytest.mark.django_db

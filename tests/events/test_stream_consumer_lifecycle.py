@@ -16,7 +16,7 @@ from django.test import override_settings
 from apps.stream import hub as hub_module
 from apps.stream import maintenance
 from apps.stream.consumer import EventStreamConsumer
-from apps.events import slots
+from apps.stream import slots
 from tests.events.live import STREAM
 
 pytestmark = pytest.mark.django_db(transaction=True)

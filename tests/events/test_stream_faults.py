@@ -20,9 +20,10 @@ from django.utils import timezone
 
 import redis
 
-from apps.events import fanout, slots
+from apps.core.redis_clients import redis_client
 from apps.events.models import Event
-from apps.events.slots.redis import RedisSlots
+from apps.stream import slots
+from apps.stream.slots.redis import RedisSlots
 from tests import factories
 from tests.events.faults import (
     REDIS_SERVER,
@@ -76,10 +77,8 @@ def publish(redis_server, settings):
     """Events this test commits are published on the test's own Redis, as the server's are."""
     if not redis_server.answers():
         redis_server.start()
-    settings.REDIS_URL = redis_server.url
-    fanout._publisher = None
+    settings.REDIS_URL = redis_server.url  # the Redis client follows REDIS_URL (apps/core/redis_clients.py)
     yield
-    fanout._publisher = None
 
 
 def slot_rows() -> int:
@@ -93,7 +92,7 @@ def slot_rows() -> int:
 
 def slots_leased_past(moment) -> int:
     """Slots whose lease ends after `moment` (renewed since `moment - lease`)."""
-    client = fanout.redis_client()
+    client = redis_client()
     return sum(client.zcount(key, int(moment.timestamp() * 1000), "+inf") for key in RedisSlots.keys())
 
 

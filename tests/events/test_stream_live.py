@@ -17,7 +17,7 @@ from django.conf import settings
 from django.utils import timezone
 from oauth2_provider.models import set_token_value
 
-from apps.events import slots
+from apps.stream import slots
 from apps.events.models import Event
 from apps.oauth.models import AccessToken
 from apps.oauth.services import create_client

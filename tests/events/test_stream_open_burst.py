@@ -27,7 +27,7 @@ from apps.core.errors import InsufficientScope, InvalidFilters, Unauthorized
 from apps.stream import consumer as consumer_module
 from apps.stream import carrier
 from apps.stream import hub as hub_module
-from apps.events import slots
+from apps.stream import slots
 from apps.stream.consumer import EventStreamConsumer
 from apps.stream.hub import get_hub
 from apps.tenancy.models import ApiKey

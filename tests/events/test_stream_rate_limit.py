@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from apps.events import slots
+from apps.stream import slots
 from tests.events.live import STREAM, Reader, start_server
 from tests.servers import UNTURNING_WINDOW_SECONDS, forget_rate_limit_counts, without_request_id
 

@@ -15,7 +15,7 @@ import time
 import pytest
 from django.conf import settings
 
-from apps.events import slots
+from apps.stream import slots
 from tests.events.live import STREAM_ENV, Reader, Server, wait_until
 from tests.servers import start
 

@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 import pytest
 
-from apps.events import slots
+from apps.stream import slots
 from apps.events.models import Event
 from apps.recordings import services as recordings
 from apps.recordings.services import SegmentInput

@@ -414,7 +414,7 @@ class Scenario:
         Redis that is down holds none (no persistence: it restarts empty)."""
         import redis
 
-        from apps.events.slots.redis import RedisSlots
+        from apps.stream.slots.redis import RedisSlots
 
         client = redis.Redis.from_url(self.stack.redis.url, socket_timeout=5, socket_connect_timeout=5)
         try:

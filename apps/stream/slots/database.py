@@ -13,7 +13,7 @@ from django.db.models import Exists, Max, Min, OuterRef
 from django.utils import timezone
 
 from apps.events.models import StreamSlot
-from apps.events.slots.base import Acquire, SlotStore, lease_seconds, overdue_window
+from apps.stream.slots.base import Acquire, SlotStore, lease_seconds, overdue_window
 
 # Numbers tried from the index alone before reading every row of the workspace.
 _INDEXED_TRIES = 8

@@ -20,8 +20,8 @@ from collections import defaultdict
 from django.conf import settings
 from django.utils import timezone
 
-from apps.events import fanout
-from apps.events.slots.base import Acquire, SlotStore, lease_seconds, overdue_window
+from apps.core.redis_clients import redis_client
+from apps.stream.slots.base import Acquire, SlotStore, lease_seconds, overdue_window
 
 logger = logging.getLogger("connect.events")
 
@@ -126,10 +126,10 @@ class RedisSlots(SlotStore):
 
     @classmethod
     def keys(cls) -> list[str]:
-        return [k.decode() for k in fanout.redis_client().scan_iter(match=cls.prefix() + "*", count=1000)]
+        return [k.decode() for k in redis_client().scan_iter(match=cls.prefix() + "*", count=1000)]
 
     def acquire_many(self, requests: list[Acquire]) -> list[str | None]:
-        client = fanout.redis_client()
+        client = redis_client()
         members = [f"{process}|{holder}" for _, process, _, holder in requests]
         taken = self._take(client, requests, members, range(len(requests)))
         refused = [i for i, ok in enumerate(taken) if not ok]
@@ -183,12 +183,12 @@ class RedisSlots(SlotStore):
         return client.eval(_EVICT, 1, key, *dead) if dead else 0
 
     def evict_dead_processes(self) -> int:
-        client = fanout.redis_client()
+        client = redis_client()
         return sum(self._evict_dead(client, key) for key in self.keys())
 
     def release(self, slot_id: str) -> None:
         workspace_id, member = _parse(slot_id)
-        fanout.redis_client().zrem(self.key(workspace_id), member)
+        redis_client().zrem(self.key(workspace_id), member)
 
     def renew(self, slot_ids: list) -> int:
         slot_ids = [i for i in slot_ids if isinstance(i, str)]
@@ -199,7 +199,7 @@ class RedisSlots(SlotStore):
             workspace_id, member = _parse(slot_id)
             by_key[self.key(workspace_id)].append(member)
         now, lease_ms = _ms(timezone.now()), int(lease_seconds() * 1000)
-        pipe = fanout.redis_client().pipeline(transaction=False)
+        pipe = redis_client().pipeline(transaction=False)
         for key, members in by_key.items():
             pipe.eval(_RENEW, 1, key, now, lease_ms, *members)
         gone = sum(len(result) for result in pipe.execute())
@@ -210,26 +210,26 @@ class RedisSlots(SlotStore):
         if not slot_ids:
             return set()
         now = _ms(timezone.now())
-        pipe = fanout.redis_client().pipeline(transaction=False)
+        pipe = redis_client().pipeline(transaction=False)
         for slot_id in slot_ids:
             workspace_id, member = _parse(slot_id)
             pipe.zscore(self.key(workspace_id), member)
         return {slot_id for slot_id, score in zip(slot_ids, pipe.execute()) if score is not None and score >= now}
 
     def release_process(self, process: str) -> None:
-        client = fanout.redis_client()
+        client = redis_client()
         for key in self.keys():
             client.eval(_EVICT, 1, key, process)
 
     def count(self, workspace_id: int | None) -> int:
-        client = fanout.redis_client()
+        client = redis_client()
         now = _ms(timezone.now())
         keys = [self.key(workspace_id)] if workspace_id is not None else self.keys()
         return sum(client.zcount(key, now, "+inf") for key in keys)
 
     def overdue_seconds(self, workspace_id: int) -> float | None:
         now = _ms(timezone.now())
-        first = fanout.redis_client().zrangebyscore(
+        first = redis_client().zrangebyscore(
             self.key(workspace_id), now, f"({now + int(overdue_window() * 1000)}", start=0, num=1, withscores=True
         )
         return None if not first else (int(first[0][1]) - now) / 1000

@@ -21,9 +21,9 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from apps.events.slots.base import SlotId, SlotStore, lease_seconds, renew_every_seconds
-from apps.events.slots.database import DatabaseSlots
-from apps.events.slots.redis import ACQUIRE_BATCH, HUB_CLIENT_PREFIX, RedisSlots, hub_client_name
+from apps.stream.slots.base import SlotId, SlotStore, lease_seconds, renew_every_seconds
+from apps.stream.slots.database import DatabaseSlots
+from apps.stream.slots.redis import ACQUIRE_BATCH, HUB_CLIENT_PREFIX, RedisSlots, hub_client_name
 
 __all__ = [
     "ACQUIRE_BATCH", "HUB_CLIENT_PREFIX", "SlotId", "SlotStore", "acquire_slot", "acquire_slots",
