@@ -1,24 +1,16 @@
 """The door every HTTP request passes first (connect/asgi.py wraps the whole application in
 `Door`): its request id, its log context, its access line and its request metrics.
 
-- `X-Request-Id` on every response — REST, the event stream, `/mcp`, OAuth, admin, health,
-  static files: a well-formed inbound id (at most 128 of `[A-Za-z0-9._-]`) is kept, anything
-  else replaced by a fresh one. Error bodies carry it as `requestId` (apps/core/errors.py).
-- An inbound W3C `traceparent` header is kept in the log context (MCP's `_meta.traceparent` is
-  noted by apps/mcp/protocol.py).
+- `X-Request-Id` on every response: a well-formed inbound id (at most 128 of `[A-Za-z0-9._-]`)
+  is kept, anything else replaced; error bodies carry it as `requestId` (apps/core/errors.py).
+- An inbound W3C `traceparent` is kept in the log context.
 - One access line per request on logger `connect.access` when its response ends (a stream's
-  when it closes): method, route template (never the raw path with its ids), status, duration,
-  bytes sent through ASGI, workspace and credential ids (noted by admission), request id; on
-  `/mcp`, the call's `mcp_method`, `tool` and `is_error` (apps/mcp/protocol.py notes them).
-- `connect_http_requests` and `connect_http_request_duration_seconds` by route (apps/core/metrics.py).
+  when it closes): method, route template (never the raw path), status, duration, bytes,
+  workspace and credential ids, request id; on `/mcp` also the call's method, tool and error.
+- `connect_http_requests` and `connect_http_request_duration_seconds` by route template; a
+  request no route matched is `unmatched`, so a scan of random paths adds no label values.
 
-The route template is noted where routing happens: Django's `resolver_match.route`
-(`RouteMiddleware`), the Channels routes' patterns (`named_route`), `static` for ServeStatic.
-A request no route matched is `unmatched`, so a scan of random paths adds no label values.
-
-Not seen here: the answers daphne gives before any application runs (414/431 for oversized
-request lines and headers, engine/http_limits.py).
-"""
+Not seen here: the answers daphne gives before any application runs (engine/http_limits.py)."""
 
 from __future__ import annotations
 
