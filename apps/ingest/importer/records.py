@@ -72,8 +72,7 @@ def parse_record(data: Any) -> SessionRecord:
     final = None if data.get("final") is None else _segments(data["final"], "final")
     final_at = ended_at or created_at
     boards = _boards(data.get("boards", []), default_at=final_at)
-    updated_at = max([created_at, final_at if final is not None else created_at, ended_at or created_at]
-                     + [b.created_at for b in boards])  # fmt: skip
+    updated_at = max([created_at, final_at, *(b.created_at for b in boards)])  # its last change
     session = ImportedSession(
         label=label, memo=memo, status=status, started_at=started_at, ended_at=ended_at,
         created_at=created_at, updated_at=updated_at,
