@@ -169,6 +169,10 @@ def segment(**fields) -> dict:
     return {"timestampStart": 0, "timestampEnd": 900, "text": "hello", **fields}
 
 
+def board(**fields) -> dict:
+    return {"boardId": "summary", "status": "ready", "sourceRevisionKind": "final", "payload": {}, **fields}
+
+
 BAD_LINES = [
     ('{"externalId": "cut-off", "status": ', "bad JSON"),
     (session_line("nan").replace('"confidence": 0.9', '"confidence": NaN', 1), "non-finite number"),
@@ -182,19 +186,21 @@ BAD_LINES = [
     (session_line("naive", startedAt="2026-11-01T10:00:00"), "has no time zone"),
     (session_line("when", startedAt="yesterday"), "startedAt is an ISO 8601 time"),
     (session_line("notime", startedAt=None, endedAt=None, status="recording"), "startedAt or createdAt is required"),
-    (session_line("back", committed=[segment(timestampStart=500, timestampEnd=100)]), "committed[0] ends before it starts"),
+    (session_line("back", committed=[segment(timestampStart=500, timestampEnd=100)]),
+     "committed[0] ends before it starts"),
     (session_line("frac", committed=[segment(timestampStart=1.5)]), "committed[0].timestampStart is a whole number"),
     (session_line("neg", committed=[segment(timestampStart=-1)]), "committed[0].timestampStart is a whole number"),
     (session_line("notext", committed=[segment(text="")]), "committed[0].text is required"),
-    (session_line("long", committed=[segment(text="x" * 10_001)]), "committed[0].text is 10001 characters; at most 10000"),
+    (session_line("long", committed=[segment(text="x" * 10_001)]),
+     "committed[0].text is 10001 characters; at most 10000"),
     (session_line("nul", final=[segment(text="a\u0000b")]), "final[0].text holds a NUL character"),
     (session_line("conf", committed=[segment(confidence=1.5)]), "committed[0].confidence is a number from 0.0 to 1.0"),
     (session_line("dup", committed=[segment(sequence=1), segment(sequence=1)]), "sequence must be unique"),
     (session_line("extra", colour="blue"), "session has unknown field(s) colour"),
     (session_line("segx", committed=[segment(words=[])]), "committed[0] has unknown field(s) words"),
-    (session_line("bst", boards=[{"boardId": "summary", "status": "done", "sourceRevisionKind": "final", "payload": {}}]),
+    (session_line("bst", boards=[board(status="done")]),
      "boards[0].status 'done' is not one of generating, ready, failed"),
-    (session_line("bkind", boards=[{"boardId": "summary", "status": "ready", "sourceRevisionKind": "x", "payload": {}}]),
+    (session_line("bkind", boards=[board(sourceRevisionKind="x")]),
      "boards[0].sourceRevisionKind 'x' is not one of committed, final"),
     (session_line("bpay", boards=[{"boardId": "summary", "status": "ready", "sourceRevisionKind": "final"}]),
      "boards[0].payload is required"),

@@ -73,7 +73,8 @@ def test_a_killed_import_leaves_whole_sessions_and_a_rerun_completes_it(tmp_path
     command = [sys.executable, "manage.py", "import_recordings", str(path), "--workspace", "acme"]
     process = subprocess.Popen(command, cwd=ROOT, env=server_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        wait_until(lambda: Session.objects.filter(workspace=ws).count() >= 50, what="50 sessions loaded", timeout=SECONDS)
+        stored = Session.objects.filter(workspace=ws)
+        wait_until(lambda: stored.count() >= 50, what="50 sessions loaded", timeout=SECONDS)
         process.send_signal(signal.SIGKILL)  # no clean-up of any kind: mid-session, mid-transaction
     finally:
         process.kill()

@@ -150,7 +150,8 @@ def _stored_shapes(workspace: Workspace, external_ids: list[str]) -> dict[str, t
         return {}
     revisions: dict[str, dict[str, list]] = {sid: {} for sid in sessions}
     kinds = {}
-    for tid, sid, kind in Transcript.objects.filter(session_id__in=sessions).values_list("id", "session_id", "revision_kind"):
+    transcripts = Transcript.objects.filter(session_id__in=sessions)
+    for tid, sid, kind in transcripts.values_list("id", "session_id", "revision_kind"):
         revisions[sid][kind] = []
         kinds[tid] = revisions[sid][kind]
     segments = Segment.objects.filter(transcript_id__in=kinds).order_by("transcript_id", "sequence")
