@@ -1,10 +1,13 @@
 """`import_recordings` as an operator runs it, in its own process on this test's database:
-docs/import.md's command as written, its record example, and a run killed mid-file that a
-re-run completes."""
+docs/import.md's command as written, its record example, a run killed mid-file that a re-run
+completes, and the progress bar that only a terminal gets."""
 
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
 import signal
 import subprocess
 import sys
@@ -93,3 +96,29 @@ def test_a_killed_import_leaves_whole_sessions_and_a_rerun_completes_it(tmp_path
     assert list(texts.values_list("text", flat=True)) == [f"line {n} of meeting 1499" for n in range(per_session)]
     assert Session.objects.filter(workspace=ws).count() == sessions
     assert Segment.objects.filter(workspace=ws).count() == sessions * per_session
+
+
+def test_a_progress_bar_only_on_a_terminal():
+    factories.workspace("acme")
+    sample = str(ROOT / "docs" / "samples" / "recordings.jsonl")
+    primary, secondary = pty.openpty()
+    try:
+        done = subprocess.run([sys.executable, "manage.py", "import_recordings", sample, "--workspace", "acme"],
+                              cwd=ROOT, env=server_env(), stdout=secondary, stderr=subprocess.PIPE, text=True,
+                              timeout=SECONDS)  # fmt: skip
+    finally:
+        os.close(secondary)
+    terminal = b""
+    while select.select([primary], [], [], 0.5)[0]:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # the terminal's other end is closed and drained
+            break
+        if not chunk:
+            break
+        terminal += chunk
+    os.close(primary)
+    assert done.returncode == 0, done.stderr
+    assert "importing: 100%" in done.stderr  # tqdm's bar, on stderr, because stdout is a terminal
+    summary = "imported 3 sessions (15 segments), skipped 0 already present, refused 0"
+    assert terminal.decode().splitlines()[-1] == summary
