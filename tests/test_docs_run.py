@@ -105,6 +105,10 @@ BLOCKS: dict[str, tuple[str, str]] = {
         ("not run", "the delivery request's shape; the receiver block below verifies real ones"),
     'docs/transcripts.md ```sh curl -H "Authorization: Bearer $KEY" "https://connect.example.com/api/v1/sessions/$SESSION/transcript?format=vtt"':
         ("substitute", f"{HERE}::test_transcript_export_curl_lines_answer"),
+    "docs/import.md ```sh .venv/bin/python manage.py import_recordings docs/samples/recordings.jsonl "
+    "docs/samples/retro.vtt docs/samples/onboarding.srt --workspace demo":
+        ("run", "tests/ingest/test_import_process.py::test_the_import_page_command_runs_as_written"),
+    "docs/import.md ```json record {": ("run", "tests/ingest/test_import_process.py::test_the_import_page_record_imports"),
     'docs/webhooks.md ```python receiver """A Connect webhook receiver: verifies every request, deduplicates, '
     'acknowledges quickly."""': ("run", "tests/webhooks/receiver.py::doc_receiver"),
 }

@@ -311,10 +311,12 @@ class ImportedSession:
     final: list[SegmentInput] | None = None
     final_at: datetime | None = None
     boards: list[ImportedBoard] | None = None
+    external_id: str | None = None
 
 
 _SESSION_COLUMNS = (
     "id", "workspace_id", "label", "memo", "status", "started_at", "ended_at", "created_at", "updated_at",
+    "external_id",
 )  # fmt: skip
 _TRANSCRIPT_COLUMNS = ("id", "workspace_id", "session_id", "revision_kind", "created_at")
 _SEGMENT_COLUMNS = (
@@ -349,7 +351,7 @@ def import_sessions(*, workspace: Workspace, sessions: list[ImportedSession]) ->
         ids.append(session_id)
         session_rows.append((
             session_id, ws, s.label, s.memo, s.status, datetime_value(s.started_at), datetime_value(s.ended_at),
-            datetime_value(s.created_at), datetime_value(s.updated_at),
+            datetime_value(s.created_at), datetime_value(s.updated_at), s.external_id,
         ))  # fmt: skip
         revisions = []
         if s.committed:

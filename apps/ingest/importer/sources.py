@@ -1,0 +1,78 @@
+"""The records of the files named on the command line, each with where it came from.
+
+A JSON Lines file gives one record per non-blank line (`FILE:LINE`), a caption file one record
+(`FILE`); a folder gives its `.jsonl`, `.vtt` and `.srt` files in name order (a caption file's
+`.json` sidecar is read with it, not on its own). Reading never stops at a bad record: it is
+yielded as a `Refused` in its place, so the loader can report it and go on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import json
+
+import orjson
+
+from apps.ingest.importer.captions import CAPTION_SUFFIXES, caption_record
+from apps.ingest.importer.records import Refused, SessionRecord, parse_record
+
+JSONL_SUFFIXES = {".jsonl", ".ndjson"}
+
+
+@dataclass(frozen=True)
+class Item:
+    where: str  # FILE:LINE or FILE, for the refusal list
+    record: SessionRecord | Refused
+    size: int  # bytes of input it consumed, for the progress bar
+
+
+def expand(paths: list[str]) -> list[Path]:
+    """The files to read, in order; an unknown kind of file is an error before anything loads."""
+    files: list[Path] = []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            files += sorted(p for p in path.iterdir() if p.suffix.lower() in JSONL_SUFFIXES | CAPTION_SUFFIXES)
+        elif not path.exists():
+            raise FileNotFoundError(f"{name}: no such file or folder")
+        elif path.suffix.lower() not in JSONL_SUFFIXES | CAPTION_SUFFIXES:
+            raise ValueError(f"{name}: not a .jsonl, .vtt or .srt file")
+        else:
+            files.append(path)
+    return files
+
+
+def items(files: list[Path]) -> Iterator[Item]:
+    for path in files:
+        if path.suffix.lower() in JSONL_SUFFIXES:
+            yield from _jsonl_items(path)
+        else:
+            yield Item(str(path), _checked(lambda: caption_record(path)), path.stat().st_size)
+
+
+def _jsonl_items(path: Path) -> Iterator[Item]:
+    with path.open("rb") as lines:
+        for number, line in enumerate(lines, start=1):
+            if line.strip():
+                yield Item(f"{path}:{number}", _checked(lambda: _decode(line)), len(line))
+
+
+def _decode(line: bytes) -> Any:
+    try:
+        return orjson.loads(line)  # refuses NaN, Infinity and out-of-range numbers as JSON does
+    except orjson.JSONDecodeError as exc:
+        try:
+            json.loads(line)  # Python's own parser takes NaN and Infinity: was that the fault?
+        except ValueError:
+            raise Refused(f"bad JSON: {exc}") from None
+        raise Refused("bad JSON: a non-finite number (NaN or Infinity); numbers must be finite") from None
+
+
+def _checked(read) -> SessionRecord | Refused:
+    try:
+        return parse_record(read())
+    except Refused as refused:
+        return refused

@@ -1,0 +1,124 @@
+"""`import_recordings` as an operator runs it, in its own process on this test's database:
+docs/import.md's command as written, its record example, a run killed mid-file that a re-run
+completes, and the progress bar that only a terminal gets."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from apps.recordings.models import Segment, Session
+from tests import docs, factories
+from tests.servers import ROOT, server_env, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PAGE = ROOT / "docs" / "import.md"
+SECONDS = 300  # one command on a busy machine; only a hang reaches it
+
+
+def manage(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=server_env(), capture_output=True,
+                          text=True, timeout=SECONDS)  # fmt: skip
+
+
+def test_the_import_page_command_runs_as_written():
+    factories.workspace("demo")  # as `make run` leaves it
+    [block] = [b for b in docs.blocks(PAGE) if b.info == "sh" and "import_recordings" in b.text]
+    [line] = block.text.strip().splitlines()
+    argv = line.split()
+    assert argv[:3] == [".venv/bin/python", "manage.py", "import_recordings"]
+
+    first = manage(*argv[2:])
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines()[-1] == "imported 5 sessions (20 segments), skipped 0 already present, refused 0"
+    assert first.stderr == ""  # no progress bar when stdout is not a terminal
+    summary = next(line.strip() for line in docs.indented_lines(PAGE) if line.startswith("imported "))
+    assert summary == first.stdout.splitlines()[-1]  # the page shows what it prints
+
+    again = manage(*argv[2:])
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[-1] == "imported 0 sessions (0 segments), skipped 5 already present, refused 0"
+
+
+def test_the_import_page_record_imports(tmp_path):
+    factories.workspace("acme")
+    [block] = [b for b in docs.blocks(PAGE) if b.info == "json record"]
+    record = json.loads(block.text)
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    done = manage("import_recordings", str(path), "--workspace", "acme")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "imported 1 sessions (4 segments), skipped 0 already present, refused 0"
+    assert Session.objects.get().external_id == record["externalId"]
+
+
+def test_a_killed_import_leaves_whole_sessions_and_a_rerun_completes_it(tmp_path):
+    ws = factories.workspace("acme")
+    sessions, per_session = 1500, 40
+    path = tmp_path / "history.jsonl"
+    with path.open("w") as out:
+        for i in range(sessions):
+            out.write(json.dumps({
+                "externalId": f"m-{i}", "status": "completed",
+                "startedAt": "2026-11-01T10:00:00Z", "endedAt": "2026-11-01T11:00:00Z",
+                "committed": [{"timestampStart": n * 1000, "timestampEnd": n * 1000 + 900,
+                               "text": f"line {n} of meeting {i}"} for n in range(per_session)],
+            }) + "\n")  # fmt: skip
+
+    command = [sys.executable, "manage.py", "import_recordings", str(path), "--workspace", "acme"]
+    process = subprocess.Popen(command, cwd=ROOT, env=server_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        stored = Session.objects.filter(workspace=ws)
+        wait_until(lambda: stored.count() >= 50, what="50 sessions loaded", timeout=SECONDS)
+        process.send_signal(signal.SIGKILL)  # no clean-up of any kind: mid-session, mid-transaction
+    finally:
+        process.kill()
+        process.wait(timeout=SECONDS)
+    loaded = Session.objects.filter(workspace=ws).count()
+    assert 50 <= loaded < sessions, "the run finished before it was killed: make the file larger"
+    assert Segment.objects.filter(workspace=ws).count() == loaded * per_session  # whole sessions only
+
+    done = manage("import_recordings", str(path), "--workspace", "acme")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == (
+        f"imported {sessions - loaded:,} sessions ({(sessions - loaded) * per_session:,} segments), "
+        f"skipped {loaded:,} already present, refused 0"
+    )
+    texts = Segment.objects.filter(workspace=ws, transcript__session__external_id="m-1499").order_by("sequence")
+    assert list(texts.values_list("text", flat=True)) == [f"line {n} of meeting 1499" for n in range(per_session)]
+    assert Session.objects.filter(workspace=ws).count() == sessions
+    assert Segment.objects.filter(workspace=ws).count() == sessions * per_session
+
+
+def test_a_progress_bar_only_on_a_terminal():
+    factories.workspace("acme")
+    sample = str(ROOT / "docs" / "samples" / "recordings.jsonl")
+    primary, secondary = pty.openpty()
+    try:
+        done = subprocess.run([sys.executable, "manage.py", "import_recordings", sample, "--workspace", "acme"],
+                              cwd=ROOT, env=server_env(), stdout=secondary, stderr=subprocess.PIPE, text=True,
+                              timeout=SECONDS)  # fmt: skip
+    finally:
+        os.close(secondary)
+    terminal = b""
+    while select.select([primary], [], [], 0.5)[0]:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # the terminal's other end is closed and drained
+            break
+        if not chunk:
+            break
+        terminal += chunk
+    os.close(primary)
+    assert done.returncode == 0, done.stderr
+    assert "importing: 100%" in done.stderr  # tqdm's bar, on stderr, because stdout is a terminal
+    summary = "imported 3 sessions (15 segments), skipped 0 already present, refused 0"
+    assert terminal.decode().splitlines()[-1] == summary
