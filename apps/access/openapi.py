@@ -36,3 +36,12 @@ class BearerScheme(OpenApiAuthenticationExtension):
                 },
             },
         ]
+
+
+class IngestScheme(BearerScheme):
+    """The ingest API takes an ingest key only: the Bearer scheme, no OAuth alternative."""
+
+    target_class = "apps.access.rest.IngestAuthentication"
+
+    def get_security_requirement(self, auto_schema):
+        return [{"bearerAuth": []}]

@@ -20,3 +20,11 @@ class Principal:
 
     def has_scope(self, scope: str) -> bool:
         return scope in self.scopes
+
+    @property
+    def is_ingest(self) -> bool:
+        """An ingest credential: admitted at the ingest API only, and the only one admitted there
+        (apps/access/admission.py)."""
+        from apps.tenancy.models import INGEST_SCOPE
+
+        return INGEST_SCOPE in self.scopes

@@ -27,6 +27,8 @@ logger = logging.getLogger("connect.errors")
 class BearerAuthentication(BaseAuthentication):
     """Admission for a DRF view: the credential, then the rate limit (before the view's scopes)."""
 
+    ingest = False  # IngestAuthentication: the ingest API's door
+
     def authenticate(self, request):
         # A view may name the row it will read (`read_ahead(kwargs)`): admission reads it in
         # the API key's statement (credentials.Alongside), the view finds it on the request.
@@ -34,7 +36,9 @@ class BearerAuthentication(BaseAuthentication):
         read_ahead = getattr(context.get("view"), "read_ahead", None)
         alongside = read_ahead(context.get("kwargs") or {}) if read_ahead is not None else None
         audiences = rest_audiences(settings.CONNECT_BASE_URL)
-        admission = admit(request.META.get("HTTP_AUTHORIZATION"), audiences=audiences, alongside=alongside)
+        admission = admit(
+            request.META.get("HTTP_AUTHORIZATION"), audiences=audiences, alongside=alongside, ingest=self.ingest
+        )
         request._request.rate_limit = admission.rate  # read by RateLimitHeadersMiddleware
         request._request.read_ahead = admission.alongside
         if admission.error is not None:
@@ -43,6 +47,12 @@ class BearerAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request) -> str:
         return www_authenticate()
+
+
+class IngestAuthentication(BearerAuthentication):
+    """The ingest API's admission: ingest credentials only (a read credential: 403)."""
+
+    ingest = True
 
 
 class HasScope(BasePermission):
