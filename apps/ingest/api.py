@@ -19,6 +19,7 @@ from django.http import HttpResponse
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from apps.access.render import error_response
 from apps.access.rest import HasScope, IngestAuthentication
 from apps.core.errors import Conflict, as_api_error, invalid
 from apps.core.text import NotText, loads_text
@@ -87,7 +88,7 @@ def idempotent(handler: Callable[..., HttpResponse]) -> Callable[..., HttpRespon
         except Exception as exc:
             error = as_api_error(exc)
             if error is not None and error.status < 500:
-                idempotency.store(claimed, error.status, orjson.dumps(error.body()))
+                idempotency.store(claimed, error.status, error_response(error).content)
             else:
                 idempotency.release(claimed)
             raise
