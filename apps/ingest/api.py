@@ -1,7 +1,7 @@
 """The ingest API: thin views over apps.recordings' services, which record the events, so a
 recorder's writes reach the event log, streams, MCP and webhooks as any producer's do.
 
-Every view: an ingest credential (apps/access/rest.IngestAuthentication), the body checked whole
+Every view: an ingest credential (`ingest = True`: apps/access/admission.py), the body checked whole
 (apps/ingest/inputs.py), then one transaction that writes and, with an `Idempotency-Key`,
 stores the answer (apps/ingest/idempotency.py). A session is named by the producer's own id,
 in the credential's workspace: another workspace's session of that id is another session.
@@ -20,14 +20,19 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from apps.access.render import error_response
-from apps.access.rest import HasScope, IngestAuthentication
+from apps.access.rest import HasScope
 from apps.core.errors import Conflict, as_api_error, invalid
 from apps.core.text import NotText, loads_text
-from apps.ingest import idempotency, inputs, openapi
+from apps.ingest import idempotency, inputs, openapi, shapes
 from apps.recordings import selectors, services
 from apps.recordings.models import Session
-from apps.recordings.representations import board_repr, session_repr
+from apps.recordings.representations import board_repr
 from apps.tenancy.models import INGEST_SCOPE
+
+
+ingest_session_repr = shapes.INGEST_SESSION.encode
+ingest_append_repr = shapes.INGEST_APPEND.encode
+ingest_final_repr = shapes.INGEST_FINAL.encode
 
 
 def _json(data: Any, status: int) -> HttpResponse:
@@ -97,7 +102,7 @@ def idempotent(handler: Callable[..., HttpResponse]) -> Callable[..., HttpRespon
 
 
 class IngestView(APIView):
-    authentication_classes = [IngestAuthentication]
+    ingest = True  # the door admits ingest credentials only (apps/access/admission.py)
     permission_classes = [HasScope.of(INGEST_SCOPE)]
 
 
@@ -113,11 +118,7 @@ class SessionApi(IngestView):
             )
         except services.InvalidTimes:
             raise invalid("endedAt", "must not be before startedAt") from None
-        return _json(_session_answer(session, externalId), 201 if created else 200)
-
-
-def _session_answer(session: Session, external_id: str) -> dict[str, Any]:
-    return {"id": session.id, "externalId": external_id, "session": session_repr(session)}
+        return _json(ingest_session_repr(session), 201 if created else 200)
 
 
 class SegmentsApi(IngestView):
@@ -132,15 +133,8 @@ class SegmentsApi(IngestView):
             raise Conflict(detail=str(conflict), expectedSequence=conflict.expected) from None
         except services.SessionClosed as closed:
             raise Conflict(detail=str(closed)) from None
-        return _json(
-            {
-                "sessionId": session.id,
-                "appended": len(appended.created),
-                "acknowledged": appended.acknowledged,
-                "nextSequence": appended.next_sequence,
-            },
-            200,
-        )
+        answer = ingest_append_repr(session.id, len(appended.created), appended.acknowledged, appended.next_sequence)
+        return _json(answer, 200)
 
 
 class StatusApi(IngestView):
@@ -157,7 +151,7 @@ class StatusApi(IngestView):
                 detail=f"status: a {session.status} session cannot become {status}; "
                 + (f"it can become {', '.join(allowed)}" if allowed else "it is final")
             ) from None
-        return _json(_session_answer(session, externalId), 200)
+        return _json(ingest_session_repr(session), 200)
 
 
 class FinalTranscriptApi(IngestView):
@@ -167,7 +161,7 @@ class FinalTranscriptApi(IngestView):
         session = _session(request, externalId)
         segments = _checked(inputs.final_segments, _body(request))
         transcript = services.write_final_transcript(session=session, segments=segments)
-        return _json({"sessionId": session.id, "transcriptId": transcript.id, "segmentCount": len(segments)}, 200)
+        return _json(ingest_final_repr(transcript, len(segments)), 200)
 
 
 class BoardApi(IngestView):

@@ -8,7 +8,7 @@ from typing import Any
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
 from apps.core.openapi import error_responses
-from apps.ingest import idempotency, inputs
+from apps.ingest import idempotency, inputs, shapes
 from apps.recordings.models import BoardStatus, RevisionKind
 
 SCOPE_NOTE = (
@@ -71,30 +71,13 @@ SESSION_IN = {
         "endedAt": {"type": ["string", "null"], "format": "date-time", "description": "not before startedAt"},
     },
 }
-SESSION_OUT = {
-    "type": "object",
-    "required": ["id", "externalId", "session"],
-    "properties": {
-        "id": {"type": "string", "description": "the session's id in the read API"},
-        "externalId": {"type": "string"},
-        "session": {"$ref": "#/components/schemas/SessionOut"},
-    },
-}
+SESSION_OUT = shapes.INGEST_SESSION.ref()
 SEGMENTS_IN = {
     "type": "object", "additionalProperties": False, "required": ["segments"],
     "properties": {"segments": {"type": "array", "minItems": 1, "maxItems": inputs.MAX_BATCH,
                                 "items": _segment(True)}},
 }
-APPENDED_OUT = {
-    "type": "object",
-    "required": ["sessionId", "appended", "acknowledged", "nextSequence"],
-    "properties": {
-        "sessionId": {"type": "string"},
-        "appended": {"type": "integer", "description": "segments stored by this call"},
-        "acknowledged": {"type": "integer", "description": "segments of the batch already stored, with the same content"},
-        "nextSequence": {"type": "integer", "description": "the sequence the session expects next"},
-    },
-}
+APPENDED_OUT = shapes.INGEST_APPEND.ref()
 STATUS_IN = {
     "type": "object", "additionalProperties": False, "required": ["status"],
     "properties": {"status": {"type": "string", "enum": list(inputs.TARGET_STATUSES)}},
@@ -103,12 +86,7 @@ FINAL_IN = {
     "type": "object", "additionalProperties": False, "required": ["segments"],
     "properties": {"segments": {"type": "array", "maxItems": inputs.MAX_FINAL_SEGMENTS, "items": _segment(False)}},
 }
-FINAL_OUT = {
-    "type": "object",
-    "required": ["sessionId", "transcriptId", "segmentCount"],
-    "properties": {"sessionId": {"type": "string"}, "transcriptId": {"type": "string"},
-                   "segmentCount": {"type": "integer"}},
-}
+FINAL_OUT = shapes.INGEST_FINAL.ref()
 BOARD_IN = {
     "type": "object", "additionalProperties": False, "required": ["status", "sourceRevisionKind", "payload"],
     "properties": {
