@@ -141,3 +141,25 @@ def test_a_reader_never_sees_half_a_final_revision(server, keys):
         t.join(timeout=120)
     assert len(seen) >= 10
     assert set(seen) <= whole, {len(s) for s in set(seen) - whole}
+
+
+def test_simulate_activity_via_api_drives_the_ingest_door(server, alice):
+    import subprocess
+    import sys
+
+    from apps.events.models import Event
+    from apps.tenancy.models import ApiKey
+    from tests.servers import ROOT, server_env
+
+    result = subprocess.run(
+        [sys.executable, "manage.py", "simulate_activity", "acme", "--sessions", "2", "--segments", "3",
+         "--interval", "0", "--via-api", "--base-url", server.url],
+        cwd=ROOT, env=server_env(), capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    sessions = Session.objects.filter(workspace=alice.workspace)
+    assert sessions.count() == 2 and all(s.external_id.startswith("simulated-") for s in sessions)
+    assert all(s.status == "completed" for s in sessions)
+    assert Event.objects.filter(type="transcript.segment.created").count() == 6
+    assert Event.objects.filter(type="session.status_changed").count() == 4
+    assert ApiKey.objects.get(name="simulate_activity", revoked_at__isnull=True).is_ingest
