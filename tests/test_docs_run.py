@@ -105,6 +105,12 @@ BLOCKS: dict[str, tuple[str, str]] = {
         ("not run", "the delivery request's shape; the receiver block below verifies real ones"),
     'docs/transcripts.md ```sh curl -H "Authorization: Bearer $KEY" "https://connect.example.com/api/v1/sessions/$SESSION/transcript?format=vtt"':
         ("substitute", f"{HERE}::test_transcript_export_curl_lines_answer"),
+    'docs/ingest.md ```sh .venv/bin/python manage.py issue_ingest_key acme --name "meeting bot"':
+        ("run", "tests/ingest/test_docs.py::test_the_ingest_page_runs"),
+    "docs/ingest.md ```sh BASE=http://127.0.0.1:8000 INGEST_KEY=svc_…   # the key issue_ingest_key printed":
+        ("substitute", "tests/ingest/test_docs.py::test_the_ingest_page_runs"),
+    "docs/ingest.md ```python ingest-client from connect_client import Connect, IngestSegment":
+        ("substitute", "tests/client/test_ingest.py::test_the_ingest_page_client_block_runs"),
     'docs/webhooks.md ```python receiver """A Connect webhook receiver: verifies every request, deduplicates, '
     'acknowledges quickly."""': ("run", "tests/webhooks/receiver.py::doc_receiver"),
 }

@@ -100,3 +100,14 @@ def test_one_credential_per_client():
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
+
+
+def test_the_ingest_page_client_block_runs(live, ingest_key, capsys):
+    from tests import docs
+    from tests.servers import ROOT
+
+    [block] = [b for b in docs.blocks(ROOT / "docs" / "ingest.md") if b.info == "python ingest-client"]
+    source = block.text.replace("http://127.0.0.1:8000", live.url).replace("svc_…", ingest_key)
+    exec(compile(source, "docs/ingest.md", "exec"), {})  # noqa: S102 - the page's own example
+    assert capsys.readouterr().out.split() == ["2", "completed"]
+    assert Segment.objects.filter(transcript__session__external_id="meeting-43").count() == 3
