@@ -29,7 +29,6 @@ from apps.recordings.models import Session
 from apps.recordings.representations import board_repr
 from apps.tenancy.models import INGEST_SCOPE
 
-
 ingest_session_repr = shapes.INGEST_SESSION.encode
 ingest_append_repr = shapes.INGEST_APPEND.encode
 ingest_final_repr = shapes.INGEST_FINAL.encode
