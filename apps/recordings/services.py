@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from apps.core.ids import new_id
 from apps.events.models import EventType
-from apps.events.services import record_event
+from apps.events.services import record_event, record_events
 from apps.recordings.models import BoardContent, BoardStatus, RevisionKind, Segment, Session, SessionStatus, Transcript
 from apps.recordings.representations import (
     session_created_data,
@@ -221,7 +221,7 @@ def append_committed_segments(
 
     The realtime path of a recording that may run for hours, so it is counted in round trips:
     one statement locks the session and finds its committed revision, one statement per 500
-    segments numbers and inserts them, then each segment records its event.
+    segments numbers and inserts them, and one records their events (one per segment).
     The search index follows per inserted row (triggers, generated column), never per revision."""
     now = at or timezone.now()
     segments = list(segments)
@@ -229,14 +229,13 @@ def append_committed_segments(
     if transcript_id is None:
         transcript_id = _transcript(session, RevisionKind.COMMITTED, now).id
     rows = _insert_numbered(workspace_id=session.workspace_id, transcript_id=transcript_id, segments=segments, now=now)
-    for row in rows:
-        record_event(
-            workspace_id=session.workspace_id,
-            type=EventType.TRANSCRIPT_SEGMENT_CREATED,
-            session_id=session.id,
-            occurred_at=now,
-            data=transcript_segment_created_data(session.id, now, row),
-        )
+    record_events(
+        workspace_id=session.workspace_id,
+        session_id=session.id,
+        occurred_at=now,
+        items=[(EventType.TRANSCRIPT_SEGMENT_CREATED, transcript_segment_created_data(session.id, now, row))
+               for row in rows],
+    )
     return rows
 
 
