@@ -12,6 +12,7 @@ urlpatterns = [
     path("api/v1/", include("apps.recordings.urls")),
     path("api/v1/", include("apps.webhooks.urls")),
     path("api/v1/", include("apps.events.urls")),
+    path("api/v1/", include("apps.ingest.urls")),
     # Anything else under /api/v1 is a JSON 404, never an HTML page or a slash redirect.
     re_path(r"^api/v1(/.*)?$", errors.not_found_view),
     path("", include("connect.wellknown")),

@@ -109,6 +109,12 @@ BLOCKS: dict[str, tuple[str, str]] = {
     "docs/samples/retro.vtt docs/samples/onboarding.srt --workspace demo":
         ("run", "tests/ingest/test_import_process.py::test_the_import_page_command_runs_as_written"),
     "docs/import.md ```json record {": ("run", "tests/ingest/test_import_process.py::test_the_import_page_record_imports"),
+    'docs/ingest.md ```sh .venv/bin/python manage.py issue_ingest_key acme --name "meeting bot"':
+        ("run", "tests/ingest/test_docs.py::test_the_ingest_page_runs"),
+    "docs/ingest.md ```sh BASE=http://127.0.0.1:8000 INGEST_KEY=svc_…   # the key issue_ingest_key printed":
+        ("substitute", "tests/ingest/test_docs.py::test_the_ingest_page_runs"),
+    "docs/ingest.md ```python ingest-client from connect_client import Connect, IngestSegment":
+        ("substitute", "tests/client/test_ingest.py::test_the_ingest_page_client_block_runs"),
     'docs/webhooks.md ```python receiver """A Connect webhook receiver: verifies every request, deduplicates, '
     'acknowledges quickly."""': ("run", "tests/webhooks/receiver.py::doc_receiver"),
 }

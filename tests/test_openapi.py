@@ -156,7 +156,7 @@ def test_the_document_lists_itself(doc):
 
 def test_every_wire_code_is_one_component_and_error_is_exactly_one_of_them(doc):
     from apps.core import errors
-    from apps.core.openapi import wire_codes
+    from apps.core.openapi import DETAILED_CODES, wire_codes
 
     classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.ApiError)]
     codes = wire_codes()
@@ -166,12 +166,13 @@ def test_every_wire_code_is_one_component_and_error_is_exactly_one_of_them(doc):
     assert sorted(refs) == sorted(name for _, name, _ in codes.values()) and len(refs) == len(set(refs))
     for code, (status, name, _) in codes.items():
         assert schemas[name]["properties"]["error"]["const"] == code
-        assert ("detail" in schemas[name]["required"]) is (status == 400 and code != "filter_cost_exceeded")
+        detailed = (status == 400 and code != "filter_cost_exceeded") or code in DETAILED_CODES
+        assert ("detail" in schemas[name]["required"]) is detailed
     # Each code's body validates against Error, as one of them only.
     body_of = {"filter_cost_exceeded": {"cost": 110, "budget": 100, "entries": []}}
     error = validator_for_schema(doc, {"$ref": "#/components/schemas/Error"})
     for code, (status, _, _) in codes.items():
-        detail = {"detail": "limit: why"} if status == 400 and code not in body_of else {}
+        detail = {"detail": "limit: why"} if (status == 400 or code in DETAILED_CODES) and code not in body_of else {}
         body = {"error": code, **detail, **body_of.get(code, {})}
         assert not list(error.iter_errors(body)), code
     assert list(error.iter_errors({"error": "no_such_code"}))

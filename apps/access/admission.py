@@ -4,6 +4,10 @@ Order, the same at REST, the event stream and `/mcp`: the credential (401), its 
 workspace_not_found), its issuer's membership (403 forbidden), then the rate limit (429
 rate_limited, counted in the credential's and the workspace's buckets). Scopes are the
 endpoint's business afterwards (`require_scope`), so a refused scope still costs a request.
+One scope rule is the door's own: an ingest credential (`Principal.is_ingest`) is admitted at
+the ingest API only (`ingest=True`), every other credential everywhere else; the wrong door
+answers `403 insufficient_scope`, so no read entry point (REST, the stream, `/mcp`) has to know
+that ingest keys exist.
 
 Runs synchronously (it reads the database): consumers call it on their database thread, as one
 call. The queries are the credential's (one for an API key, two for a token) plus one counting
@@ -20,7 +24,7 @@ from apps.access.principal import Principal
 from apps.access.ratelimit import RateDecision, check_rate_limits
 from apps.access.render import error_headers
 from apps.core import context, metrics
-from apps.core.errors import ApiError, RateLimited
+from apps.core.errors import ApiError, InsufficientScope, RateLimited
 
 
 @dataclass(frozen=True)
@@ -42,15 +46,23 @@ class Admission:
         return self.rate.headers() if self.rate is not None else []
 
 
-def admit(authorization: str | None, *, audiences: Collection[str], alongside: Alongside | None = None) -> Admission:
+def admit(
+    authorization: str | None, *, audiences: Collection[str], alongside: Alongside | None = None, ingest: bool = False
+) -> Admission:
     """`audiences`: the resources this entry point accepts (apps/oauth/audience.py).
     `alongside`: a row the endpoint will read, read in an API key's statement (credentials.py);
-    it is returned only with a principal that passed every check and the rate limit."""
-    return admit_each(authorization, audiences=audiences, count=1, alongside=alongside)[0]
+    it is returned only with a principal that passed every check and the rate limit.
+    `ingest`: this is the ingest API, which admits ingest credentials only."""
+    return admit_each(authorization, audiences=audiences, count=1, alongside=alongside, ingest=ingest)[0]
 
 
 def admit_each(
-    authorization: str | None, *, audiences: Collection[str], count: int, alongside: Alongside | None = None
+    authorization: str | None,
+    *,
+    audiences: Collection[str],
+    count: int,
+    alongside: Alongside | None = None,
+    ingest: bool = False,
 ) -> list[Admission]:
     """`admit` for `count` requests bearing the same Authorization header, asked together (a
     burst of event stream opens, apps/stream/hub.py): the credential is looked up once, and the
@@ -62,11 +74,13 @@ def admit_each(
     # The request's log context names the credential by id (on a thread that did not copy the
     # request's context, e.g. the event stream's, the caller notes it).
     context.note_principal(principal.workspace.id, principal.credential_id)
-    return [_decided(principal, rate, along) for rate in check_rate_limits(principal, count)]
+    return [_decided(principal, rate, along, ingest) for rate in check_rate_limits(principal, count)]
 
 
-def _decided(principal: Principal, rate: RateDecision | None, along: ReadAlongside | None) -> Admission:
+def _decided(principal: Principal, rate: RateDecision | None, along: ReadAlongside | None, ingest: bool) -> Admission:
     if rate is not None and not rate.allowed:
         metrics.RATE_LIMITED.inc()
         return Admission(principal=principal, rate=rate, error=RateLimited())
+    if principal.is_ingest != ingest:
+        return Admission(principal=principal, rate=rate, error=InsufficientScope())
     return Admission(principal=principal, rate=rate, error=None, alongside=along)

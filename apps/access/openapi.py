@@ -1,5 +1,5 @@
 """Documents BearerAuthentication as two alternatives: an API key or an OAuth 2.1 token,
-the latter with the operation's scope."""
+the latter with the operation's scope; on the ingest API, an (ingest) API key only."""
 
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ class BearerScheme(OpenApiAuthenticationExtension):
     def get_security_requirement(self, auto_schema):
         scopes = [getattr(p, "scope", "") for p in auto_schema.view.get_permissions()]
         scopes = [s for s in scopes if s]
+        if getattr(auto_schema.view, "ingest", False):
+            # The ingest API takes an ingest key only, never an OAuth token; OpenAPI 3.1 lets a
+            # non-OAuth scheme name the roles (here: the scope) it needs.
+            return [{"bearerAuth": scopes}]
         return [{"bearerAuth": []}, {"oauth2": scopes}]
 
     def get_security_definition(self, auto_schema):
@@ -36,3 +40,4 @@ class BearerScheme(OpenApiAuthenticationExtension):
                 },
             },
         ]
+

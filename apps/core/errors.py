@@ -100,6 +100,21 @@ class NotAllowed(ApiError):
     status, code = 409, "not_allowed"
 
 
+class Conflict(ApiError):
+    """The request contradicts what is stored, or races a request with the same
+    `Idempotency-Key` still in progress; `detail` says which, and an ingest append's conflict
+    adds `expectedSequence`, the sequence the session expects next."""
+
+    status, code = 409, "conflict"
+
+
+class IdempotencyKeyReused(ApiError):
+    """The `Idempotency-Key` was already used with a different request (method, path or body);
+    send a new key for a new request."""
+
+    status, code = 422, "idempotency_key_reused"
+
+
 class ResyncRequired(ApiError):
     """`after` is older than the event log's retention for the requested types: events after it
     may have been purged, so the log can no longer say everything that changed since. Re-read

@@ -23,9 +23,11 @@ ERROR_DESCRIPTIONS = {
     403: "`insufficient_scope` (scope missing) or `forbidden` (issuer no longer an active member)",
     404: "`not_found`, or `workspace_not_found` when the credential's workspace cannot be resolved",
     405: "`method_not_allowed`",
-    409: "`not_allowed`",
+    409: "`not_allowed`, or `conflict` (the request contradicts what is stored, or a request with the same "
+    "`Idempotency-Key` is in progress); `detail` says what to do",
     410: "`resync_required`: `after` is older than the event log's retention for the requested types; re-read "
     "the resources, then poll from a fresh `nextCursor`",
+    422: "`idempotency_key_reused`: the `Idempotency-Key` came with a different request before",
     413: "`payload_too_large`: the request body is over the upload limit (`DATA_UPLOAD_MAX_MEMORY_SIZE`)",
     429: "`rate_limited`: the credential's or the workspace's request limit for this window is spent "
     "(see `Retry-After`); on the event stream also `connection_limit` (too many open streams)",
@@ -103,6 +105,10 @@ DETAIL = {"type": "string", "description": "which parameter or field, and why, e
           "service issued`; never the value that was sent"}
 
 
+# Codes beside the 400s whose body always says what was wrong (the ingest API's refusals).
+DETAILED_CODES = {"conflict", "idempotency_key_reused"}
+
+
 def wire_codes() -> dict[str, tuple[int, str, str]]:
     """code → (status, component name, meaning) for every error class in apps/core/errors.py."""
     codes = dict(_UNCLASSED_CODES)
@@ -126,7 +132,7 @@ def document_error_codes(result: dict[str, Any]) -> None:
         if name in schemas:  # FilterCostExceeded: the event stream documents its extra fields
             continue
         properties: dict[str, Any] = {"error": {"type": "string", "const": code}}
-        if status == 400:
+        if status == 400 or code in DETAILED_CODES:
             properties["detail"] = DETAIL
         description = f"`{code}` (HTTP {status})" + (f": {meaning}" if meaning else "")
         schemas[name] = {"type": "object", "description": description, "properties": properties,
@@ -182,6 +188,8 @@ TAGS = [
      r"^/api/v1/webhooks|^/\.well-known/webhook-signing-keys"),
     ("deliveries", "Webhook deliveries: history, attempts, replay", r"^/api/v1/webhook-deliveries"),
     ("mcp", "Model Context Protocol endpoint for AI agents", r"^/mcp"),
+    ("ingest", "The write door for recorders: sessions by the producer's id, segments, status, the final "
+     "revision and boards (an ingest key, scope `svc:ingest:write`)", r"^/api/v1/ingest/"),
     ("oauth", "OAuth 2.1 authorization server and protected-resource metadata",
      r"^/api/auth/|^/\.well-known/oauth-"),
     ("metadata", "This document", r"^/openapi\.json"),

@@ -28,6 +28,24 @@ def record_event(*, workspace_id: int, type: str, session_id: str, occurred_at: 
     return event
 
 
+def record_events(*, workspace_id: int, session_id: str, occurred_at: datetime,
+                  items: list[tuple[str, dict]]) -> list[Event]:
+    """`record_event` for several events of one session at once, in their order: one INSERT for
+    all their outbox rows (a batch of appended segments), then each one's `event_recorded` and,
+    after commit, each one announced. Their `position` is the same, as every event of one
+    transaction's is on PostgreSQL; the log orders them by id (monotonic)."""
+    events = [
+        Event(workspace_id=workspace_id, type=type, session_id=session_id, occurred_at=occurred_at, data=data,
+              position=selectors.position_on_insert())
+        for type, data in items
+    ]
+    Event.objects.bulk_create(events)
+    for event in events:
+        event_recorded.send(sender=Event, event=event)
+    transaction.on_commit(lambda: [_announce(event) for event in events])
+    return events
+
+
 def _announce(event: Event) -> None:
     fanout.announce_committed(event)
 

@@ -6,3 +6,12 @@ class IngestConfig(AppConfig):
     write goes through apps.recordings' services, so events fire as for any other producer."""
 
     name = "apps.ingest"
+
+    def ready(self) -> None:
+        from django_q.models import Schedule
+
+        from apps.core.periodic import keep_schedule
+
+        # Idempotency keys are kept 24 hours; the hourly purge keeps the table that small.
+        keep_schedule(self, "connect.ingest.purge_idempotency_keys", "apps.ingest.tasks.purge_idempotency_keys",
+                      Schedule.HOURLY)

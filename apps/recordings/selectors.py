@@ -23,6 +23,14 @@ from apps.recordings import shapes
 from apps.tenancy.models import Workspace
 
 
+def session_by_external_id(*, workspace: Workspace, external_id: str) -> Session:
+    """The session its producer calls `external_id` (the ingest API's key), in `workspace`."""
+    try:
+        return Session.objects.get(workspace=workspace, external_id=external_id)
+    except Session.DoesNotExist:
+        raise NotFound() from None
+
+
 def get_session(*, workspace: Workspace, session_id: str) -> Session:
     try:
         return Session.objects.get(workspace=workspace, id=session_id)
@@ -395,7 +403,32 @@ def transcript_rows(
 ) -> TranscriptRows:
     """The session's revisions (only `revision_kind` when given) with their segments. `flat`:
     only the flat transcript's revision is read, with the flat segment's fields. `read`: what
-    admission read ahead (`TranscriptAlongside`), if anything."""
+    admission read ahead (`TranscriptAlongside`), if anything.
+
+    The revisions and their segments are two statements, each seeing what was committed when it
+    began; a final revision replaced in between (`write_final_transcript`: one transaction
+    deletes the old revision and writes the new) leaves the first naming a revision the second
+    finds empty. Segments are read whole per statement, so emptiness is the only sign: a
+    revision read empty is looked up again, and the read repeated if it was replaced."""
+    for _ in range(_REPLACED_RETRIES):
+        rows = _transcript_rows(workspace, session_id, revision_kind, flat, read)
+        empty = {t.id for t, segments in rows.revisions if not segments}
+        if not empty:
+            return rows
+        _, now = _session_and_transcripts(workspace, session_id, revision_kind)
+        if empty <= {t.id for t in now}:
+            return rows
+        read = None  # what admission read ahead is the replaced state
+    return rows
+
+
+# A revision replaced during the read, again and again: after these many reads, the last stands.
+_REPLACED_RETRIES = 5
+
+
+def _transcript_rows(
+    workspace: Workspace, session_id: str, revision_kind: str | None, flat: bool, read: ReadAlongside | None
+) -> TranscriptRows:
     session, transcripts = _session_and_transcripts(workspace, session_id, revision_kind, read)
     if flat:
         chosen, _ = TranscriptRows(session, [(t, []) for t in transcripts]).flat

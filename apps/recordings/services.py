@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterable
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
 from apps.core.ids import new_id
 from apps.events.models import EventType
-from apps.events.services import record_event
+from apps.events.services import record_event, record_events
 from apps.recordings.models import BoardContent, BoardStatus, RevisionKind, Segment, Session, SessionStatus, Transcript
 from apps.recordings.representations import (
     session_created_data,
@@ -37,6 +37,23 @@ class InvalidTransition(ValueError):
     pass
 
 
+class InvalidTimes(ValueError):
+    """A session would end before it started."""
+
+
+class SequenceConflict(ValueError):
+    """A batch that does not continue the committed revision: a gap, or a sequence already
+    stored with other content. `expected`: the sequence the revision expects next."""
+
+    def __init__(self, message: str, *, expected: int) -> None:
+        super().__init__(message)
+        self.expected = expected
+
+
+class SessionClosed(ValueError):
+    """New committed segments for a session that is no longer recording."""
+
+
 @dataclass(frozen=True)
 class SegmentInput:
     timestamp_start: int
@@ -53,15 +70,21 @@ def create_session(
     label: str | None = None,
     memo: str | None = None,
     started_at: datetime | None = None,
+    ended_at: datetime | None = None,
+    external_id: str | None = None,
     at: datetime | None = None,
 ) -> Session:
     now = at or timezone.now()
+    if ended_at is not None and ended_at < (started_at or now):
+        raise InvalidTimes("endedAt is before startedAt")
     session = Session.objects.create(
         workspace=workspace,
         label=label,
         memo=memo,
         status=SessionStatus.RECORDING,
         started_at=started_at or now,
+        ended_at=ended_at,
+        external_id=external_id,
         created_at=now,
         updated_at=now,
     )
@@ -95,6 +118,56 @@ def change_session_status(*, session: Session, status: str, at: datetime | None 
         data=session_status_changed_data(session, previous_status, now),
     )
     return session
+
+
+SESSION_FIELDS = ("label", "memo", "started_at", "ended_at")
+
+
+@transaction.atomic
+def update_session(*, session: Session, at: datetime | None = None, **changes: Any) -> Session:
+    """Set any of `SESSION_FIELDS` (None clears); `updated_at` moves only when a value changes.
+    No event: the contract has none for a session's fields."""
+    unknown = set(changes) - set(SESSION_FIELDS)
+    if unknown:
+        raise TypeError(f"not a session field: {', '.join(sorted(unknown))}")
+    session = _lock(session)
+    changed = [name for name, value in changes.items() if getattr(session, name) != value]
+    if not changed:
+        return session
+    for name in changed:
+        setattr(session, name, changes[name])
+    if session.ended_at is not None and session.started_at is not None and session.ended_at < session.started_at:
+        raise InvalidTimes("endedAt is before startedAt")
+    session.updated_at = at or timezone.now()
+    session.save(update_fields=[*changed, "updated_at"])
+    return session
+
+
+@transaction.atomic
+def put_external_session(
+    *, workspace: Workspace, external_id: str, at: datetime | None = None, **changes: Any
+) -> tuple[Session, bool]:
+    """The session the producer calls `external_id`, created (recording, `session.created`)
+    or updated with `changes` (any of `SESSION_FIELDS`); True when created. Two producers
+    creating the same id at once make one session: the loser of the unique constraint updates."""
+    session = Session.objects.filter(workspace=workspace, external_id=external_id).first()
+    if session is None:
+        try:
+            with transaction.atomic():
+                return create_session(workspace=workspace, external_id=external_id, at=at, **changes), True
+        except IntegrityError:
+            session = Session.objects.get(workspace=workspace, external_id=external_id)
+    return update_session(session=session, at=at, **changes), False
+
+
+@transaction.atomic
+def set_session_status(*, session: Session, status: str, at: datetime | None = None) -> tuple[Session, bool]:
+    """`change_session_status`, where asking for the status the session already has is no
+    change (a producer's retry), not an impossible transition; True when it changed."""
+    session = _lock(session)
+    if session.status == status:
+        return session, False
+    return change_session_status(session=session, status=status, at=at), True
 
 
 def _lock(session: Session) -> Session:
@@ -148,7 +221,7 @@ def append_committed_segments(
 
     The realtime path of a recording that may run for hours, so it is counted in round trips:
     one statement locks the session and finds its committed revision, one statement per 500
-    segments numbers and inserts them, then each segment records its event.
+    segments numbers and inserts them, and one records their events (one per segment).
     The search index follows per inserted row (triggers, generated column), never per revision."""
     now = at or timezone.now()
     segments = list(segments)
@@ -156,14 +229,13 @@ def append_committed_segments(
     if transcript_id is None:
         transcript_id = _transcript(session, RevisionKind.COMMITTED, now).id
     rows = _insert_numbered(workspace_id=session.workspace_id, transcript_id=transcript_id, segments=segments, now=now)
-    for row in rows:
-        record_event(
-            workspace_id=session.workspace_id,
-            type=EventType.TRANSCRIPT_SEGMENT_CREATED,
-            session_id=session.id,
-            occurred_at=now,
-            data=transcript_segment_created_data(session.id, now, row),
-        )
+    record_events(
+        workspace_id=session.workspace_id,
+        session_id=session.id,
+        occurred_at=now,
+        items=[(EventType.TRANSCRIPT_SEGMENT_CREATED, transcript_segment_created_data(session.id, now, row))
+               for row in rows],
+    )
     return rows
 
 
@@ -233,6 +305,59 @@ def _insert_numbered(*, workspace_id, transcript_id: str, segments: list[Segment
     return rows
 
 
+@dataclass(frozen=True)
+class SequencedAppend:
+    created: list[Segment]  # the new segments, in sequence order
+    acknowledged: int  # segments of the batch that were already stored, with the same content
+    next_sequence: int  # what the revision expects next
+
+
+def _same(stored: tuple, s: SegmentInput) -> bool:
+    return stored == (s.timestamp_start, s.timestamp_end, s.speaker_label, s.text, s.confidence)
+
+
+@transaction.atomic
+def append_sequenced_segments(
+    *, session: Session, first_sequence: int, segments: list[SegmentInput], at: datetime | None = None
+) -> SequencedAppend:
+    """Append a producer's batch numbered `first_sequence`, `first_sequence + 1`, … (0-based,
+    the committed revision's own `sequence`), so that a retry never duplicates: the part of the
+    batch already stored with the same content is acknowledged, the rest appended. A gap
+    (`first_sequence` past the next) or a stored sequence with other content raises
+    `SequenceConflict` and writes nothing; new segments for a session no longer recording raise
+    `SessionClosed`. Under the session lock, so concurrent producers keep one numbering."""
+    session = _lock(session)
+    found = (
+        Transcript.objects.filter(session=session, revision_kind=RevisionKind.COMMITTED)
+        .annotate(last=Max("segments__sequence"))
+        .values_list("id", "last")
+        .first()
+    )
+    transcript_id, last = found if found is not None else (None, None)
+    expected = 0 if last is None else last + 1
+    if first_sequence > expected:
+        raise SequenceConflict(f"expected sequence {expected} next, not {first_sequence}", expected=expected)
+    stored_count = min(len(segments), expected - first_sequence)
+    if stored_count:
+        stored = Segment.objects.filter(
+            transcript_id=transcript_id, sequence__gte=first_sequence, sequence__lt=first_sequence + stored_count
+        ).order_by("sequence").values_list("timestamp_start", "timestamp_end", "speaker_label", "text", "confidence")
+        for i, (row, segment) in enumerate(zip(stored, segments)):
+            if not _same(row, segment):
+                raise SequenceConflict(
+                    f"segments[{i}]: sequence {first_sequence + i} is already stored with other content; "
+                    f"expected sequence {expected} next",
+                    expected=expected,
+                )
+    new = segments[stored_count:]
+    if not new:
+        return SequencedAppend(created=[], acknowledged=stored_count, next_sequence=expected)
+    if session.status != SessionStatus.RECORDING:
+        raise SessionClosed(f"the session is {session.status}; committed segments are appended while recording")
+    created = append_committed_segments(session=session, segments=new, at=at)
+    return SequencedAppend(created=created, acknowledged=stored_count, next_sequence=expected + len(new))
+
+
 @transaction.atomic
 def write_final_transcript(
     *, session: Session, segments: Iterable[SegmentInput], at: datetime | None = None
@@ -280,6 +405,35 @@ def publish_board(
         payload_hash=payload_hash(payload),
         created_at=now,
     )
+
+
+@transaction.atomic
+def put_board(
+    *,
+    session: Session,
+    board_id: str,
+    payload: Any,
+    source_revision_kind: str,
+    status: str,
+    at: datetime | None = None,
+) -> tuple[BoardContent, bool]:
+    """`publish_board`, unless the current version already says the same (status, source
+    revision kind and payload hash): then it is returned as it is, so a producer's retry adds no
+    version. True when a version was added."""
+    _lock(session)
+    current = BoardContent.objects.filter(session=session, board_id=board_id, is_current=True).first()
+    if (
+        current is not None
+        and current.status == status
+        and current.source_revision_kind == source_revision_kind
+        and current.payload_hash == payload_hash(payload)
+    ):
+        return current, False
+    board = publish_board(
+        session=session, board_id=board_id, payload=payload, source_revision_kind=source_revision_kind,
+        status=status, at=at,
+    )
+    return board, True
 
 
 # --- Backfill -----------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from apps.tenancy import services
-from apps.tenancy.models import ApiKey, Membership, Workspace
+from apps.tenancy.models import INGEST_SCOPE, ApiKey, Membership, Workspace
 
 
 @admin.register(Workspace)
@@ -123,13 +123,23 @@ class IssueApiKeyForm(forms.ModelForm):
         help_text="an active member; the key reads that member's workspace",
     )
     scopes = forms.MultipleChoiceField(
-        choices=[(scope, f"{scope} — {text}") for scope, text in settings.CONNECT_SCOPES.items()],
+        choices=[
+            *((scope, f"{scope} — {text}") for scope, text in settings.CONNECT_SCOPES.items()),
+            (INGEST_SCOPE, f"{INGEST_SCOPE} — an ingest key: writes through the ingest API, reads nothing; "
+                           "given alone"),
+        ],
         widget=forms.CheckboxSelectMultiple,
     )
 
     class Meta:
         model = ApiKey
         fields = ["issued_by", "name", "scopes"]
+
+    def clean_scopes(self) -> list[str]:
+        try:
+            return services.validate_scopes(self.cleaned_data["scopes"])
+        except services.UnknownScope as exc:
+            raise forms.ValidationError(str(exc)) from None
 
 
 class ApiKeyStateFilter(admin.SimpleListFilter):
@@ -149,7 +159,8 @@ class ApiKeyStateFilter(admin.SimpleListFilter):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ["prefix", "name", "workspace", "issuer", "scope_list", "created_at", "last_used_at", "revoked_at"]
+    list_display = ["prefix", "name", "kind", "workspace", "issuer", "scope_list", "created_at", "last_used_at",
+                    "revoked_at"]
     list_filter = [ApiKeyStateFilter, "workspace"]
     list_select_related = ["workspace", "issued_by__user"]
     search_fields = ["prefix", "name", "workspace__slug", "issued_by__user__email"]
@@ -206,6 +217,10 @@ class ApiKeyAdmin(admin.ModelAdmin):
     @admin.display(description="issuer", ordering="issued_by__user__email")
     def issuer(self, obj: ApiKey) -> str:
         return obj.issued_by.user.email or obj.issued_by.user.username
+
+    @admin.display(description="kind")
+    def kind(self, obj: ApiKey) -> str:
+        return "ingest" if obj.is_ingest else "read"
 
     @admin.display(description="scopes")
     def scope_list(self, obj: ApiKey) -> str:

@@ -49,6 +49,10 @@ class Membership(models.Model):
 # Every API key starts with this; anything else in a Bearer header is an OAuth token.
 API_KEY_PREFIX = "svc_"
 
+# An ingest key's only scope: it writes through the ingest API and reads nothing. No other key
+# or token is given it (apps/tenancy/services.validate_scopes), and it is not an OAuth scope.
+INGEST_SCOPE = "svc:ingest:write"
+
 
 def hash_api_key(key: str) -> str:
     # Keys carry ≥190 bits of randomness, so a fast hash is enough: there is nothing to brute-force.
@@ -56,7 +60,10 @@ def hash_api_key(key: str) -> str:
 
 
 class ApiKey(models.Model):
-    """`svc_` + 40 random base62 characters. Only the hash is stored; `prefix` is for display."""
+    """`svc_` + 40 random base62 characters. Only the hash is stored; `prefix` is for display.
+
+    Two kinds, told apart by their scopes: a read key (any of settings.CONNECT_SCOPES) and an
+    ingest key (exactly `[INGEST_SCOPE]`); no key holds both."""
 
     id = models.CharField(primary_key=True, max_length=40, default=new_id, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="api_keys")
@@ -76,3 +83,7 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.name})"
+
+    @property
+    def is_ingest(self) -> bool:
+        return INGEST_SCOPE in self.scopes

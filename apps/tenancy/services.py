@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.core.ids import random_base62
-from apps.tenancy.models import API_KEY_PREFIX, ApiKey, Membership, Workspace, hash_api_key
+from apps.tenancy.models import API_KEY_PREFIX, INGEST_SCOPE, ApiKey, Membership, Workspace, hash_api_key
 
 API_KEY_RANDOM_LENGTH = 40
 API_KEY_DISPLAY_PREFIX_LENGTH = len(API_KEY_PREFIX) + 6
@@ -66,10 +66,14 @@ def deactivate_member(*, membership: Membership) -> Membership:
 
 
 def validate_scopes(scopes: Iterable[str]) -> list[str]:
+    """The scopes of a read key, or `[INGEST_SCOPE]` alone: an ingest key holds nothing else,
+    so a leaked recorder's key reads nothing and a reader's key writes nothing."""
     scopes = list(dict.fromkeys(s.strip() for s in scopes if s.strip()))
-    unknown = [s for s in scopes if s not in settings.CONNECT_SCOPES]
+    unknown = [s for s in scopes if s not in settings.CONNECT_SCOPES and s != INGEST_SCOPE]
     if unknown or not scopes:
         raise UnknownScope(f"unknown or missing scopes: {', '.join(unknown) or '(none)'}")
+    if INGEST_SCOPE in scopes and len(scopes) > 1:
+        raise UnknownScope(f"{INGEST_SCOPE} is an ingest key's only scope: issue it alone (issue_ingest_key)")
     return scopes
 
 
@@ -100,6 +104,13 @@ def issue_api_key(*, membership: Membership, scopes: Iterable[str], name: str = 
         scopes=scopes,
     )
     return IssuedKey(api_key=api_key, key=key)
+
+
+@transaction.atomic
+def issue_ingest_key(*, membership: Membership, name: str = "Ingest key", replace: bool = False) -> IssuedKey:
+    """A key for a recorder: `svc:ingest:write` only (it reads nothing). Like any key it is
+    issued on behalf of a member, whose deactivation turns it into `403 forbidden`."""
+    return issue_api_key(membership=membership, scopes=[INGEST_SCOPE], name=name, replace=replace)
 
 
 @transaction.atomic

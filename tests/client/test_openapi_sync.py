@@ -28,8 +28,10 @@ def snake(name: str) -> str:
 
 
 def client_method(client, dotted: str):
-    resource, method = dotted.split(".")
-    return getattr(getattr(client, resource, None), method, None)
+    target = client
+    for name in dotted.split("."):  # `sessions.list`, `ingest.sessions.upsert`
+        target = getattr(target, name, None)
+    return target
 
 
 def ref_name(schema: dict) -> str | None:

@@ -11,14 +11,18 @@ from __future__ import annotations
 from . import errors, models, webhooks
 from ._http import RetryPolicy
 from .client import OPERATIONS, AsyncConnect, Connect
+from .ingest import IngestSegment
 from .errors import *  # noqa: F403 - one exception per wire code, importable from the package
 from .errors import BY_CODE, ConnectError, WebhookVerificationError
 from .models import (
+    AppendResult,
     Board,
     BoardSummary,
     Delivery,
     DeliveryAttempt,
     Event,
+    FinalTranscriptResult,
+    IngestSession,
     Recovery,
     RevisionSegment,
     SearchHit,
@@ -36,6 +40,7 @@ from .stream import AsyncEventStream, EventStream
 __version__ = "0.1.0"
 
 __all__ = [
+    "AppendResult", "FinalTranscriptResult", "IngestSegment", "IngestSession",
     "AsyncConnect", "AsyncEventStream", "AsyncPaginator", "BY_CODE", "Board", "BoardSummary", "Connect",
     "ConnectError", "Delivery", "DeliveryAttempt", "Event", "EventStream", "OPERATIONS", "Page", "Paginator",
     "Recovery", "RetryPolicy", "RevisionSegment", "SearchHit", "Segment", "Session", "SessionSummary",

@@ -1,7 +1,8 @@
 """Sending requests: authentication, error mapping, and the one retry rule.
 
-Retries: only idempotent reads (GET) are retried, and only on `429 rate_limited`, on a `503`
-and on a connection error, waiting `Retry-After` when the server sent one (else a jittered
+Retries: only idempotent requests are retried — reads (GET), and writes that carry an
+`Idempotency-Key` (the ingest API's: the server answers a repeat with the first answer) — and
+only on `429 rate_limited`, on a `503` and on a connection error, waiting `Retry-After` when the server sent one (else a jittered
 exponential backoff), within a bounded budget (`max_retries` retries and `max_retry_wait`
 seconds of waiting in all). A wait the budget cannot afford is not started: the error is
 raised at once with its `retry_after`. Nothing else is retried.
@@ -21,6 +22,7 @@ from . import errors
 
 USER_AGENT = "connect-client-python/0.1.0"
 IDEMPOTENT = frozenset({"GET", "HEAD"})
+IDEMPOTENCY_KEY = "Idempotency-Key"
 
 
 @dataclass(frozen=True)
@@ -39,10 +41,11 @@ class RetryPolicy:
 NO_RETRIES = RetryPolicy(max_retries=0)
 
 
-def credential_headers(api_key: str | None, token: str | None) -> dict[str, str]:
-    if (api_key is None) == (token is None):
-        raise ValueError("pass exactly one of api_key= or token=")
-    return {"Authorization": f"Bearer {api_key or token}", "User-Agent": USER_AGENT}
+def credential_headers(api_key: str | None, token: str | None, ingest_key: str | None = None) -> dict[str, str]:
+    given = [c for c in (api_key, token, ingest_key) if c is not None]
+    if len(given) != 1:
+        raise ValueError("pass exactly one of api_key=, token= or ingest_key=")
+    return {"Authorization": f"Bearer {given[0]}", "User-Agent": USER_AGENT}
 
 
 def _retryable(response: httpx.Response) -> bool:
@@ -67,8 +70,9 @@ def _code(response: httpx.Response) -> str | None:
 class _Budget:
     """One call's retries: how long to wait before the next attempt, or the error to raise."""
 
-    def __init__(self, method: str, policy: RetryPolicy) -> None:
-        self.policy = policy if method in IDEMPOTENT else NO_RETRIES
+    def __init__(self, method: str, policy: RetryPolicy, headers: dict[str, str] | None = None) -> None:
+        safe = method in IDEMPOTENT or IDEMPOTENCY_KEY in (headers or {})
+        self.policy = policy if safe else NO_RETRIES
         self.attempt = 0
         self.waited = 0.0
 
@@ -121,7 +125,7 @@ class SyncTransport(_Transport):
 
     def request(self, method: str, path: str, *, params: Any = None, json: Any = None,
                 headers: dict[str, str] | None = None) -> httpx.Response:
-        budget = _Budget(method, self.retry)
+        budget = _Budget(method, self.retry, headers)
         while True:
             try:
                 response = self.http.request(method, path, **self._arguments(params, json, headers))
@@ -147,7 +151,7 @@ class AsyncTransport(_Transport):
 
     async def request(self, method: str, path: str, *, params: Any = None, json: Any = None,
                       headers: dict[str, str] | None = None) -> httpx.Response:
-        budget = _Budget(method, self.retry)
+        budget = _Budget(method, self.retry, headers)
         while True:
             try:
                 response = await self.http.request(method, path, **self._arguments(params, json, headers))

@@ -8,14 +8,15 @@ async runner returns an awaitable of it. Lists return a `Paginator` (`AsyncPagin
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 
 from . import models
 from ._http import AsyncTransport, RetryPolicy, SyncTransport, credential_headers
+from ._resource import _one, _Resource, _seg, _timestamp
+from .ingest import Ingest
 from .pagination import AsyncPaginator, ListCall, Paginator
 from .stream import AsyncEventStream, EventStream
 
@@ -44,21 +45,12 @@ OPERATIONS: dict[str, str] = {
     "listWebhookDeliveries": "deliveries.list",
     "getWebhookDelivery": "deliveries.get",
     "replayWebhookDelivery": "deliveries.replay",
+    "ingestPutSession": "ingest.sessions.upsert",
+    "ingestAppendSegments": "ingest.sessions.append_segments",
+    "ingestSetStatus": "ingest.sessions.set_status",
+    "ingestPutFinalTranscript": "ingest.sessions.put_final_transcript",
+    "ingestPutBoard": "ingest.sessions.put_board",
 }
-
-
-def _seg(value: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ValueError("an id must be a non-empty string")
-    return quote(value, safe="")
-
-
-def _timestamp(value: datetime | str) -> str:
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise ValueError("pass an aware datetime (with tzinfo)")
-        return value.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    return value
 
 
 def _csv(value: str | Iterable[str] | None) -> str | None:
@@ -71,30 +63,12 @@ def _filters(entries: Iterable[Mapping[str, Any] | models.WebhookFilter]) -> lis
     return [e.to_wire() if isinstance(e, models.WebhookFilter) else dict(e) for e in entries]
 
 
-def _one(model: type[models.Model], key: str | None = None) -> Callable[[httpx.Response], Any]:
-    def parse(response: httpx.Response) -> Any:
-        body = response.json()
-        return model.from_wire(body[key] if key else body)
-    return parse
-
-
 def _many(model: type[models.Model], key: str) -> Callable[[httpx.Response], Any]:
     return lambda response: [model.from_wire(item) for item in response.json()[key]]
 
 
 def _nothing(response: httpx.Response) -> None:
     return None
-
-
-class _Resource:
-    def __init__(self, client: Any) -> None:
-        self._client = client
-
-    def _call(self, method: str, path: str, parse: Callable[[httpx.Response], Any], **kwargs: Any) -> Any:
-        return self._client._run(method, path, parse, **kwargs)
-
-    def _list(self, call: ListCall, start: str | None = None) -> Any:
-        return self._client._paginate(call, start)
 
 
 class Sessions(_Resource):
@@ -241,15 +215,17 @@ class _Base:
         self.events = Events(self)
         self.webhooks = Webhooks(self)
         self.deliveries = Deliveries(self)
+        self.ingest = Ingest(self)
 
 
 class Connect(_Base):
-    """`Connect("https://connect.example.com", api_key="svc_…")` (or `token=` for OAuth)."""
+    """`Connect("https://connect.example.com", api_key="svc_…")` (or `token=` for OAuth, or
+    `ingest_key=` for a recorder, which calls `client.ingest` only)."""
 
     def __init__(self, base_url: str, *, api_key: str | None = None, token: str | None = None,
-                 timeout: float = 30.0, retry: RetryPolicy | None = None,
+                 ingest_key: str | None = None, timeout: float = 30.0, retry: RetryPolicy | None = None,
                  http_client: httpx.Client | None = None) -> None:
-        self._transport = SyncTransport(base_url, credential_headers(api_key, token), timeout=timeout,
+        self._transport = SyncTransport(base_url, credential_headers(api_key, token, ingest_key), timeout=timeout,
                                         retry=retry or RetryPolicy(), http=http_client)
         self.base_url = self._transport.base_url
         self._attach()
@@ -277,9 +253,9 @@ class AsyncConnect(_Base):
     """The same surface as `Connect`; every call is awaited, lists are `async for`."""
 
     def __init__(self, base_url: str, *, api_key: str | None = None, token: str | None = None,
-                 timeout: float = 30.0, retry: RetryPolicy | None = None,
+                 ingest_key: str | None = None, timeout: float = 30.0, retry: RetryPolicy | None = None,
                  http_client: httpx.AsyncClient | None = None) -> None:
-        self._transport = AsyncTransport(base_url, credential_headers(api_key, token), timeout=timeout,
+        self._transport = AsyncTransport(base_url, credential_headers(api_key, token, ingest_key), timeout=timeout,
                                          retry=retry or RetryPolicy(), http=http_client)
         self.base_url = self._transport.base_url
         self._attach()

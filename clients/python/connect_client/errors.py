@@ -112,6 +112,21 @@ class NotAllowed(ClientError):
     status, code = 409, "not_allowed"
 
 
+class Conflict(ClientError):
+    """The request contradicts what is stored (an ingest append's gap or changed segment:
+    `expected_sequence` says what to send next), or its `Idempotency-Key` is still in flight."""
+
+    status, code = 409, "conflict"
+
+    @property
+    def expected_sequence(self) -> int | None:
+        return self.extra.get("expectedSequence")
+
+
+class IdempotencyKeyReused(ClientError):
+    status, code = 422, "idempotency_key_reused"
+
+
 class ResyncRequired(ClientError):
     """The event log no longer reaches back to the `after` asked for: re-read the resources."""
 
@@ -164,7 +179,8 @@ BY_CODE: dict[str, type[ConnectError]] = {
     cls.code: cls
     for cls in (
         InvalidRequest, InvalidFilters, FilterCostExceeded, Unauthorized, Forbidden, InsufficientScope,
-        NotFound, WorkspaceNotFound, MethodNotAllowed, NotAcceptable, NotAllowed, ResyncRequired,
+        NotFound, WorkspaceNotFound, MethodNotAllowed, NotAcceptable, NotAllowed, Conflict, IdempotencyKeyReused,
+        ResyncRequired,
         PayloadTooLarge, UriTooLong, UnsupportedMediaType, RateLimited, ConnectionLimit, HeadersTooLarge,
         InternalServerError, RequestTimeout, Unavailable,
     )

@@ -307,12 +307,47 @@ class Recovery(Model):
     more: bool = False
 
 
+@dataclasses.dataclass(frozen=True)
+class IngestSession(Model):
+    """A session written through the ingest API: its read-API `id`, the producer's `external_id`
+    and the session itself."""
+
+    SCHEMA: ClassVar[str] = "IngestSessionOut"
+    NESTED: ClassVar[dict[str, type[Model]]] = {"session": Session}
+
+    id: str = ""
+    external_id: str = ""
+    session: Session | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class AppendResult(Model):
+    """What an append stored: `appended` new, `acknowledged` already there, `next_sequence`."""
+
+    SCHEMA: ClassVar[str] = "IngestAppendOut"
+
+    session_id: str = ""
+    appended: int = 0
+    acknowledged: int = 0
+    next_sequence: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class FinalTranscriptResult(Model):
+    SCHEMA: ClassVar[str] = "IngestFinalTranscriptOut"
+
+    session_id: str = ""
+    transcript_id: str = ""
+    segment_count: int = 0
+
+
 # Every schema a 2xx response of the API holds, and how the client reads it: a model, or an
 # envelope whose fields the client unwraps (a page's `items`/`nextCursor`, `{"session": …}`).
 MODELS: dict[str, type[Model]] = {
     m.SCHEMA: m
     for m in (Session, SessionSummary, Segment, RevisionSegment, Transcript, TranscriptRevision, SearchHit,
-              BoardSummary, Board, WebhookFilter, Webhook, DeliveryAttempt, Delivery, Event, Recovery)
+              BoardSummary, Board, WebhookFilter, Webhook, DeliveryAttempt, Delivery, Event, Recovery, IngestSession,
+              AppendResult, FinalTranscriptResult)
 }
 MODELS["DeliveryOut"] = Delivery  # the list's shape: the single read's without `attempts`
 ENVELOPES: dict[str, dict[str, str]] = {

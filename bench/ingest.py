@@ -1,0 +1,404 @@
+"""Ingest benchmark: recorders writing through the ingest API on `serve --workers 2`, PostgreSQL
+and Redis, while event streams and a webhook receiver watch; then a bulk load.
+
+    .venv/bin/python bench/ingest.py                       # live (200 sessions, 500 streams, 60 s) and bulk
+    .venv/bin/python bench/ingest.py --quick               # 15 s live with 50 sessions and 100 streams, 10 s bulk
+
+Live: `--sessions` sessions each append `--rate` committed segments per second in batches of
+1 to 5 (random), from `--producers` processes; `--streams` SSE streams (from `--readers`
+processes), each filtered to one session's `transcript.segment.created` (a viewer watching one
+meeting); a webhook endpoint for `session.*` delivered to a receiver in this process. Measured:
+append latency (request sent → answer read) p50/p99/max; send-to-stream latency (append sent →
+the segment's frame read on a stream; an upper bound of commit-to-stream) and answer-to-stream
+(answer read → frame read; a lower bound, negative when the stream was first); every appended
+segment stored once and received once by every stream of its session; every session event
+delivered to the receiver.
+
+Bulk: `--bulk-producers` producers each append batches of 500 to their own session for
+`--bulk-seconds`; segments per second stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import quote
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import harness  # noqa: E402
+
+MARK = re.compile(rb"b#(\d+)#(\d+)#")
+INGEST = "/api/v1/ingest/sessions/"
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+# --- reader: one process of asyncio streams -------------------------------------------------
+
+
+def run_reader(args: argparse.Namespace) -> int:
+    """Opens one stream per session id in `--sessions-file` (its line order), prints `ready`
+    once every stream answered, records (stream, session, seq, time) until a line on stdin."""
+    assignments = json.loads(Path(args.sessions_file).read_text())
+    received: list[tuple[int, int, int, float]] = []
+    statuses: dict[int, int] = {}
+
+    async def one(i: int, session_id: str, ready: asyncio.Event) -> None:
+        filters = quote(json.dumps([{"type": "transcript.segment.created", "sessionId": session_id}]))
+        reader, writer = await asyncio.open_connection("127.0.0.1", args.port)
+        writer.write((f"GET /api/v1/events/stream?filters={filters} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      f"Authorization: Bearer {args.key}\r\nAccept: text/event-stream\r\n\r\n").encode())
+        status_line = await reader.readline()
+        statuses[i] = int(status_line.split()[1])
+        if len(statuses) == len(assignments):
+            ready.set()
+        while True:
+            chunk = await reader.read(65536)
+            if not chunk:
+                return
+            now = time.time()
+            for m in MARK.finditer(chunk):
+                received.append((i, int(m.group(1)), int(m.group(2)), now))
+
+    async def main() -> None:
+        ready = asyncio.Event()
+        tasks = [asyncio.create_task(one(i, s, ready)) for i, s in enumerate(assignments)]
+        await asyncio.wait_for(ready.wait(), 120)
+        print("ready", sum(1 for s in statuses.values() if s == 200), flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        for t in tasks:
+            t.cancel()
+
+    asyncio.run(main())
+    Path(args.out).write_text(json.dumps({"statuses": statuses, "received": received}))
+    return 0
+
+
+# --- producer: one process of recorders ------------------------------------------------------
+
+
+def run_producer(args: argparse.Namespace) -> int:
+    import httpx
+
+    sessions = json.loads(Path(args.sessions_file).read_text())  # [[index, external id], …]
+    records: list[tuple[int, int, int, float, float, int]] = []
+
+    async def recorder(client: httpx.AsyncClient, index: int, external_id: str) -> None:
+        rng = random.Random(index)
+        sequence = 0
+        due = args.start_at + rng.uniform(0, 2.5 / args.rate)
+        # Paced as planned, and never past the window (plus a grace for a slow server): bounded.
+        while due < args.start_at + args.duration and time.time() < args.start_at + args.duration + 30:
+            size = rng.randint(1, 5)
+            due += size / args.rate
+            await asyncio.sleep(max(0.0, due - time.time()))
+            body = {"segments": [{"sequence": sequence + k, "timestampStart": (sequence + k) * 500,
+                                  "timestampEnd": (sequence + k) * 500 + 400, "speakerLabel": "Speaker 1",
+                                  "text": f"b#{index}#{sequence + k}# the quarterly numbers look fine", "confidence": 0.9}
+                                 for k in range(size)]}
+            sent = time.time()
+            try:
+                response = await client.post(f"{INGEST}{external_id}/segments", json=body,
+                                             headers={"Idempotency-Key": f"{external_id}-{sequence}"})
+                status = response.status_code
+            except httpx.HTTPError:
+                status = 0
+            answered = time.time()
+            records.append((index, sequence, size, sent, answered, status))
+            if status == 200:
+                sequence += size
+
+    async def main() -> None:
+        limits = httpx.Limits(max_connections=len(sessions) + 10, max_keepalive_connections=len(sessions) + 10)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{args.port}", limits=limits, timeout=60,
+                                     headers={"Authorization": f"Bearer {args.key}"}) as client:
+            await asyncio.gather(*(recorder(client, i, e) for i, e in sessions))
+
+    asyncio.run(main())
+    Path(args.out).write_text(json.dumps(records))
+    return 0
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+class Receiver(BaseHTTPRequestHandler):
+    events: set[str] = set()
+    deliveries = 0
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).deliveries += 1
+        type(self).events.add(body["id"])
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+SETUP = """
+import json
+from apps.tenancy import services as t
+ws = t.create_workspace(slug="bench-ingest")
+m = t.add_member(workspace=ws, email="bench@ingest.test")
+print(json.dumps({"ingest": t.issue_ingest_key(membership=m).key,
+                  "read": t.issue_api_key(membership=m, scopes=["svc:sessions:read", "svc:transcripts:read",
+                                                                  "svc:webhooks:read", "svc:webhooks:write"]).key}))
+"""
+# The same batches of 500 through the service alone, in one process (no HTTP, no server): where
+# the bulk path's time goes.
+SERVICE_BULK = """
+import time
+from apps.recordings import services
+from apps.recordings.services import SegmentInput
+from apps.tenancy.models import Workspace
+ws = Workspace.objects.get(slug="bench-ingest")
+session, _ = services.put_external_session(workspace=ws, external_id="service-bulk")
+sequence, end = 0, time.monotonic() + %(seconds)s
+started = time.monotonic()
+while time.monotonic() < end:
+    batch = [SegmentInput(n, n + 1, f"bulk segment {sequence + n} of a long imported recording") for n in range(500)]
+    services.append_sequenced_segments(session=session, first_sequence=sequence, segments=batch)
+    sequence += 500
+print(sequence / (time.monotonic() - started))
+"""
+COUNT = """
+from apps.recordings.models import Segment
+print(Segment.objects.filter(transcript__revision_kind="committed", transcript__session__external_id__startswith="%s").count())
+"""
+
+
+def spawn(mode: str, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, __file__, mode, *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="15 s live with 50 sessions and 100 streams, 10 s bulk")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of live appends")
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--rate", type=float, default=2.0, help="segments per second per session")
+    parser.add_argument("--streams", type=int, default=500)
+    parser.add_argument("--readers", type=int, default=2, help="reader processes")
+    parser.add_argument("--producers", type=int, default=2, help="producer processes")
+    parser.add_argument("--bulk-seconds", type=float, default=20.0)
+    parser.add_argument("--bulk-producers", type=int, default=2)
+    parser.add_argument("--postgres-db", default="connect_bench_ingest")
+    parser.add_argument("--redis-db", type=int, default=5)
+    args = parser.parse_args()
+    if args.quick:
+        args.duration, args.sessions, args.streams, args.bulk_seconds = 15.0, 50, 100, 10.0
+
+    import httpx
+    import psycopg
+
+    run_dir, started = harness.new_run("ingest")
+    with psycopg.connect(harness.PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{args.postgres_db}" WITH (FORCE)')
+    harness.ensure_postgres_database(args.postgres_db)
+    db = harness.Database("postgres", f"postgres://postgres@127.0.0.1:5432/{args.postgres_db}", label="postgres",
+                          extra_env={"REDIS_URL": f"redis://127.0.0.1:6379/{args.redis_db}"})
+    subprocess.run(["redis-cli", "-n", str(args.redis_db), "flushdb"], check=False, capture_output=True)
+    harness.manage(db, "migrate", "-v", "0")
+    keys = json.loads(harness.manage(db, "shell", "-c", SETUP, capture=True).strip().splitlines()[-1])
+    receiver = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    env = {"CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE": str(args.streams + 10), "CONNECT_WEBHOOKS_ALLOW_PRIVATE": "1",
+           "CONNECT_QUEUE_TIMEOUT_SECONDS": "30"}
+    load_before = os.getloadavg()
+    results: dict = {}
+    with harness.connect_server(db, 2, env=env) as server:
+        port = server.port
+        read = httpx.Client(base_url=server.base, headers={"Authorization": f"Bearer {keys['read']}"}, timeout=60)
+        ingest = httpx.Client(base_url=server.base, headers={"Authorization": f"Bearer {keys['ingest']}"}, timeout=60)
+        hook = read.post("/api/v1/webhooks", json={
+            "name": "bench", "url": f"http://127.0.0.1:{receiver.server_port}/hook",
+            "filters": [{"type": "session.created"}, {"type": "session.status_changed"}]})
+        assert hook.status_code == 201, hook.text
+        ids = [ingest.put(f"{INGEST}live-{i}", json={"label": f"live {i}"}).json()["id"] for i in range(args.sessions)]
+
+        # Streams: stream j watches session j % sessions.
+        stream_sessions = [j % args.sessions for j in range(args.streams)]
+        tmp = run_dir
+        readers = []
+        for r in range(args.readers):
+            mine = [ids[s] for j, s in enumerate(stream_sessions) if j % args.readers == r]
+            (tmp / f"reader-{r}.json").write_text(json.dumps(mine))
+            readers.append(spawn("--reader", "--port", str(port), "--key", keys["read"], "--sessions-file",
+                                 str(tmp / f"reader-{r}.json"), "--out", str(tmp / f"reader-{r}.out")))
+        connected = sum(int(p.stdout.readline().split()[1]) for p in readers)
+        harness.log(f"{connected}/{args.streams} streams connected")
+        start_at = time.time() + 3
+        producers = []
+        for k in range(args.producers):
+            mine = [[i, f"live-{i}"] for i in range(args.sessions) if i % args.producers == k]
+            (tmp / f"producer-{k}.json").write_text(json.dumps(mine))
+            producers.append(spawn("--producer", "--port", str(port), "--key", keys["ingest"], "--sessions-file",
+                                   str(tmp / f"producer-{k}.json"), "--out", str(tmp / f"producer-{k}.out"),
+                                   "--start-at", str(start_at), "--duration", str(args.duration),
+                                   "--rate", str(args.rate)))
+        for p in producers:
+            p.wait()
+        time.sleep(5)  # the last frames in flight
+        for i in range(args.sessions):
+            ingest.post(f"{INGEST}live-{i}/status", json={"status": "completed"})
+        records = [r for k in range(args.producers) for r in json.loads((tmp / f"producer-{k}.out").read_text())]
+        for p in readers:
+            p.stdin.write("stop\n")
+            p.stdin.flush()
+        results["live"] = live_results(args, records, readers, tmp, stream_sessions)
+        results["live"]["stored"] = int(harness.manage(db, "shell", "-c", COUNT % "live-", capture=True).split()[-1])
+        expected_hooks = 2 * args.sessions
+        deadline = time.time() + 120
+        while len(Receiver.events) < expected_hooks and time.time() < deadline:
+            time.sleep(1)
+        results["live"]["webhook_events"] = [len(Receiver.events), expected_hooks, Receiver.deliveries]
+        results["bulk"] = bulk(server.base, keys["ingest"], args)
+        results["bulk"]["stored"] = int(harness.manage(db, "shell", "-c", COUNT % "bulk-", capture=True).split()[-1])
+        service = harness.manage(db, "shell", "-c", SERVICE_BULK % {"seconds": args.bulk_seconds / 2}, capture=True)
+        results["bulk"]["service_segments_per_s"] = float(service.split()[-1])
+    meta = {"started": started.isoformat(), "machine": harness.machine(), "loadavg_before": load_before,
+            "loadavg_after": os.getloadavg(), "args": vars(args)}
+    harness.save_results(run_dir, meta, results, table(meta, results))
+    receiver.shutdown()
+    return 0
+
+
+def live_results(args, records, readers, tmp: Path, stream_sessions: list[int]) -> dict:
+    for p in readers:
+        p.wait(timeout=args.duration + 200)
+    ok = [r for r in records if r[5] == 200]
+    sent_at: dict[tuple[int, int], tuple[float, float]] = {}
+    for index, first, size, sent, answered, _ in ok:
+        for k in range(size):
+            sent_at[(index, first + k)] = (sent, answered)
+    appended_by_session: dict[int, int] = {}
+    for index, first, size, *_ in ok:
+        appended_by_session[index] = max(appended_by_session.get(index, 0), first + size)
+    send_to_stream, answer_to_stream, duplicates, missing = [], [], 0, 0
+    stream_no = 0
+    for r in range(args.readers):
+        out = json.loads((tmp / f"reader-{r}.out").read_text())
+        mine = [s for j, s in enumerate(stream_sessions) if j % args.readers == r]
+        seen: dict[int, set[int]] = {i: set() for i in range(len(mine))}
+        for i, index, seq, at in out["received"]:
+            if seq in seen[i]:
+                duplicates += 1
+                continue
+            seen[i].add(seq)
+            if (index, seq) in sent_at:
+                sent, answered = sent_at[(index, seq)]
+                send_to_stream.append((at - sent) * 1000)
+                answer_to_stream.append((at - answered) * 1000)
+        for i, session in enumerate(mine):
+            missing += appended_by_session.get(session, 0) - len(seen[i])
+        stream_no += len(mine)
+    latencies = [(r[4] - r[3]) * 1000 for r in ok]
+    return {
+        "requests": len(records), "ok": len(ok), "errors": len(records) - len(ok),
+        "appended": sum(r[2] for r in ok),
+        # Over the time the appends took (the planned window, or longer when the server lagged).
+        "segments_per_s": sum(r[2] for r in ok) / max(args.duration, max((r[4] for r in ok), default=0)
+                                                      - min((r[3] for r in ok), default=0)),
+        "append_ms": [pct(latencies, 50), pct(latencies, 99), max(latencies, default=float("nan"))],
+        "send_to_stream_ms": [pct(send_to_stream, 50), pct(send_to_stream, 99), max(send_to_stream, default=0)],
+        "answer_to_stream_ms": [pct(answer_to_stream, 50), pct(answer_to_stream, 99)],
+        "frames": len(send_to_stream), "stream_missing": missing, "stream_duplicates": duplicates,
+        "streams": stream_no,
+    }
+
+
+def bulk(base: str, key: str, args) -> dict:
+    import httpx
+
+    counts = [0] * args.bulk_producers
+    latencies: list[float] = []
+
+    def producer(k: int) -> None:
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
+            client.put(f"{INGEST}bulk-{k}", json={"label": "bulk"})
+            sequence, end = 0, time.monotonic() + args.bulk_seconds
+            while time.monotonic() < end:
+                body = {"segments": [{"sequence": sequence + n, "timestampStart": n, "timestampEnd": n + 1,
+                                      "text": f"bulk segment {sequence + n} of a long imported recording"}
+                                     for n in range(500)]}
+                sent = time.monotonic()
+                response = client.post(f"{INGEST}bulk-{k}/segments", json=body)
+                latencies.append((time.monotonic() - sent) * 1000)
+                assert response.status_code == 200, response.text
+                sequence += 500
+                counts[k] = sequence
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=producer, args=(k,)) for k in range(args.bulk_producers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - started
+    return {"segments": sum(counts), "seconds": elapsed, "segments_per_s": sum(counts) / elapsed,
+            "batch_ms": [pct(latencies, 50), pct(latencies, 99)]}
+
+
+def table(meta: dict, results: dict) -> str:
+    live, bulk_ = results["live"], results["bulk"]
+    return "\n".join([
+        harness.run_line(meta),
+        "",
+        "| live | value | target |",
+        "|---|---|---|",
+        f"| appends (requests ok / all) | {live['ok']} / {live['requests']} | all ok |",
+        f"| segments appended / stored | {live['appended']} / {live['stored']} | equal |",
+        f"| segments per second stored / offered | {live['segments_per_s']:.0f} / "
+        f"{meta['args']['sessions'] * meta['args']['rate']:.0f} | equal |",
+        f"| append p50 / p99 / max (ms) | {live['append_ms'][0]:.1f} / {live['append_ms'][1]:.1f} / "
+        f"{live['append_ms'][2]:.1f} | p99 ≤ 50 |",
+        f"| send-to-stream p50 / p99 / max (ms) | {live['send_to_stream_ms'][0]:.1f} / "
+        f"{live['send_to_stream_ms'][1]:.1f} / {live['send_to_stream_ms'][2]:.1f} | p99 ≤ 250 (commit-to-stream) |",
+        f"| answer-to-stream p50 / p99 (ms) | {live['answer_to_stream_ms'][0]:.1f} / "
+        f"{live['answer_to_stream_ms'][1]:.1f} | (lower bound) |",
+        f"| streams; frames missed / duplicated | {live['streams']}; {live['stream_missing']} / "
+        f"{live['stream_duplicates']} | 0 / 0 |",
+        f"| webhook events received / expected (deliveries) | {live['webhook_events'][0]} / "
+        f"{live['webhook_events'][1]} ({live['webhook_events'][2]}) | equal |",
+        "",
+        "| bulk (batches of 500) | value | target |",
+        "|---|---|---|",
+        f"| segments per second | {bulk_['segments_per_s']:.0f} | ≥ 5,000 |",
+        f"| segments appended / stored | {bulk_['segments']} / {bulk_['stored']} | equal |",
+        f"| batch p50 / p99 (ms) | {bulk_['batch_ms'][0]:.0f} / {bulk_['batch_ms'][1]:.0f} | |",
+        f"| reference: the service alone, one process, segments per second | "
+        f"{bulk_['service_segments_per_s']:.0f} | |",
+        "",
+    ])
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] in ("--reader", "--producer"):
+        mode = sys.argv.pop(1)
+        sub = argparse.ArgumentParser()
+        for name in ("--port", "--key", "--sessions-file", "--out"):
+            sub.add_argument(name, required=True)
+        sub.add_argument("--start-at", type=float)
+        sub.add_argument("--duration", type=float)
+        sub.add_argument("--rate", type=float)
+        sys.exit(run_reader(sub.parse_args()) if mode == "--reader" else run_producer(sub.parse_args()))
+    sys.exit(main())
