@@ -377,10 +377,11 @@ def test_the_channel_builds_requests_without_twisteds_form_parsing():
 
 @pytest.mark.e2e
 def test_a_form_body_still_reaches_the_application(limits_server):
-    # The OAuth token endpoint reads its form body: a grant type it knows, from an unknown
-    # client, is refused for the client; without the body it would be an unknown grant type.
+    # The OAuth token endpoint reads its form body: a grant type it offers, from an unknown
+    # client, is refused for the client; without the body the grant type is missing.
     with httpx.Client(base_url=limits_server, timeout=60) as http:
-        known = http.post("/api/auth/oauth2/token", data={"grant_type": "client_credentials", "client_id": "nobody"})
+        known = http.post("/api/auth/oauth2/token", data={"grant_type": "refresh_token", "refresh_token": "x",
+                                                          "client_id": "nobody"})
         empty = http.post("/api/auth/oauth2/token", content=b"", headers={"Content-Type": "application/x-www-form-urlencoded"})
     assert known.json()["error"] == "invalid_client", known.text
-    assert empty.json()["error"] == "unsupported_grant_type", empty.text
+    assert empty.json()["error"] == "invalid_request", empty.text

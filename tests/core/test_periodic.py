@@ -13,6 +13,7 @@ SCHEDULES = {
     "connect.recordings.compact_search_index": ("apps.recordings.services.compact_search_index", Schedule.HOURLY, None),
     "connect.webhooks.sweep": ("apps.webhooks.tasks.sweep", Schedule.MINUTES, 1),
     "connect.webhooks.purge": ("apps.webhooks.tasks.purge", Schedule.DAILY, None),
+    "connect.ingest.purge_idempotency_keys": ("apps.ingest.tasks.purge_idempotency_keys", Schedule.HOURLY, None),
 }
 
 
