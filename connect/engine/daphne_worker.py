@@ -1,5 +1,6 @@
 """A daphne server process (`python -m connect.engine.daphne_worker …`, what `serve` starts): daphne's
-own command line, after leaving unimported what such a process never uses.
+own command line, after leaving unimported what such a process never uses, listening on the
+socket `serve` gave it once its application is built (`listen_once_built`).
 
 Every server process paid 11 MB for modules that libraries import for features Connect does not
 use (measured on one idle process: 114.2 → 102.9 MB, bench/README.md "What a server process
@@ -34,6 +35,7 @@ import ctypes
 import gc
 import importlib.util
 import os
+import socket
 import sys
 import threading
 import types
@@ -150,6 +152,29 @@ def start_heartbeat() -> None:
     beating.start(HEARTBEAT_SECONDS, now=True)
 
 
+def listen_once_built(command_line: type) -> type:
+    """daphne's command line (`command_line`), made to call listen() on its inherited socket
+    (`--fd`) once the application is built, just before daphne adopts it: `serve` may hand a
+    replacement a socket that is only bound, out of the kernel's group, so that no connection
+    waits on it through Django's set-up. Twisted adopts the socket as it is (it never listens
+    on an adopted one); listen() on a socket already listening only sets its backlog again."""
+    from connect.engine.serve import ACCEPT_QUEUE
+
+    class ListeningOnceBuilt(command_line):
+        def run(self, args):
+            self.inherited_fd = self.parser.parse_args(args).file_descriptor
+            return super().run(args)
+
+        def load_asgi_app(self, asgi_app_path: str):
+            application = super().load_asgi_app(asgi_app_path)
+            if self.inherited_fd is not None:
+                with socket.socket(fileno=os.dup(self.inherited_fd)) as inherited:
+                    inherited.listen(ACCEPT_QUEUE)
+            return application
+
+    return ListeningOnceBuilt
+
+
 def main() -> None:
     leave_unused_unimported()
     from daphne.cli import CommandLineInterface
@@ -157,7 +182,7 @@ def main() -> None:
 
     reactor.callWhenRunning(settle_start_up_heap)
     reactor.callWhenRunning(start_heartbeat)
-    CommandLineInterface.entrypoint()
+    listen_once_built(CommandLineInterface).entrypoint()
 
 
 if __name__ == "__main__":
