@@ -23,10 +23,12 @@ of its submodules) loads it, once, under a lock. `plumbing` is imported with a s
 `rest_framework.test` whose `APIRequestFactory` imports the real one when called; the stand-in
 is then removed, so any later `import rest_framework.test` gets the real module.
 
-Relies on (pinned in tests/test_engine_pins.py): drf-spectacular's `plumbing` binding
-`APIRequestFactory` from `rest_framework.test` at import and only calling it; the deferred
-libraries not reading their own attributes at import (tests/test_server_imports.py starts a real
-server, uses every way in, and checks their shared objects are not mapped).
+Relies on (pinned in tests/test_engine_pins.py): daphne's command line building the application
+in `load_asgi_app` before it adopts the `--fd` socket, which Twisted adopts without listening;
+drf-spectacular's `plumbing` binding `APIRequestFactory` from `rest_framework.test` at import
+and only calling it; the deferred libraries not reading their own attributes at import
+(tests/test_server_imports.py starts a real server, uses every way in, and checks their shared
+objects are not mapped).
 """
 
 from __future__ import annotations

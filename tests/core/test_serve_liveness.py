@@ -34,10 +34,11 @@ NOTE = (
     "listening = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN); "
     "open(sys.argv[1], 'a').write(f'{os.getpid()} {os.fstat(sock.fileno()).st_ino} {listening}\\n')\n"
 )
+BEAT = "fd = int(os.environ['SERVE_READY_FD'])\n"
 # A server that beats five times a second, as the real one does once a second.
-BEATING = NOTE + "fd = int(os.environ['SERVE_READY_FD'])\nwhile True: os.write(fd, b'.'); time.sleep(0.2)"
+BEATING = NOTE + BEAT + "while True: os.write(fd, b'.'); time.sleep(0.2)"
 # One that beats for a second, then exits.
-BEATS_THEN_EXITS = NOTE + "fd = int(os.environ['SERVE_READY_FD'])\nfor _ in range(5): os.write(fd, b'.'); time.sleep(0.2)"
+BEATS_THEN_EXITS = NOTE + BEAT + "for _ in range(5): os.write(fd, b'.'); time.sleep(0.2)"
 # One that never says it serves (still starting, as far as `serve` knows).
 SILENT = NOTE + "time.sleep(600)"
 
@@ -207,7 +208,7 @@ class NewConnections(threading.Thread):
                 return
             opened = time.monotonic()
             try:
-                with httpx.Client(base_url=self.server.url, timeout=60) as client:
+                with httpx.Client(base_url=self.server.url, timeout=ANSWER_SECONDS) as client:
                     response = client.get("/test/thread")
                 self.attempts.append((opened, time.monotonic(), response.status_code, response.json().get("process")))
             except Exception as error:  # noqa: BLE001 - every failure is the finding
@@ -215,14 +216,15 @@ class NewConnections(threading.Thread):
                 self.failures.append(repr(error))
 
 
-# An answer slower than this counts as not answered (it waited in a queue nobody accepted from).
-PROMPT_SECONDS = 2
+# A new connection not answered within this is a failure (it waited in a queue nobody accepts
+# from): a healthy process answers well within it even beside CPU burners.
+ANSWER_SECONDS = 10
 
 
 @pytest.mark.e2e
 def test_a_frozen_server_process_is_replaced_and_the_other_loses_nothing(tmp_path, transactional_db):
     """One of two processes frozen: it is killed within a few seconds and replaced, and new
-    connections are answered promptly again within 10 s of the freeze: the frozen socket is
+    connections are answered again within 10 s of the freeze: the frozen socket is
     closed at the kill (the connections that waited on it are reset), the others answer
     meanwhile, and the replacement joins only once it serves. Every request on the other
     process's connections succeeds throughout."""
@@ -231,14 +233,17 @@ def test_a_frozen_server_process_is_replaced_and_the_other_loses_nothing(tmp_pat
         askers = [Asking(pinned_client(server, healthy), "/test/thread?hold=0.2") for _ in range(2)]
         for asker in askers:
             asker.start()
-        stream = NewConnections(server, {frozen, healthy}, count=40)
+        # Four at once, so that some land on the frozen socket before it is closed.
+        streams = [NewConnections(server, {frozen, healthy}, count=10) for _ in range(4)]
         os.kill(frozen, signal.SIGSTOP)
         frozen_at = time.monotonic()
-        stream.start()
+        for stream in streams:
+            stream.start()
         try:
             killed_after = wait_until(lambda: not alive(frozen) and time.monotonic() - frozen_at,
                                       what="the frozen server gone", timeout=60, every=0.05)  # fmt: skip
-            stream.join(timeout=180)
+            for stream in streams:
+                stream.join(timeout=180)
         finally:
             for asker in askers:
                 asker.stop()
@@ -247,16 +252,17 @@ def test_a_frozen_server_process_is_replaced_and_the_other_loses_nothing(tmp_pat
         (replacement,) = set(daphnes(server)) - {healthy}
         log = server.log.read_text()
     assert killed_after < 10, killed_after
-    answers = stream.answers()
+    attempts = [attempt for stream in streams for attempt in stream.attempts]
+    failures = [failure for stream in streams for failure in stream.failures]
+    answers = [attempt for attempt in attempts if attempt[2] is not None]
     assert {status for _, _, status, _ in answers} == {200}
     assert {process for *_, process in answers} == {healthy, replacement}
-    stalled = [(opened, ended) for opened, ended, status, _ in stream.attempts
-               if status is None or ended - opened > PROMPT_SECONDS]  # fmt: skip
-    answered_again = max((ended for _, ended in stalled), default=frozen_at) - frozen_at
+    failed = [(opened - frozen_at, ended - frozen_at) for opened, ended, status, _ in attempts if status is None]
+    answered_again = max((ended for _, ended in failed), default=0)
     print(f"killed after {killed_after:.1f} s, answered again after {answered_again:.1f} s, "
-          f"{len(stream.failures)} reset of {len(stream.attempts)}")  # fmt: skip
-    assert answered_again < 10, (answered_again, stalled, stream.failures)
-    assert all(opened - frozen_at < killed_after + 1 for opened, _ in stalled), (stalled, killed_after)
+          f"{len(failures)} failed of {len(attempts)}")  # fmt: skip
+    assert answered_again < 10, (answered_again, failed, failures)
+    assert all(opened < killed_after + 1 for opened, _ in failed), (failed, failures, killed_after)
     for asker in askers:
         assert asker.failures == [] and asker.answers, asker.failures
         assert set(asker.answers) == {(200, healthy)}
