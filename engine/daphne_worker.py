@@ -1,12 +1,16 @@
 """A daphne server process (`python -m engine.daphne_worker …`, what `serve` starts): daphne's
-own command line, with the start-up heap settled before it serves and `serve` told once it does.
+own command line, listening on the socket `serve` gave it once its application is built
+(`listen_once_built`), with the start-up heap settled before it serves and `serve` told once it
+does.
 
 Every library is imported the ordinary way (docs/decisions/import-deferral.md says why nothing
 is held back in `sys.modules` any more). One switch is the library's own: autobahn, which
 daphne imports for WebSocket (not served here), compiles the C declarations of its native UTF-8
 validator with pycparser at import unless `AUTOBAHN_USE_NVX=0` selects its Python one.
 
-Relies on (pinned in tests/test_engine_pins.py): autobahn reading `AUTOBAHN_USE_NVX` at import;
+Relies on (pinned in tests/test_engine_pins.py): daphne's command line building the application
+in `load_asgi_app` before it adopts the `--fd` socket, which Twisted adopts without listening;
+autobahn reading `AUTOBAHN_USE_NVX` at import;
 CPython's `gc.freeze` and glibc's `malloc_trim` (called through ctypes where it exists).
 """
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import os
+import socket
 
 HEARTBEAT_SECONDS = 1.0  # how often a server tells `serve` it lives
 
@@ -62,6 +67,29 @@ def start_heartbeat() -> None:
     beating.start(HEARTBEAT_SECONDS, now=True)
 
 
+def listen_once_built(command_line: type) -> type:
+    """daphne's command line (`command_line`), made to call listen() on its inherited socket
+    (`--fd`) once the application is built, just before daphne adopts it: `serve` may hand a
+    replacement a socket that is only bound, out of the kernel's group, so that no connection
+    waits on it through Django's set-up. Twisted adopts the socket as it is (it never listens
+    on an adopted one); listen() on a socket already listening only sets its backlog again."""
+    from engine.serve import ACCEPT_QUEUE
+
+    class ListeningOnceBuilt(command_line):
+        def run(self, args):
+            self.inherited_fd = self.parser.parse_args(args).file_descriptor
+            return super().run(args)
+
+        def load_asgi_app(self, asgi_app_path: str):
+            application = super().load_asgi_app(asgi_app_path)
+            if self.inherited_fd is not None:
+                with socket.socket(fileno=os.dup(self.inherited_fd)) as inherited:
+                    inherited.listen(ACCEPT_QUEUE)
+            return application
+
+    return ListeningOnceBuilt
+
+
 def main() -> None:
     os.environ.setdefault("AUTOBAHN_USE_NVX", "0")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "connect.settings")
@@ -70,7 +98,7 @@ def main() -> None:
 
     reactor.callWhenRunning(settle_start_up_heap)
     reactor.callWhenRunning(start_heartbeat)
-    CommandLineInterface.entrypoint()
+    listen_once_built(CommandLineInterface).entrypoint()
 
 
 if __name__ == "__main__":

@@ -1,16 +1,16 @@
 """`serve`'s process and socket management: N daphne processes listening on one port, and the
 task side beside them, supervised until SIGINT/SIGTERM (docs/decisions/serve-liveness.md).
 
-- Each server has its own socket of one port, bound with SO_REUSEPORT (the kernel spreads new
-  connections by hash), held by `serve` across the server's restarts, so connections queued
-  on it wait for the next server instead of being refused.
-- Each server writes a byte to the pipe named by `SERVE_READY_FD` once its reactor runs, then
-  one a second from its reactor thread. The task side starts once every server has written its
-  first byte or exited. A server silent for `liveness_seconds` after its first byte (frozen,
-  or its event loop blocked) is killed and restarted, as is one that exits; time `serve`
-  itself was stopped does not count as a server's silence.
-- Each child leads a process group, killed whole once it stops or fails to within
-  STOP_SECONDS, and gets SIGTERM when `serve` dies, however it dies (PR_SET_PDEATHSIG).
+- Each server has its own SO_REUSEPORT socket of the port, held by `serve` across restarts, so
+  connections queued on it wait for the next server; the server listens on it itself once its
+  application is built (a socket only bound is not in the kernel's group).
+- Each server beats a byte a second on the pipe named by `SERVE_READY_FD` from its reactor
+  thread; the task side starts once every server has beaten once or exited. A server silent for
+  `liveness_seconds` (frozen, its loop blocked) is killed and replaced, as is one that exits;
+  a silent server's socket is closed at once and its replacement gets a fresh one, bound but
+  not listening, so new connections go to the other servers meanwhile.
+- Each child leads a process group, killed whole if it does not stop within STOP_SECONDS, and
+  gets SIGTERM when `serve` dies, however it dies (PR_SET_PDEATHSIG).
 
 Relies on: daphne's `--fd` (Twisted's `fd:` endpoint), Linux's SO_REUSEPORT and PR_SET_PDEATHSIG.
 """
@@ -60,8 +60,8 @@ def supervise(
 ) -> None:
     """Runs `servers` (the i-th with sockets[i]) and, once each of them is ready or has exited,
     `tasks`, until SIGINT or SIGTERM, replacing any that exits or, with `liveness_seconds`, any
-    server silent that long (after `on_exit(its pid)`); then stops them all and closes the
-    sockets."""
+    server silent that long (after `on_exit(its pid)`; a silent one's entry of `sockets` is
+    replaced by `unlisted_like` it); then stops them all and closes the sockets."""
     pipes: dict[int, int] = {}  # read end of a server's heartbeat pipe -> its index
     unready: set[int] = set()  # servers that have neither written their first byte nor exited
     heard: dict[int, float] = {}  # index -> when its server last wrote, from its first byte on
@@ -116,8 +116,10 @@ def supervise(
         logger.error("server process %d silent for %.0f s; killing and restarting it", child.pid, now - heard[i])
         return True
 
-    def end(child: subprocess.Popen) -> None:
+    def end(child: subprocess.Popen, *, renew_socket_of: int | None = None) -> None:
         kill_group(child)
+        if renew_socket_of is not None:
+            sockets[renew_socket_of] = unlisted_like(sockets[renew_socket_of])
         on_exit(child.pid)
         time.sleep(RESTART_PAUSE_SECONDS)
 
@@ -146,10 +148,16 @@ def supervise(
             if tasks and not started_tasks and (not unready or now > tasks_due):
                 started_tasks = [spawn_task(command) for command in tasks]
             for i, child in enumerate(children):
-                if not stopping and (ended(child) or silent(i, child, now)):
+                if stopping:
+                    break
+                if ended(child):
                     end(child)
-                    close_pipe_of(i)
-                    children[i] = spawn_server(i)
+                elif silent(i, child, now):
+                    end(child, renew_socket_of=i)
+                else:
+                    continue
+                close_pipe_of(i)
+                children[i] = spawn_server(i)
             for i, child in enumerate(started_tasks):
                 if not stopping and ended(child):
                     end(child)
@@ -237,3 +245,24 @@ def listening_sockets(host: str, port: int, count: int, *, release_seconds: floa
         sock.listen(ACCEPT_QUEUE)
         sock.set_inheritable(True)
     return sockets
+
+
+def unlisted_like(sock: socket.socket) -> socket.socket:
+    """Closes `sock` and returns a socket bound to its address with SO_REUSEPORT, not listening,
+    at its descriptor number (the server's command line names it).
+
+    Closing takes `sock` out of the kernel's group at once, so new connections go to the other
+    servers; the connections queued on it are reset (they have waited a whole liveness period
+    for a process that did not accept). A socket that is only bound is not in the group: the
+    replacement joins when it calls listen() itself, once it can serve; being bound, the port
+    stays ours meanwhile (with one server, new connections are refused until then)."""
+    fresh = socket.socket(sock.family, sock.type)
+    try:
+        fresh.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        fresh.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        fresh.bind(sock.getsockname())
+        number = sock.detach()
+        os.dup2(fresh.fileno(), number)  # closes the old socket, atomically
+    finally:
+        fresh.close()
+    return socket.socket(fileno=number)

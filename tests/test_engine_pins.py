@@ -125,6 +125,12 @@ PINS: list[tuple[str, str, Callable[[], object]]] = [
      lambda: _source_has("daphne.server:Server.create_application", "send=partial(self.handle_reply, protocol)")),
     ("engine/serve.py", "daphne --fd becomes the endpoint fd:fileno=N",
      lambda: _source_has("daphne.endpoints:build_endpoint_description_strings", '"fd:fileno=%d"')),
+    ("engine/daphne_worker.py", "daphne's command line parses --fd into file_descriptor and builds the application "
+     "with load_asgi_app before its Server",
+     lambda: _source_has("daphne.cli:CommandLineInterface.__init__", 'dest="file_descriptor"')
+     and _source_has("daphne.cli:CommandLineInterface.run", "self.load_asgi_app(args.application)")),
+    ("engine/daphne_worker.py", "Twisted adopts a socket as it is, without calling listen() on it",
+     lambda: _source_has("twisted.internet.tcp:Port.startListening", "skt = self._preexistingSocket")),
     # --- Twisted --------------------------------------------------------------------------------
     ("engine/daphne_stream.py", "twisted.web.http.Request._disconnected",
      lambda: _attr("twisted.web.http:Request._disconnected") is False),
