@@ -29,3 +29,24 @@ if os.environ.get("BENCH_STOCK_HANDLER") == "1":
     ASGI_APPLICATION = "bench.asgi_stock.application"
     # A thread per request: a kept SQLite connection would be one per request, never reused.
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
+
+# The unprepared variant (bench/mechanisms.py): every statement of engine/postgresql/prepared.py
+# sent as it is, planned on each run, as Django sends every other query.
+if os.environ.get("BENCH_UNPREPARED") == "1":
+    from engine.postgresql import prepared as _prepared
+
+    _prepared.run = lambda cursor, name, sql, params: cursor.execute(sql, params)
+
+# The variant without `gc.freeze` at start-up (bench/mechanisms.py): engine/daphne_worker.py
+# calls it once the reactor runs, after these settings are loaded.
+if os.environ.get("BENCH_NO_GC_FREEZE") == "1":
+    import gc as _gc
+
+    _gc.freeze = lambda: None
+
+# The plain-encoder variant (bench/mechanisms.py): every wire shape's encoder a closure over its
+# declaration instead of generated code (bench/shapes_plain.py), installed before any is built.
+if os.environ.get("BENCH_SHAPES_PLAIN") == "1":
+    from bench import shapes_plain as _shapes_plain
+
+    _shapes_plain.install()
