@@ -4,7 +4,6 @@ the first one swapped every round; each figure is the median of the rounds.
 
     python bench/mechanisms.py lanes       # LaneASGIHandler vs Django's ASGIHandler, SQLite
     python bench/mechanisms.py prepared    # the key lookup prepared vs unprepared, PostgreSQL
-    python bench/mechanisms.py shapes      # generated encoders vs closures (bench/shapes_plain.py)
 
 Data: `seed_demo --sessions 120 --segments 500` in bench/data/ab.sqlite3 or PostgreSQL
 `connect_mech_ab`. Results: docs/decisions/mechanisms.md says what each A/B decided.
@@ -28,7 +27,6 @@ from bench.harness import RESULTS, Server, connect_server, cpu_seconds, log, man
 MECHANISMS = {
     "lanes": ("sqlite", {"BENCH_STOCK_HANDLER": "1"}, ["list", "session get"]),
     "prepared": ("postgres", {"BENCH_UNPREPARED": "1"}, ["session get"]),
-    "shapes": ("sqlite", {"BENCH_SHAPES_PLAIN": "1"}, ["transcript", "session get"]),
 }
 
 

@@ -1,9 +1,6 @@
 """Mechanisms whose stock way is swapped inside one process, A and B alternating round by round
 (a busy machine disturbs both alike); each figure is the median of the rounds, per call.
 
-- `shapes`: the flat 500-segment transcript body encoded (rows to JSON bytes) by the generated
-  encoders of apps/core/shapes.py against closures over the same declaration
-  (bench/shapes_plain.py); bytes checked equal first.
 - `sql`: whole requests through Django's test client (middleware, admission, view, encoding):
   the flat transcript and an event-log page (limit 100) with the selectors' SQL written by hand
   against ORM querysets that read the same rows (checked equal first).
@@ -11,7 +8,7 @@
   `--objects` small live objects (stand-ins for open streams' state), with start-up's heap
   frozen (`gc.freeze`) and not: the event loop stalls for that long on each full collection.
 
-    DATABASE_URL=sqlite:///bench/data/ab.sqlite3 .venv/bin/python bench/mechanisms_inprocess.py shapes sql gc
+    DATABASE_URL=sqlite:///bench/data/ab.sqlite3 .venv/bin/python bench/mechanisms_inprocess.py sql gc
 """
 
 from __future__ import annotations
@@ -63,31 +60,6 @@ def longest_transcript():
     return t.session
 
 
-def shapes(args) -> None:
-    from apps.core.shapes import Shape
-    from apps.recordings import selectors, shapes as declared
-    from bench import shapes_plain
-
-    session = longest_transcript()
-    rows = selectors.transcript_rows(workspace=session.workspace, session_id=session.id, flat=True)
-    segments = rows.flat[1]
-    every = [o for o in gc.get_objects() if isinstance(o, Shape)]
-    generated = (Shape._compile, Shape._compile_rows)
-
-    def build(plain: bool):
-        shapes_plain.reset(every)
-        Shape._compile, Shape._compile_rows = (shapes_plain.compile_plain, shapes_plain.compile_rows_plain) if plain else generated
-        encode = declared.FLAT_TRANSCRIPT.encode_with_rows(rows.stamp)
-        return lambda: orjson.dumps(encode(session.id, segments))
-
-    a, b = build(False), build(True)
-    assert a() == b(), "the plain encoders give other bytes"
-    Shape._compile, Shape._compile_rows = generated
-    shapes_plain.reset(every)
-    report(f"transcript encode, {len(segments)} segments (ms/call)", "generated", "plain",
-           alternate({"generated": a, "plain": b}, args.rounds, args.number))
-
-
 def sql(args) -> None:
     from django.test import Client
 
@@ -95,10 +67,9 @@ def sql(args) -> None:
     from apps.events import selectors as events
     from apps.recordings import selectors
     from apps.recordings.models import RevisionKind, Segment, Session
-    from apps.tenancy.models import ApiKey  # noqa: F401 - the key comes from the probe below
 
     session = longest_transcript()
-    key = os.environ["BENCH_API_KEY"]
+    key = os.environ["BENCH_API_KEY"]  # python -m bench.probe --workspace bench --issue-key
     client = Client(HTTP_AUTHORIZATION=f"Bearer {key}", HTTP_HOST="127.0.0.1")
     hand = {
         "segment_rows": selectors.segment_rows, "segment_stamp": selectors.segment_stamp,
@@ -200,14 +171,14 @@ def main() -> int:
         collector_child(int(sys.argv[2]), sys.argv[3])
         return 0
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", nargs="+", choices=["shapes", "sql", "gc"])
+    parser.add_argument("what", nargs="+", choices=["sql", "gc"])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--number", type=int, default=200)
     parser.add_argument("--objects", type=int, default=5000)
     args = parser.parse_args()
     print("| what | A | B | B / A |\n|---|---:|---:|---:|")
     for what in args.what:
-        {"shapes": shapes, "sql": sql, "gc": collector}[what](args)
+        {"sql": sql, "gc": collector}[what](args)
     return 0
 
 

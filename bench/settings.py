@@ -37,16 +37,9 @@ if os.environ.get("BENCH_UNPREPARED") == "1":
 
     _prepared.run = lambda cursor, name, sql, params: cursor.execute(sql, params)
 
-# The variant without `gc.freeze` at start-up (bench/mechanisms.py): engine/daphne_worker.py
+# The variant without `gc.freeze` at start-up (bench/sse.py --head-env): engine/daphne_worker.py
 # calls it once the reactor runs, after these settings are loaded.
 if os.environ.get("BENCH_NO_GC_FREEZE") == "1":
     import gc as _gc
 
     _gc.freeze = lambda: None
-
-# The plain-encoder variant (bench/mechanisms.py): every wire shape's encoder a closure over its
-# declaration instead of generated code (bench/shapes_plain.py), installed before any is built.
-if os.environ.get("BENCH_SHAPES_PLAIN") == "1":
-    from bench import shapes_plain as _shapes_plain
-
-    _shapes_plain.install()
