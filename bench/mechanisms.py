@@ -3,7 +3,7 @@ this checkout, the second with a bench switch (bench/settings.py), loaded with w
 the first one swapped every round; each figure is the median of the rounds.
 
     python bench/mechanisms.py lanes       # LaneASGIHandler vs Django's ASGIHandler, SQLite
-    python bench/mechanisms.py prepared    # the key lookup prepared vs unprepared, PostgreSQL
+    python bench/mechanisms.py prepared    # prepared vs unprepared (key lookup, search), PostgreSQL
 
 Data: `seed_demo --sessions 120 --segments 500` in bench/data/ab.sqlite3 or PostgreSQL
 `connect_mech_ab`. Results: docs/decisions/mechanisms.md says what each A/B decided.
@@ -17,16 +17,19 @@ import json
 import statistics
 import sys
 from pathlib import Path
+from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.ab import endpoints, make_database  # noqa: E402
-from bench.harness import RESULTS, Server, connect_server, cpu_seconds, log, manage, probe, wrk  # noqa: E402
+from bench.harness import (  # noqa: E402
+    RESULTS, Endpoint, Server, connect_server, cpu_seconds, log, manage, probe, wrk,
+)
 
 # name: (database, stock-way switch, endpoint name substrings)
 MECHANISMS = {
     "lanes": ("sqlite", {"BENCH_STOCK_HANDLER": "1"}, ["list", "session get"]),
-    "prepared": ("postgres", {"BENCH_UNPREPARED": "1"}, ["session get"]),
+    "prepared": ("postgres", {"BENCH_UNPREPARED": "1"}, ["session get", "search"]),
 }
 
 
@@ -48,7 +51,11 @@ def main() -> int:
             "mechanism": stack.enter_context(connect_server(db, 2)),
             "stock": stack.enter_context(connect_server(db, 2, env=switch)),
         }
-        eps = [e for e in endpoints(info, info["api_key"]) if any(o in e.name for o in only)]
+        auth = {"Authorization": f"Bearer {info['api_key']}"}
+        words = info["search_words"] or ["meeting"]
+        queries = [*words[:4], f"{words[0]} {words[-1]}"]
+        search = Endpoint("search", "rest", ["/api/v1/transcripts/search?" + urlencode({"query": q}) for q in queries], auth)
+        eps = [e for e in [*endpoints(info, info["api_key"]), search] if any(o in e.name for o in only)]
         for ep in eps:  # warm both
             for server in servers.values():
                 wrk(server.base, ep, 1, args.connections, 2)

@@ -43,3 +43,11 @@ if os.environ.get("BENCH_NO_GC_FREEZE") == "1":
     import gc as _gc
 
     _gc.freeze = lambda: None
+
+# The variant without the write-through (bench/sse.py --head-env): every stream frame goes
+# through twisted.web's `Request.write`, as engine/daphne_stream.py does for a transport it
+# cannot see into.
+if os.environ.get("BENCH_NO_WRITE_THROUGH") == "1":
+    from engine import daphne_stream as _daphne_stream
+
+    _daphne_stream.can_write_through = lambda transport: False
