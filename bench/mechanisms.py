@@ -44,7 +44,8 @@ def main() -> int:
     db = make_database(kind, "connect_mech_ab")
     manage(db, "migrate", "--no-input", "-v", "0")
     info = probe(db, "--issue-key", *(["--checkpoint"] if kind == "sqlite" else []))
-    Server.log_dir = RESULTS
+    Server.log_dir = RESULTS / f"mechanisms-{args.mechanism}"  # server logs (ignored by git)
+    Server.log_dir.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[str, list[dict]]] = {}
     with contextlib.ExitStack() as stack:
         servers = {
