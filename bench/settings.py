@@ -29,3 +29,25 @@ if os.environ.get("BENCH_STOCK_HANDLER") == "1":
     ASGI_APPLICATION = "bench.asgi_stock.application"
     # A thread per request: a kept SQLite connection would be one per request, never reused.
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
+
+# The unprepared variant (bench/mechanisms.py): every statement of engine/postgresql/prepared.py
+# sent as it is, planned on each run, as Django sends every other query.
+if os.environ.get("BENCH_UNPREPARED") == "1":
+    from engine.postgresql import prepared as _prepared
+
+    _prepared.run = lambda cursor, name, sql, params: cursor.execute(sql, params)
+
+# The variant without `gc.freeze` at start-up (bench/sse.py --head-env): engine/daphne_worker.py
+# calls it once the reactor runs, after these settings are loaded.
+if os.environ.get("BENCH_NO_GC_FREEZE") == "1":
+    import gc as _gc
+
+    _gc.freeze = lambda: None
+
+# The variant without the write-through (bench/sse.py --head-env): every stream frame goes
+# through twisted.web's `Request.write`, as engine/daphne_stream.py does for a transport it
+# cannot see into.
+if os.environ.get("BENCH_NO_WRITE_THROUGH") == "1":
+    from engine import daphne_stream as _daphne_stream
+
+    _daphne_stream.can_write_through = lambda transport: False

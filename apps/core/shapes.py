@@ -1,12 +1,14 @@
 """Wire shapes, each declared once: field names, types, nullability and enum values.
 
 A `Shape` is the single source for everything that says how an object looks on the wire: its
-representation function (`shape.encode`), which REST, MCP, the event stream and webhooks all
-call; its JSON Schema for /openapi.json and for MCP `outputSchema`s (`json_schema`); and its
-/openapi.json component (`component=True`, added by apps/core/openapi.py).
+representation function (`shape.encode`, a closure over the declaration that builds the dict
+in declaration order; docs/decisions/mechanisms.md says why not generated code), which REST,
+MCP, the event stream and webhooks all call; its JSON Schema for /openapi.json and for MCP
+`outputSchema`s (`json_schema`); and its /openapi.json component (`component=True`, added by
+apps/core/openapi.py).
 
 Enum values come from the models' `TextChoices`, so a new status cannot reach the wire
-undocumented. The key order of the generated dict is the declaration order: the bytes on the
+undocumented. The key order of the encoded dict is the declaration order: the bytes on the
 wire are part of the contract (webhook bodies are signed)."""
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import keyword
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from django.db.models import TextChoices
@@ -27,6 +30,9 @@ TIMESTAMP_DESCRIPTION = "ISO 8601, UTC, milliseconds, `Z`"
 # Any JSON value, spelled with a validation keyword so that a portable schema constrains
 # something (a schema with no keyword at all reads as `true` to portability checks).
 ANY_JSON_TYPES = ("object", "array", "string", "number", "boolean", "null")
+
+# What an encoder reads one value with: a function of the encoder's arguments (a tuple).
+Reader = Callable[[tuple], Any]
 
 # Every shape declared with component=True, by component name, in declaration order.
 COMPONENTS: dict[str, Shape] = {}
@@ -169,7 +175,7 @@ class Shape:
     def encode_formatted(self) -> Callable[..., dict[str, Any]]:
         """`encode` for rows whose timestamps the database already wrote in wire form
         (apps/core/timestamps.py `IsoMs`): they are copied, not converted. The transcript fast
-        path reads segments so; the rest is the same generated function."""
+        path reads segments so; the rest is the same function."""
         if self._encode_formatted is None:
             self._encode_formatted = self._compile(formatted=True)
         return self._encode_formatted
@@ -177,11 +183,11 @@ class Shape:
     def encode_rows(self, stamp: Callable[[Any], str] | None = None) -> Callable[[Any], list[dict[str, Any]]]:
         """For a flat shape (scalar fields, one column each): a function from rows, tuples of
         `source_attributes()` in that order as a database cursor returns them, to the list of
-        objects `encode_formatted` gives for the same values as named rows. One comprehension
-        that unpacks each tuple into locals: no named tuple per row and no attribute reads
-        (the transcript fast path encodes 500 segments per answer). Timestamps are wire text
-        already, or `stamp(value)` makes them so (SQLite's stored text:
-        apps/core/timestamps.py `stamp_read`)."""
+        objects `encode_formatted` gives for the same values as named rows: each tuple zipped
+        with the wire names, no named tuple per row and no attribute reads (the transcript path
+        encodes every segment of a transcript). Timestamps are wire text already, or
+        `stamp(value)` makes them so (SQLite's stored text: apps/core/timestamps.py
+        `stamp_read`)."""
         key = ("rows", stamp)
         if key not in self._row_encoders:
             self._row_encoders[key] = self._compile_rows(stamp)
@@ -209,91 +215,88 @@ class Shape:
 
     def _compile_rows(self, stamp: Callable[[Any], str] | None) -> Callable[[Any], list[dict[str, Any]]]:
         self.flat_columns()
-        namespace: dict[str, Any] = {"_stamp": stamp}
-        names = [f"_c{i}" for i in range(len(self.fields))]
-        items = []
-        for f, name in zip(self.fields, names):
-            value = name
+        names = tuple(f.name for f in self.fields)
+        converters: list[tuple[str, Callable[[Any], Any]]] = []
+        for f in self.fields:
             if f.kind == TIMESTAMP and stamp is not None and not f.stored:
-                value = stamp.inline(name, "_stamp") if hasattr(stamp, "inline") else f"_stamp({name})"
-                value = f"({value} if {name} is not None else None)" if f.nullable else value
+                converters.append((f.name, _unless_none(stamp) if f.nullable else stamp))
             elif f.empty_is_null and not f.stored:
-                value = f"({name} or None)"
-            items.append(f"{f.name!r}: {value}")
-        target = ", ".join(names) + ("," if len(names) == 1 else "")
-        function_name = f"encode_{snake_case(self.name).strip('_')}_rows"
-        source = f"def {function_name}(rows):\n    return [{{{', '.join(items)}}} for {target} in rows]\n"
-        exec(compile(source, f"<shape {self.name} rows>", "exec"), namespace)  # noqa: S102 - our own declarations
-        function = namespace[function_name]
-        function.__doc__ = f"{self.name} from rows (generated from its declaration).\n\n{source}"
-        return function
+                converters.append((f.name, _empty_is_null))
+        if not converters:
+            return lambda rows: [dict(zip(names, row)) for row in rows]
+
+        def encode_rows(rows: Any) -> list[dict[str, Any]]:
+            encoded = []
+            for row in rows:
+                item = dict(zip(names, row))
+                for name, convert in converters:
+                    item[name] = convert(item[name])
+                encoded.append(item)
+            return encoded
+
+        return encode_rows
 
     def _compile(self, formatted: bool = False, rows_stamp: tuple | None = None) -> Callable[..., dict[str, Any]]:
-        namespace: dict[str, Any] = {"_iso_ms": iso_ms, "_formatted": formatted, "_rows_stamp": rows_stamp}
-        body = self._literal({p: p for p in self.params}, namespace, depth=0)
-        function_name = f"encode_{snake_case(self.name).strip('_')}" + ("_formatted" if formatted else "")
-        source = f"def {function_name}({', '.join(self.params)}):\n    return {body}\n"
-        exec(compile(source, f"<shape {self.name}>", "exec"), namespace)  # noqa: S102 - our own declarations
-        function = namespace[function_name]
-        function.__doc__ = f"{self.name} on the wire (generated from its declaration).\n\n{source}"
-        return function
+        scope = {param: itemgetter(i) for i, param in enumerate(self.params)}
+        items = tuple(self._items(scope, formatted, rows_stamp))
 
-    def _literal(self, scope: dict[str, str], namespace: dict[str, Any], depth: int) -> str:
-        return "{" + ", ".join(self._items(scope, namespace, depth)) + "}"
+        def encode(*args: Any) -> dict[str, Any]:
+            return {name: value(args) for name, value in items}
 
-    def _items(self, scope: dict[str, str], namespace: dict[str, Any], depth: int) -> list[str]:
-        items: list[str] = []
+        return encode
+
+    def _items(self, scope: dict[str, Reader], formatted: bool, rows_stamp: tuple | None) -> list[tuple[str, Reader]]:
+        """(wire name, reader of its value from the encoder's arguments), in wire order."""
+        items: list[tuple[str, Reader]] = []
         for entry in self.entries:
             if isinstance(entry, Spread):
                 child = entry.shape
-                child_scope = {child.params[0]: self._path(entry.source, scope)}
-                items.extend(child._items(child_scope, namespace, depth))
+                items.extend(child._items({child.params[0]: self._path(entry.source, scope)}, formatted, rows_stamp))
             else:
-                items.append(f"{entry.name!r}: {self._value(entry, scope, namespace, depth)}")
+                items.append((entry.name, self._value(entry, scope, formatted, rows_stamp)))
         return items
 
-    def _path(self, path: str, scope: dict[str, str]) -> str:
+    def _path(self, path: str, scope: dict[str, Reader]) -> Reader:
         if not all(part.isidentifier() and not keyword.iskeyword(part) for part in path.split(".")):
             raise ValueError(f"{self.name}: source {path!r} is not a dotted attribute path")
         root, _, rest = path.partition(".")
-        if root in self.params:
-            return scope[root] + (f".{rest}" if rest else "")
-        if len(self.params) != 1:
-            raise ValueError(f"{self.name}: source {path!r} does not start with one of {self.params}")
-        return f"{scope[self.params[0]]}.{path}"
+        if root not in self.params:
+            if len(self.params) != 1:
+                raise ValueError(f"{self.name}: source {path!r} does not start with one of {self.params}")
+            root, rest = self.params[0], path
+        base = scope[root]
+        if not rest:
+            return base
+        read = attrgetter(rest)
+        return lambda args: read(base(args))
 
-    def _value(self, f: Field, scope: dict[str, str], namespace: dict[str, Any], depth: int) -> str:
+    def _value(self, f: Field, scope: dict[str, Reader], formatted: bool, rows_stamp: tuple | None) -> Reader:
         if f.getter is not None:
-            name = f"_get_{len(namespace)}"
-            namespace[name] = f.getter
-            return f"{name}({', '.join(scope[p] for p in self.params)})"
-        expression = self._path(f.path, scope)
+            getter, params = f.getter, [scope[p] for p in self.params]
+            return lambda args: getter(*(param(args) for param in params))
+        read = self._path(f.path, scope)
         if f.stored:
-            return expression
+            return read
         if isinstance(f.kind, Shape):
             child = f.kind
             if len(child.params) != 1:
                 raise ValueError(f"{self.name}.{f.name}: a nested shape takes one parameter")
-            if f.many and namespace["_rows_stamp"] is not None:
-                # Rows of a flat shape: its generated row encoder (`encode_with_rows`).
-                name = f"_rows_{child.name}"
-                namespace[name] = child.encode_rows(*namespace["_rows_stamp"])
-                value = f"{name}({expression})"
+            if f.many and rows_stamp is not None:
+                convert = child.encode_rows(*rows_stamp)  # rows of a flat shape (`encode_with_rows`)
             elif f.many:
-                item = f"_item{depth}"
-                inner = child._literal({child.params[0]: item}, namespace, depth + 1)
-                value = f"[{inner} for {item} in {expression}]"
+                one = child.encode_formatted if formatted else child.encode
+                convert = lambda items: [one(item) for item in items]  # noqa: E731
             else:
-                # A nested object is built by the nested shape's own generated function.
-                name = f"_encode_{child.name}"
-                namespace[name] = child.encode_formatted if namespace["_formatted"] else child.encode
-                value = f"{name}({expression})"
-            return f"({value} if {expression} is not None else None)" if f.nullable else value
-        if f.kind == TIMESTAMP:
-            return expression if namespace["_formatted"] else f"_iso_ms({expression})"
-        if f.empty_is_null:
-            return f"({expression} or None)"
-        return expression
+                convert = child.encode_formatted if formatted else child.encode
+        elif f.kind == TIMESTAMP and not formatted:
+            convert = iso_ms
+        elif f.empty_is_null:
+            return lambda args: read(args) or None
+        else:
+            return read
+        if f.nullable:
+            return lambda args: None if (value := read(args)) is None else convert(value)
+        return lambda args: convert(read(args))
 
     def arrange(self, value: Any) -> Any:
         """Stored wire data (a JSON object written by `encode` earlier) in declaration order.
@@ -396,3 +399,11 @@ def page_of(item: Shape, name: str, *, cursor_description: str = "", component: 
 def envelope(name: str, key: str, item: Shape, *, many: bool = False, component: bool = True) -> Shape:
     """`{key: item}` (or a list of items), a single object's wrapper."""
     return Shape(name, (Field(key, item, many=many),), params=(key,), component=component)
+
+
+def _unless_none(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else convert(value)
+
+
+def _empty_is_null(value: Any) -> Any:
+    return value or None

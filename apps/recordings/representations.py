@@ -1,6 +1,6 @@
 """How recordings look on the wire. REST, MCP, the event stream and webhooks all call these:
 if two entry points formatted a Session differently, one of them would be wrong. Each function
-is generated from its shape's one declaration in apps/recordings/shapes.py."""
+is built from its shape's one declaration in apps/recordings/shapes.py."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ session_row_repr = shapes.SESSION.encode_formatted
 SESSION_FIELDS = shapes.SESSION.source_attributes()
 # The transcript fast path (apps/recordings/selectors.py `transcript_rows`) reads segments as
 # tuples of the fields their shapes read, and revisions as named rows; these take them, with the
-# database's `stamp` (selectors.TranscriptRows.stamp). Each is one generated function per stamp:
+# database's `stamp` (selectors.TranscriptRows.stamp). Each is one function per stamp:
 # flat_transcript_rows_repr(stamp)(session_id, segments) is the whole flat body.
 def flat_segment_rows_repr(stamp=None):
     return shapes.FLAT_SEGMENT.encode_rows(stamp)
