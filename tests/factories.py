@@ -67,14 +67,15 @@ def aged_event(ws: Workspace, type_: str, age: timedelta, session_id: str = "s1"
     """An event recorded `age` ago: its id carries that time (retention reads the id's time)."""
     import os
 
-    from apps.events.models import Event, _crockford
+    from apps.core.ids import crockford
+    from apps.events.models import Event
     from apps.events.services import record_event
 
     recorded = datetime.now(timezone.utc) - age
     event = record_event(workspace_id=ws.id, type=type_, session_id=session_id, occurred_at=recorded,
                          data={"sessionId": session_id})
     ms = int(recorded.timestamp() * 1000)
-    old_id = "evt_" + _crockford((ms << 80) | (int.from_bytes(os.urandom(10), "big") >> 1))
+    old_id = "evt_" + crockford((ms << 80) | (int.from_bytes(os.urandom(10), "big") >> 1))
     Event.objects.filter(pk=event.pk).update(id=old_id)
     event.id = old_id
     return event

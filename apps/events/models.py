@@ -6,6 +6,7 @@ import os
 import threading
 import time
 
+from apps.core.ids import crockford
 from apps.tenancy.models import Workspace
 
 
@@ -35,19 +36,9 @@ def new_event_id() -> str:
             # Leave headroom below 2^80 so increments never carry into the time bits.
             _last_random = int.from_bytes(os.urandom(10), "big") >> 1
         _last_ms = now_ms
-        return "evt_" + _crockford((now_ms << 80) | _last_random)
+        return "evt_" + crockford((now_ms << 80) | _last_random)
 
 
-def _crockford(value: int) -> str:
-    # The 26-character layout of apps.core.ids.ulid, with the random part chosen by the caller.
-    chars = []
-    for _ in range(26):
-        chars.append(_CROCKFORD[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
-
-
-_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 
 
 class Event(models.Model):
