@@ -28,15 +28,9 @@ class BearerAuthentication(BaseAuthentication):
     """Admission for a DRF view: the credential, then the rate limit (before the view's scopes)."""
 
     def authenticate(self, request):
-        # A view may name the row it will read (`read_ahead(kwargs)`): admission reads it in
-        # the API key's statement (credentials.Alongside), the view finds it on the request.
-        context = request.parser_context or {}
-        read_ahead = getattr(context.get("view"), "read_ahead", None)
-        alongside = read_ahead(context.get("kwargs") or {}) if read_ahead is not None else None
         audiences = rest_audiences(settings.CONNECT_BASE_URL)
-        admission = admit(request.META.get("HTTP_AUTHORIZATION"), audiences=audiences, alongside=alongside)
+        admission = admit(request.META.get("HTTP_AUTHORIZATION"), audiences=audiences)
         request._request.rate_limit = admission.rate  # read by RateLimitHeadersMiddleware
-        request._request.read_ahead = admission.alongside
         if admission.error is not None:
             raise admission.error
         return admission.principal.issuer.user, admission.principal

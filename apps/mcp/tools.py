@@ -15,7 +15,6 @@ from typing import Any
 
 import orjson
 
-from apps.access.credentials import Alongside, ReadAlongside
 from apps.access.principal import Principal
 from apps.core.cursors import decode_cursor, encode_cursor
 from apps.core.errors import InvalidRequest, NotFound
@@ -120,32 +119,11 @@ def list_sessions(principal: Principal, arguments: dict[str, Any]) -> dict[str, 
     return {"items": [session_row_repr(s) for s in sessions], "nextCursor": next_cursor}
 
 
-def get_session(principal: Principal, arguments: dict[str, Any], read: ReadAlongside | None = None) -> dict[str, Any]:
+def get_session(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
     _only(arguments, {"sessionId"})
     session_id = _string(arguments, "sessionId", required=True)
-    row = selectors.session_row(workspace=principal.workspace, session_id=session_id, read=read)
+    row = selectors.session_row(workspace=principal.workspace, session_id=session_id)
     return {"session": session_row_repr(row)}
-
-
-def read_ahead(body: bytes) -> Alongside | None:
-    """The row a request's tool will read, when admission can read it with the API key (one
-    round trip instead of two): a single `get_session` call's session, a single `get_transcript`
-    call's session and revisions. The body is parsed again by the protocol, which decides
-    everything; this only looks."""
-    try:
-        message = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    params = message.get("params") if isinstance(message, dict) and message.get("method") == "tools/call" else None
-    if not isinstance(params, dict) or params.get("name") not in ("get_session", "get_transcript"):
-        return None
-    arguments = params.get("arguments")
-    session_id = arguments.get("sessionId") if isinstance(arguments, dict) else None
-    if not isinstance(session_id, str) or not session_id or holds_nul(session_id):
-        return None
-    if params["name"] == "get_transcript":
-        return selectors.transcript_alongside(session_id)
-    return selectors.session_alongside(session_id)
 
 
 def search_transcripts(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -162,7 +140,7 @@ def search_transcripts(principal: Principal, arguments: dict[str, Any]) -> dict[
     return {"items": [search_hit_repr(h) for h in hits], "nextCursor": next_cursor}
 
 
-def get_transcript(principal: Principal, arguments: dict[str, Any], read: ReadAlongside | None = None) -> dict[str, Any]:
+def get_transcript(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
     """The flat transcript as REST returns it, plus `nextCursor`. Without `cursor` and `limit`
     a transcript of up to TRANSCRIPT_PAGE_SEGMENTS segments comes whole; a longer one comes in
     pages, and the result says so (`note`, `totalSegments`) rather than cutting silently."""
@@ -180,7 +158,7 @@ def get_transcript(principal: Principal, arguments: dict[str, Any], read: ReadAl
         if cursor_session != session_id or not isinstance(start, int) or start < 0:
             raise _cursor_error()
     # REST's fast path: the flat revision's segments as rows, encoded by the same declaration.
-    rows = selectors.transcript_rows(workspace=workspace, session_id=session_id, flat=True, read=read)
+    rows = selectors.transcript_rows(workspace=workspace, session_id=session_id, flat=True)
     transcript, segments = rows.flat
     transcript_id = transcript.id if segments else ""
     if cursor is not None:
@@ -229,9 +207,7 @@ class Tool:
     description: str
     input_schema: dict[str, Any]
     output_schema: dict[str, Any]
-    run: Callable[..., dict[str, Any]]
-    # run(principal, arguments, read) takes the row admission read ahead (`read_ahead`).
-    reads_ahead: bool = False
+    run: Callable[[Principal, dict[str, Any]], dict[str, Any]]
 
     def definition(self, version: str) -> dict[str, Any]:
         definition: dict[str, Any] = {"name": self.name}
@@ -281,7 +257,6 @@ TOOLS: tuple[Tool, ...] = (
         input_schema=_input({"sessionId": SESSION_ID_ARG}, ["sessionId"]),
         output_schema=shapes.SESSION_ENVELOPE.json_schema(portable=True),
         run=get_session,
-        reads_ahead=True,
     ),
     Tool(
         name="search_transcripts",
@@ -336,7 +311,6 @@ TOOLS: tuple[Tool, ...] = (
         ),
         output_schema=GET_TRANSCRIPT_OUTPUT.json_schema(portable=True),
         run=get_transcript,
-        reads_ahead=True,
     ),
     Tool(
         name="list_boards",
@@ -380,7 +354,6 @@ class WorkspaceTools:
     """The registry as one principal sees it (apps.mcp.protocol.Tools)."""
 
     principal: Principal
-    read: ReadAlongside | None = None  # what admission read ahead for the call (`read_ahead`)
 
     def definitions(self, version: str) -> list[dict[str, Any]]:
         return [tool.definition(version) for tool in TOOLS]
@@ -393,7 +366,7 @@ class WorkspaceTools:
         if not self.principal.has_scope(tool.scope):
             return text_result({"error": "insufficient_scope"}, is_error=True)
         try:
-            body = tool.run(self.principal, arguments, self.read) if tool.reads_ahead else tool.run(self.principal, arguments)
+            body = tool.run(self.principal, arguments)
         except (NotFound, InvalidRequest) as error:
             return text_result(error.body(request_id=False), is_error=True)
         result = text_result(body, is_error=False)
