@@ -18,8 +18,8 @@ from rest_framework.permissions import BasePermission
 from apps.access.admission import admit
 from apps.access.audience import rest_audiences
 from apps.access.credentials import require_scope
-from apps.access.render import error_response, www_authenticate
-from apps.core.errors import ApiError, Unauthorized, as_api_error
+from apps.access.render import challenge, www_authenticate
+from apps.core.errors import ApiError, Unauthorized, as_api_error, error_response
 
 logger = logging.getLogger("connect.errors")
 
@@ -63,7 +63,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> JsonResponse:
         view = context.get("view")
         logger.exception("unhandled error in %s", type(view).__name__ if view else "view", exc_info=exc)
         error = ApiError()
-    return error_response(error)
+    return error_response(error, challenge(error))
 
 
 class RateLimitHeadersMiddleware:
