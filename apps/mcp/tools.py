@@ -14,13 +14,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from rest_framework import serializers
 
 from apps.access.principal import Principal
 from apps.core.cursors import decode_cursor, encode_cursor
 from apps.core.errors import InvalidRequest, NotFound
-from apps.core.params import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from apps.core.params import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
+    CursorField,
+    LimitField,
+    SearchQueryField,
+    StrictIntegerField,
+)
 from apps.core.shapes import INTEGER, STRING, Field, envelope
-from apps.core.text import holds_nul
+from apps.mcp.arguments import ToolArgumentError, input_schema, validate_arguments
 from apps.mcp.protocol import STRUCTURED_OUTPUT_VERSIONS
 from apps.recordings import search, selectors, shapes
 from apps.recordings.representations import (
@@ -34,14 +42,8 @@ from apps.recordings.representations import (
 # pages of this size (hosts cap tool output at about 25k tokens; 200 segments stay well below).
 TRANSCRIPT_PAGE_SEGMENTS = 200
 TRANSCRIPT_MAX_LIMIT = 500
-SEARCH_QUERY_MAX = 500
 
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
-
-
-class ToolArgumentError(InvalidRequest):
-    def __init__(self, argument: str, detail: str) -> None:
-        super().__init__(argument=argument, detail=detail)
 
 
 # --- Schemas ----------------------------------------------------------------------------------
@@ -57,48 +59,41 @@ GET_TRANSCRIPT_OUTPUT = shapes.FLAT_TRANSCRIPT.extend(
 )
 LIST_BOARDS_OUTPUT = envelope("ListBoardsResult", "items", shapes.BOARD, many=True, component=False)
 
-SESSION_ID_ARG = {
-    "type": "string", "minLength": 1, "description": "a session id, from list_sessions or search_transcripts",
-}
+# --- Arguments: one declaration per tool, the fields REST's query parameters use -----------------
 
 
-def _input(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+def session_id_field() -> serializers.CharField:
+    return serializers.CharField(min_length=1, help_text="a session id, from list_sessions or search_transcripts")
 
 
-# --- Arguments --------------------------------------------------------------------------------
+class ListSessionsIn(serializers.Serializer):
+    limit = LimitField(help_text=f"page size, 1-{MAX_PAGE_SIZE}; default {DEFAULT_PAGE_SIZE}")
+    cursor = CursorField(help_text="nextCursor of the previous page")
 
 
-def _string(arguments: dict[str, Any], name: str, *, required: bool, max_length: int | None = None) -> str | None:
-    value = arguments.get(name)
-    if value is None:
-        if required:
-            raise ToolArgumentError(name, "is required")
-        return None
-    if not isinstance(value, str) or not value:
-        raise ToolArgumentError(name, "must be a non-empty string")
-    if holds_nul(value):
-        raise ToolArgumentError(name, "must not contain U+0000")
-    if max_length is not None and len(value) > max_length:
-        raise ToolArgumentError(name, f"must be at most {max_length} characters")
-    return value
+class GetSessionIn(serializers.Serializer):
+    sessionId = session_id_field()
 
 
-def _integer(arguments: dict[str, Any], name: str, *, low: int, high: int) -> int | None:
-    value = arguments.get(name)
-    if value is None:
-        return None
-    # 10 and 10.0 are the same JSON number; anything else (true, "10", 10.5) is not an integer.
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ToolArgumentError(name, f"must be an integer from {low} to {high}")
-    return value
+class SearchTranscriptsIn(serializers.Serializer):
+    query = SearchQueryField(help_text="words to find")
+    limit = LimitField(help_text=f"hits per page, 1-{MAX_PAGE_SIZE}; default {DEFAULT_PAGE_SIZE}")
+    cursor = CursorField(help_text="nextCursor of the previous page of the same query")
 
 
-def _only(arguments: dict[str, Any], allowed: set[str]) -> None:
-    for name in sorted(set(arguments) - allowed):
-        raise ToolArgumentError(name, "is not an argument of this tool")
+class GetTranscriptIn(serializers.Serializer):
+    sessionId = session_id_field()
+    cursor = CursorField(help_text="nextCursor of the previous page")
+    limit = StrictIntegerField(required=False, min_value=1, max_value=TRANSCRIPT_MAX_LIMIT, help_text="segments per page")
+
+
+class ListBoardsIn(serializers.Serializer):
+    sessionId = session_id_field()
+
+
+class GetBoardIn(serializers.Serializer):
+    sessionId = session_id_field()
+    boardSpecId = serializers.CharField(min_length=1, help_text="the board's boardId")
 
 
 def _cursor_error() -> ToolArgumentError:
@@ -109,9 +104,8 @@ def _cursor_error() -> ToolArgumentError:
 
 
 def list_sessions(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
-    _only(arguments, {"limit", "cursor"})
-    limit = _integer(arguments, "limit", low=1, high=MAX_PAGE_SIZE) or DEFAULT_PAGE_SIZE
-    cursor = _string(arguments, "cursor", required=False)
+    given = validate_arguments(ListSessionsIn, arguments)
+    limit, cursor = given.get("limit", DEFAULT_PAGE_SIZE), given.get("cursor")
     try:
         sessions, next_cursor = selectors.sessions_page(workspace=principal.workspace, limit=limit, cursor=cursor)
     except InvalidRequest:
@@ -120,17 +114,14 @@ def list_sessions(principal: Principal, arguments: dict[str, Any]) -> dict[str, 
 
 
 def get_session(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
-    _only(arguments, {"sessionId"})
-    session_id = _string(arguments, "sessionId", required=True)
+    session_id = validate_arguments(GetSessionIn, arguments)["sessionId"]
     row = selectors.session_row(workspace=principal.workspace, session_id=session_id)
     return {"session": session_row_repr(row)}
 
 
 def search_transcripts(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
-    _only(arguments, {"query", "limit", "cursor"})
-    query = _string(arguments, "query", required=True, max_length=SEARCH_QUERY_MAX)
-    limit = _integer(arguments, "limit", low=1, high=MAX_PAGE_SIZE) or DEFAULT_PAGE_SIZE
-    cursor = _string(arguments, "cursor", required=False)
+    given = validate_arguments(SearchTranscriptsIn, arguments)
+    query, limit, cursor = given["query"], given.get("limit", DEFAULT_PAGE_SIZE), given.get("cursor")
     try:
         hits, next_cursor = search.search_transcripts(
             workspace=principal.workspace, query=query, limit=limit, cursor=cursor
@@ -144,10 +135,8 @@ def get_transcript(principal: Principal, arguments: dict[str, Any]) -> dict[str,
     """The flat transcript as REST returns it, plus `nextCursor`. Without `cursor` and `limit`
     a transcript of up to TRANSCRIPT_PAGE_SEGMENTS segments comes whole; a longer one comes in
     pages, and the result says so (`note`, `totalSegments`) rather than cutting silently."""
-    _only(arguments, {"sessionId", "cursor", "limit"})
-    session_id = _string(arguments, "sessionId", required=True)
-    limit = _integer(arguments, "limit", low=1, high=TRANSCRIPT_MAX_LIMIT)
-    cursor = _string(arguments, "cursor", required=False)
+    given = validate_arguments(GetTranscriptIn, arguments)
+    session_id, limit, cursor = given["sessionId"], given.get("limit"), given.get("cursor")
     workspace = principal.workspace
     start, cursor_transcript = 0, None
     if cursor is not None:
@@ -185,16 +174,14 @@ def get_transcript(principal: Principal, arguments: dict[str, Any]) -> dict[str,
 
 
 def list_boards(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
-    _only(arguments, {"sessionId"})
-    session_id = _string(arguments, "sessionId", required=True)
+    session_id = validate_arguments(ListBoardsIn, arguments)["sessionId"]
     boards = selectors.session_boards(workspace=principal.workspace, session_id=session_id, with_payload=True)
     return {"items": [board_repr(b) for b in boards]}
 
 
 def get_board(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
-    _only(arguments, {"sessionId", "boardSpecId"})
-    session_id = _string(arguments, "sessionId", required=True)
-    board_id = _string(arguments, "boardSpecId", required=True)
+    given = validate_arguments(GetBoardIn, arguments)
+    session_id, board_id = given["sessionId"], given["boardSpecId"]
     board = selectors.current_board(workspace=principal.workspace, session_id=session_id, board_id=board_id)
     return {"board": board_repr(board)}
 
@@ -234,14 +221,7 @@ TOOLS: tuple[Tool, ...] = (
             "what was said, use search_transcripts instead. Returns up to `limit` items (1-100, default 20) and "
             "`nextCursor`: when it is not null, call again with `cursor` set to it for the next (older) page."
         ),
-        input_schema=_input(
-            {
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE,
-                          "description": f"page size, 1-{MAX_PAGE_SIZE}; default {DEFAULT_PAGE_SIZE}"},
-                "cursor": {"type": "string", "minLength": 1, "description": "nextCursor of the previous page"},
-            },
-            [],
-        ),
+        input_schema=input_schema(ListSessionsIn),
         output_schema=shapes.SESSION_PAGE.json_schema(portable=True),
         run=list_sessions,
     ),
@@ -254,7 +234,7 @@ TOOLS: tuple[Tool, ...] = (
             "It does not include what was said; use get_transcript for that and list_boards or get_board for the "
             "AI-generated boards."
         ),
-        input_schema=_input({"sessionId": SESSION_ID_ARG}, ["sessionId"]),
+        input_schema=input_schema(GetSessionIn),
         output_schema=shapes.SESSION_ENVELOPE.json_schema(portable=True),
         run=get_session,
     ),
@@ -273,17 +253,7 @@ TOOLS: tuple[Tool, ...] = (
             "while `nextCursor` is not null; only a null `nextCursor` means there are no more. Use get_transcript "
             "with a hit's id for the full text."
         ),
-        input_schema=_input(
-            {
-                "query": {"type": "string", "minLength": 1, "maxLength": SEARCH_QUERY_MAX,
-                          "description": "words to find"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE,
-                          "description": f"hits per page, 1-{MAX_PAGE_SIZE}; default {DEFAULT_PAGE_SIZE}"},
-                "cursor": {"type": "string", "minLength": 1,
-                           "description": "nextCursor of the previous page of the same query"},
-            },
-            ["query"],
-        ),
+        input_schema=input_schema(SearchTranscriptsIn),
         output_schema=shapes.SEARCH_PAGE.json_schema(portable=True),
         run=search_transcripts,
     ),
@@ -300,15 +270,7 @@ TOOLS: tuple[Tool, ...] = (
             "`totalSegments`, a `note`, and `nextCursor`; call again with the same sessionId and `cursor` set to "
             "nextCursor until nextCursor is null."
         ),
-        input_schema=_input(
-            {
-                "sessionId": SESSION_ID_ARG,
-                "cursor": {"type": "string", "minLength": 1, "description": "nextCursor of the previous page"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": TRANSCRIPT_MAX_LIMIT,
-                          "description": "segments per page"},
-            },
-            ["sessionId"],
-        ),
+        input_schema=input_schema(GetTranscriptIn),
         output_schema=GET_TRANSCRIPT_OUTPUT.json_schema(portable=True),
         run=get_transcript,
     ),
@@ -321,7 +283,7 @@ TOOLS: tuple[Tool, ...] = (
             "full JSON payload: every version of every board, grouped by board (boardId), newest version first; "
             "isCurrent marks the version in use. To read only the current version of one board, use get_board."
         ),
-        input_schema=_input({"sessionId": SESSION_ID_ARG}, ["sessionId"]),
+        input_schema=input_schema(ListBoardsIn),
         output_schema=LIST_BOARDS_OUTPUT.json_schema(portable=True),
         run=list_boards,
     ),
@@ -333,11 +295,7 @@ TOOLS: tuple[Tool, ...] = (
             "The current content of one board of a session, with its full JSON payload and payloadHash. "
             "boardSpecId is the board's boardId as list_boards shows it."
         ),
-        input_schema=_input(
-            {"sessionId": SESSION_ID_ARG,
-             "boardSpecId": {"type": "string", "minLength": 1, "description": "the board's boardId"}},
-            ["sessionId", "boardSpecId"],
-        ),
+        input_schema=input_schema(GetBoardIn),
         output_schema=shapes.BOARD_ENVELOPE.json_schema(portable=True),
         run=get_board,
     ),

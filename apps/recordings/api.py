@@ -29,6 +29,7 @@ from apps.core.params import (
     LimitField,
     NoQuery,
     RevisionKindField,
+    SearchQueryField,
     StrictIntegerField,
     TimestampField,
     validate_query,
@@ -300,7 +301,7 @@ class TranscriptSearchApi(APIView):
     permission_classes = [TRANSCRIPTS_READ]
 
     class QueryIn(serializers.Serializer):
-        query = serializers.CharField(min_length=1, allow_blank=False, trim_whitespace=False, max_length=500)
+        query = SearchQueryField()
         limit = LimitField()
         revisionKind = RevisionKindField()
         cursor = CursorField(help_text="Extension: opaque cursor from the previous page's `nextCursor`.")
