@@ -59,7 +59,8 @@ GET_TRANSCRIPT_OUTPUT = shapes.FLAT_TRANSCRIPT.extend(
 )
 LIST_BOARDS_OUTPUT = envelope("ListBoardsResult", "items", shapes.BOARD, many=True, component=False)
 
-# --- Arguments: one declaration per tool, the fields REST's query parameters use -----------------
+
+# --- Arguments: one declaration per tool, of REST's query parameter fields --------------------
 
 
 def session_id_field() -> serializers.CharField:
