@@ -20,6 +20,7 @@ from apps.core.timestamps import IsoMs, iso_ms_sql, iso_us_sql, parse_iso, stamp
 from apps.recordings.models import BoardContent, RevisionKind, Segment, Session, Transcript
 from apps.recordings import shapes
 from apps.tenancy.models import Workspace
+from connect.engine.postgresql import prepared
 
 
 def get_session(*, workspace: Workspace, session_id: str) -> Session:
@@ -32,10 +33,9 @@ def get_session(*, workspace: Workspace, session_id: str) -> Session:
 def session_row(*, workspace: Workspace, session_id: str) -> Any:
     """The session as a row of the fields its wire shape reads, timestamps in wire form
     (`session_row_repr` takes it): what REST's and MCP's session get answer from. One query
-    written once (`_SessionSql`), no ORM query building."""
-    with connection.cursor() as cursor:
-        cursor.execute(_SESSION_SQL.one(), [workspace.pk, session_id])
-        row = cursor.fetchone()
+    written once (`_SessionSql`), no ORM query building, prepared once per PostgreSQL connection
+    as the API-key lookup is (its planning cost more than its run)."""
+    row = prepared.fetchone("connect_session_row", _SESSION_SQL.one(), [workspace.pk, session_id])
     if row is None:
         raise NotFound()
     return SESSION_ROWS.make(row)
