@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection, transaction
 
-from apps.access.credentials import KEY_LOOKUP, authenticate_bearer_along
-from apps.recordings import selectors
+from apps.access.credentials import KEY_LOOKUP, authenticate_bearer
 from apps.tenancy.models import hash_api_key
 from engine.postgresql import prepared
 from tests import factories
@@ -35,9 +34,8 @@ def alice_and_acme(transactional_db):
 def test_the_prepared_key_lookup_reads_what_the_statement_reads(alice_and_acme):
     alice, acme = alice_and_acme
     key = factories.api_key(alice, factories.ALL_SCOPES)
-    session = factories.session(acme, label="Kickoff")
-    sql = KEY_LOOKUP.sql_along(selectors.session_alongside(session.id))
-    params = [session.id, hash_api_key(key)]
+    sql = KEY_LOOKUP.sql()
+    params = [hash_api_key(key)]
     expected = plain(sql, params)
     assert expected is not None
     assert prepared.fetchone("connect_test_lookup", sql, params) == expected
@@ -50,9 +48,9 @@ def test_the_prepared_key_lookup_reads_what_the_statement_reads(alice_and_acme):
     assert prepared.fetchone("connect_test_lookup", sql, params) == expected
     with transaction.atomic():
         assert prepared.fetchone("connect_test_lookup", sql, params) == expected
-    assert prepared.fetchone("connect_test_lookup", sql, ["nothing", "nothing"]) is None
-    principal, read = authenticate_bearer_along(f"Bearer {key}", alongside=selectors.session_alongside(session.id))
-    assert principal.workspace == acme and read.row == expected[KEY_LOOKUP.width :]
+    assert prepared.fetchone("connect_test_lookup", sql, ["nothing"]) is None
+    principal = authenticate_bearer(f"Bearer {key}")
+    assert principal.workspace == acme and principal.credential_id == expected[0]
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PREPARE: PostgreSQL")

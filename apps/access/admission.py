@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from apps.access.credentials import Alongside, ReadAlongside, authenticate_bearer_along
+from apps.access.credentials import authenticate_bearer
 from apps.access.principal import Principal
 from apps.access.ratelimit import RateDecision, check_rate_limits
 from apps.access.render import error_headers
@@ -35,8 +35,6 @@ class Admission:
     principal: Principal | None
     rate: RateDecision | None
     error: ApiError | None
-    # The row `admit(alongside=…)` read with the credential (None: not read).
-    alongside: ReadAlongside | None = None
 
     def headers(self) -> list[tuple[str, str]]:
         """The headers every answer to this request carries: the rate limit's, and on a
@@ -46,41 +44,32 @@ class Admission:
         return self.rate.headers() if self.rate is not None else []
 
 
-def admit(
-    authorization: str | None, *, audiences: Collection[str], alongside: Alongside | None = None, ingest: bool = False
-) -> Admission:
+def admit(authorization: str | None, *, audiences: Collection[str], ingest: bool = False) -> Admission:
     """`audiences`: the resources this entry point accepts (apps/oauth/audience.py).
-    `alongside`: a row the endpoint will read, read in an API key's statement (credentials.py);
-    it is returned only with a principal that passed every check and the rate limit.
     `ingest`: this is the ingest API, which admits ingest credentials only."""
-    return admit_each(authorization, audiences=audiences, count=1, alongside=alongside, ingest=ingest)[0]
+    return admit_each(authorization, audiences=audiences, count=1, ingest=ingest)[0]
 
 
 def admit_each(
-    authorization: str | None,
-    *,
-    audiences: Collection[str],
-    count: int,
-    alongside: Alongside | None = None,
-    ingest: bool = False,
+    authorization: str | None, *, audiences: Collection[str], count: int, ingest: bool = False
 ) -> list[Admission]:
     """`admit` for `count` requests bearing the same Authorization header, asked together (a
     burst of event stream opens, apps/stream/hub.py): the credential is looked up once, and the
     requests are counted in one round trip, each decided as if counted on its own, in order."""
     try:
-        principal, along = authenticate_bearer_along(authorization, audience=audiences, alongside=alongside)
+        principal = authenticate_bearer(authorization, audience=audiences)
     except ApiError as error:
         return [Admission(principal=None, rate=None, error=error)] * count
     # The request's log context names the credential by id (on a thread that did not copy the
     # request's context, e.g. the event stream's, the caller notes it).
     context.note_principal(principal.workspace.id, principal.credential_id)
-    return [_decided(principal, rate, along, ingest) for rate in check_rate_limits(principal, count)]
+    return [_decided(principal, rate, ingest) for rate in check_rate_limits(principal, count)]
 
 
-def _decided(principal: Principal, rate: RateDecision | None, along: ReadAlongside | None, ingest: bool) -> Admission:
+def _decided(principal: Principal, rate: RateDecision | None, ingest: bool) -> Admission:
     if rate is not None and not rate.allowed:
         metrics.RATE_LIMITED.inc()
         return Admission(principal=principal, rate=rate, error=RateLimited())
     if principal.is_ingest != ingest:
         return Admission(principal=principal, rate=rate, error=InsufficientScope())
-    return Admission(principal=principal, rate=rate, error=None, alongside=along)
+    return Admission(principal=principal, rate=rate, error=None)

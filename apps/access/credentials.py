@@ -20,7 +20,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
-from typing import Literal, Protocol
+from typing import Literal
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -69,51 +69,13 @@ def bearer_credential(header: str | None) -> str:
     return credential
 
 
-class Alongside(Protocol):
-    """A row of another table that the request will read in the credential's workspace, read in
-    the API-key lookup's own statement (one round trip to the database instead of two). The
-    endpoint above the doorkeeper supplies it (e.g. the session a session get names,
-    apps/recordings/selectors.py); nothing is skipped: the key's rules are checked as always,
-    and the row is used only once they hold.
-
-    `shape`: names the SQL, an identifier (the statement is written and prepared once per vendor
-    and shape). `join(vendor,
-    quote, workspace)`: `(select expressions, LEFT JOIN clause)`, the clause joining alias `a`
-    on `workspace` (the key's workspace column) and the row's own conditions with `%s`
-    placeholders; the first select expression is NULL when no row matched. `params`: those
-    placeholders' values."""
-
-    shape: str
-    params: tuple
-
-    def join(self, vendor: str, quote, workspace: str) -> tuple[list[str], str]: ...
-
-
-@dataclass(frozen=True)
-class ReadAlongside:
-    """What an `Alongside` read: `row` is None when no row matched."""
-
-    alongside: Alongside
-    row: tuple | None
-
-
 def principal_for_api_key(key: str) -> Principal:
     """One query of only the columns admission reads (the key, its workspace, issuer and the
     issuer's user: `KEY_LOOKUP`), no ORM query building; an update of `last_used_at` at most
     once per `CONNECT_API_KEY_TOUCH_SECONDS`."""
-    return principal_for_api_key_along(key, None)[0]
-
-
-def principal_for_api_key_along(key: str, alongside: Alongside | None) -> tuple[Principal, ReadAlongside | None]:
-    """`principal_for_api_key`, with `alongside`'s row read in the same statement."""
-    row = _lookup_key(hash_api_key(key), alongside)
+    row = _lookup_key(hash_api_key(key))
     if row is None:
         raise Unauthorized()
-    along = None
-    if alongside is not None:
-        width = len(row) - KEY_LOOKUP.width
-        extra, row = row[KEY_LOOKUP.width :], row[: KEY_LOOKUP.width]
-        along = ReadAlongside(alongside, extra if width and extra[0] is not None else None)
     key_id, scopes, revoked_at, expires_at, last_used_at = row[:5]
     now = timezone.now()
     if not key_holds(_aware(revoked_at), _aware(expires_at), now):
@@ -134,14 +96,13 @@ def principal_for_api_key_along(key: str, alongside: Alongside | None) -> tuple[
                                 (membership_id, workspace.id, user_id, bool(membership_active)))
     issuer.workspace = workspace
     issuer.user = get_user_model().from_db(connection.alias, ("id", "is_active"), (user_id, bool(user_active)))
-    principal = Principal(
+    return Principal(
         workspace=workspace,
         scopes=frozenset(json.loads(scopes) if isinstance(scopes, (str, bytes)) else scopes),
         kind="api_key",
         credential_id=key_id,
         issuer=issuer,
     )
-    return principal, along
 
 
 class _KeyLookup:
@@ -150,23 +111,9 @@ class _KeyLookup:
 
     workspace_fields = ("id", "slug", "name", "suspended_at", "created_at")
     key_fields = ("id", "scopes", "revoked_at", "expires_at", "last_used_at")
-    width = len(key_fields) + len(workspace_fields) + 4  # + the issuer's id, user, is_active; the user's is_active
 
     def __init__(self) -> None:
         self._sql: dict[str, str] = {}
-        self._along: dict[tuple[str, str], str] = {}
-
-    def sql_along(self, alongside: Alongside) -> str:
-        """The lookup with `alongside`'s columns after the key's, its join before the WHERE."""
-        vendor = connection.vendor
-        key = (vendor, alongside.shape)
-        if key not in self._along:
-            q = connection.ops.quote_name
-            select, join = alongside.join(vendor, q, f"k.{q(ApiKey._meta.get_field('workspace').column)}")
-            head, where = self.sql().split(" WHERE ")
-            select_end = head.index(" FROM ")
-            self._along[key] = f"{head[:select_end]}, {', '.join(select)}{head[select_end:]} {join} WHERE {where}"
-        return self._along[key]
 
     def sql(self) -> str:
         vendor = connection.vendor
@@ -198,13 +145,10 @@ class _KeyLookup:
 KEY_LOOKUP = _KeyLookup()
 
 
-def _lookup_key(key_hash: str, alongside: Alongside | None = None) -> tuple | None:
+def _lookup_key(key_hash: str) -> tuple | None:
     # Prepared once per connection on PostgreSQL, where planning the joins cost more than
     # running them (engine/postgresql/prepared.py).
-    if alongside is None:
-        return prepared.fetchone("connect_key_lookup", KEY_LOOKUP.sql(), [key_hash])
-    name = f"connect_key_lookup_{alongside.shape}"
-    return prepared.fetchone(name, KEY_LOOKUP.sql_along(alongside), [*alongside.params, key_hash])
+    return prepared.fetchone("connect_key_lookup", KEY_LOOKUP.sql(), [key_hash])
 
 
 def _aware(value: datetime | str | None) -> datetime | None:
@@ -261,19 +205,11 @@ def principal_for_access_token(token: str, *, audience: str | Collection[str]) -
 def authenticate_bearer(header: str | None, *, audience: str | Collection[str] | None = None) -> Principal:
     """The Principal behind an Authorization header, or the wire error. `audience`: the
     resources the entry point accepts; default REST's (`{base_url}`)."""
-    return authenticate_bearer_along(header, audience=audience)[0]
-
-
-def authenticate_bearer_along(
-    header: str | None, *, audience: str | Collection[str] | None = None, alongside: Alongside | None = None
-) -> tuple[Principal, ReadAlongside | None]:
-    """`authenticate_bearer`, reading `alongside`'s row in an API key's statement (None: not
-    read, as for an OAuth token, whose lookup is two ORM queries; the caller reads it itself)."""
     credential = bearer_credential(header)
     if credential.startswith(API_KEY_PREFIX):
-        return principal_for_api_key_along(credential, alongside)
+        return principal_for_api_key(credential)
     audiences = audience or rest_audiences(settings.CONNECT_BASE_URL)
-    return principal_for_access_token(credential, audience=audiences), None
+    return principal_for_access_token(credential, audience=audiences)
 
 
 def require_scope(principal: Principal, scope: str) -> None:

@@ -17,8 +17,8 @@ from rest_framework.permissions import BasePermission
 
 from apps.access.admission import admit
 from apps.access.credentials import require_scope
-from apps.access.render import error_response, www_authenticate
-from apps.core.errors import ApiError, Unauthorized, as_api_error
+from apps.access.render import challenge, www_authenticate
+from apps.core.errors import ApiError, Unauthorized, as_api_error, error_response
 from apps.oauth.audience import rest_audiences
 
 logger = logging.getLogger("connect.errors")
@@ -28,20 +28,13 @@ class BearerAuthentication(BaseAuthentication):
     """Admission for a DRF view: the credential, then the rate limit (before the view's scopes)."""
 
     def authenticate(self, request):
-        # A view may name the row it will read (`read_ahead(kwargs)`): admission reads it in
-        # the API key's statement (credentials.Alongside), the view finds it on the request.
         # A view that is the ingest API says so (`ingest = True`): only ingest credentials pass.
-        context = request.parser_context or {}
-        view = context.get("view")
-        read_ahead = getattr(view, "read_ahead", None)
-        alongside = read_ahead(context.get("kwargs") or {}) if read_ahead is not None else None
+        view = (request.parser_context or {}).get("view")
         audiences = rest_audiences(settings.CONNECT_BASE_URL)
         admission = admit(
-            request.META.get("HTTP_AUTHORIZATION"), audiences=audiences, alongside=alongside,
-            ingest=getattr(view, "ingest", False),
+            request.META.get("HTTP_AUTHORIZATION"), audiences=audiences, ingest=getattr(view, "ingest", False)
         )
         request._request.rate_limit = admission.rate  # read by RateLimitHeadersMiddleware
-        request._request.read_ahead = admission.alongside
         if admission.error is not None:
             raise admission.error
         return admission.principal.issuer.user, admission.principal
@@ -74,7 +67,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> JsonResponse:
         view = context.get("view")
         logger.exception("unhandled error in %s", type(view).__name__ if view else "view", exc_info=exc)
         error = ApiError()
-    return error_response(error)
+    return error_response(error, challenge(error))
 
 
 class RateLimitHeadersMiddleware:

@@ -1,9 +1,9 @@
 """Wire error codes: defined once here, raised anywhere, rendered to `{"error": code}` at the edge.
 
-Rendering: a refusal at an entry point (REST's DRF exception handler, the event stream, `/mcp`)
-is rendered by the doorkeeper (apps/access/render.py: rate-limit headers and the 401 challenge);
-the ground floor's own answers (unknown paths, NUL characters, deadlines, Django's handler
-views) use `error_response` here, which knows no credential.
+Rendering: `error_response` here is the one Django response of an error. The doorkeeper
+(apps/access/render.py) only adds its headers (rate limits, the 401 challenge) at the entry
+points; the ground floor's own answers (unknown paths, NUL characters, deadlines, Django's
+handler views) add none.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from django.core.exceptions import (
@@ -175,9 +175,10 @@ class Unavailable(ApiError):
         return {"Retry-After": str(self.retry_after)}
 
 
-def error_response(error: ApiError) -> JsonResponse:
+def error_response(error: ApiError, headers: Iterable[tuple[str, str]] = ()) -> JsonResponse:
+    """`error` as a Django response: its status, its body and headers, then `headers`."""
     response = JsonResponse(error.body(), status=error.status)
-    for name, value in error.headers().items():
+    for name, value in [*error.headers().items(), *headers]:
         response[name] = value
     return response
 

@@ -28,6 +28,7 @@ from apps.core.timestamps import parse_iso
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
+SEARCH_QUERY_MAX = 500
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -49,6 +50,13 @@ class CursorField(serializers.CharField):
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("help_text", "Opaque cursor from the previous page's `nextCursor`.")
         super().__init__(required=False, min_length=1, allow_blank=False, trim_whitespace=False, **kwargs)
+
+
+class SearchQueryField(serializers.CharField):
+    """Words to find: 1 to SEARCH_QUERY_MAX characters, taken as sent."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(min_length=1, allow_blank=False, trim_whitespace=False, max_length=SEARCH_QUERY_MAX, **kwargs)
 
 
 class RevisionKindField(serializers.ChoiceField):

@@ -19,9 +19,8 @@ from django.http import HttpResponse
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from apps.access.render import error_response
 from apps.access.rest import HasScope
-from apps.core.errors import Conflict, as_api_error, invalid
+from apps.core.errors import Conflict, as_api_error, error_response, invalid
 from apps.core.text import NotText, loads_text
 from apps.ingest import idempotency, inputs, openapi, shapes
 from apps.recordings import selectors, services

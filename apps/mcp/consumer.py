@@ -23,7 +23,7 @@ from apps.access.render import render
 from apps.core.errors import ApiError, RequestTimeout, Unavailable, as_api_error
 from apps.core.origins import allowed_origin
 from apps.mcp import protocol
-from apps.mcp.tools import WorkspaceTools, read_ahead
+from apps.mcp.tools import WorkspaceTools
 from apps.oauth.audience import accepted_audiences
 from engine.faults import run_read_only
 from engine.lanes import SHED_RETRY_AFTER_SECONDS, Lanes, Overloaded, process_lanes
@@ -36,9 +36,8 @@ def answer(headers: dict[str, str], body: bytes, duplicated: set[str]) -> tuple[
     the database); returns the reply and any extra response headers."""
     # /mcp accepts tokens for `{base_url}` (contract §5.3: REST's credentials) and for
     # `{base_url}/mcp`, and counts in REST's buckets (tools.mdx: servers MUST rate limit).
-    # A get_session call's session is read in the API key's statement (tools.read_ahead).
     audiences = accepted_audiences(settings.CONNECT_BASE_URL)
-    admission = admit(headers.get("authorization"), audiences=audiences, alongside=read_ahead(body))
+    admission = admit(headers.get("authorization"), audiences=audiences)
     if admission.error is not None:
         # Credential and rate errors are HTTP answers with the REST error body, before any JSON-RPC.
         status, error_headers, error_body = render(admission.error, admission.rate)
@@ -50,7 +49,7 @@ def answer(headers: dict[str, str], body: bytes, duplicated: set[str]) -> tuple[
     if not accepts_json(headers.get("accept")):
         message = "Accept must allow application/json (responses are JSON, never an SSE stream)"
         return protocol.Reply(406, protocol.error_object(protocol.INVALID_REQUEST, message)), limit_headers
-    tools = WorkspaceTools(admission.principal, admission.alongside)
+    tools = WorkspaceTools(admission.principal)
     return protocol.respond(headers, body, tools, duplicated=duplicated), limit_headers
 
 

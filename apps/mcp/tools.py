@@ -14,14 +14,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from rest_framework import serializers
 
-from apps.access.credentials import Alongside, ReadAlongside
 from apps.access.principal import Principal
 from apps.core.cursors import decode_cursor, encode_cursor
 from apps.core.errors import InvalidRequest, NotFound
-from apps.core.params import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from apps.core.params import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
+    CursorField,
+    LimitField,
+    SearchQueryField,
+    StrictIntegerField,
+)
 from apps.core.shapes import INTEGER, STRING, Field, envelope
-from apps.core.text import holds_nul
+from apps.mcp.arguments import ToolArgumentError, input_schema, validate_arguments
 from apps.mcp.protocol import STRUCTURED_OUTPUT_VERSIONS
 from apps.recordings import search, selectors, shapes
 from apps.recordings.representations import (
@@ -35,14 +42,8 @@ from apps.recordings.representations import (
 # pages of this size (hosts cap tool output at about 25k tokens; 200 segments stay well below).
 TRANSCRIPT_PAGE_SEGMENTS = 200
 TRANSCRIPT_MAX_LIMIT = 500
-SEARCH_QUERY_MAX = 500
 
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
-
-
-class ToolArgumentError(InvalidRequest):
-    def __init__(self, argument: str, detail: str) -> None:
-        super().__init__(argument=argument, detail=detail)
 
 
 # --- Schemas ----------------------------------------------------------------------------------
@@ -58,48 +59,42 @@ GET_TRANSCRIPT_OUTPUT = shapes.FLAT_TRANSCRIPT.extend(
 )
 LIST_BOARDS_OUTPUT = envelope("ListBoardsResult", "items", shapes.BOARD, many=True, component=False)
 
-SESSION_ID_ARG = {
-    "type": "string", "minLength": 1, "description": "a session id, from list_sessions or search_transcripts",
-}
+
+# --- Arguments: one declaration per tool, of REST's query parameter fields --------------------
 
 
-def _input(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+def session_id_field() -> serializers.CharField:
+    return serializers.CharField(min_length=1, help_text="a session id, from list_sessions or search_transcripts")
 
 
-# --- Arguments --------------------------------------------------------------------------------
+class ListSessionsIn(serializers.Serializer):
+    limit = LimitField(help_text=f"page size, 1-{MAX_PAGE_SIZE}; default {DEFAULT_PAGE_SIZE}")
+    cursor = CursorField(help_text="nextCursor of the previous page")
 
 
-def _string(arguments: dict[str, Any], name: str, *, required: bool, max_length: int | None = None) -> str | None:
-    value = arguments.get(name)
-    if value is None:
-        if required:
-            raise ToolArgumentError(name, "is required")
-        return None
-    if not isinstance(value, str) or not value:
-        raise ToolArgumentError(name, "must be a non-empty string")
-    if holds_nul(value):
-        raise ToolArgumentError(name, "must not contain U+0000")
-    if max_length is not None and len(value) > max_length:
-        raise ToolArgumentError(name, f"must be at most {max_length} characters")
-    return value
+class GetSessionIn(serializers.Serializer):
+    sessionId = session_id_field()
 
 
-def _integer(arguments: dict[str, Any], name: str, *, low: int, high: int) -> int | None:
-    value = arguments.get(name)
-    if value is None:
-        return None
-    # 10 and 10.0 are the same JSON number; anything else (true, "10", 10.5) is not an integer.
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ToolArgumentError(name, f"must be an integer from {low} to {high}")
-    return value
+class SearchTranscriptsIn(serializers.Serializer):
+    query = SearchQueryField(help_text="words to find")
+    limit = LimitField(help_text=f"hits per page, 1-{MAX_PAGE_SIZE}; default {DEFAULT_PAGE_SIZE}")
+    cursor = CursorField(help_text="nextCursor of the previous page of the same query")
 
 
-def _only(arguments: dict[str, Any], allowed: set[str]) -> None:
-    for name in sorted(set(arguments) - allowed):
-        raise ToolArgumentError(name, "is not an argument of this tool")
+class GetTranscriptIn(serializers.Serializer):
+    sessionId = session_id_field()
+    cursor = CursorField(help_text="nextCursor of the previous page")
+    limit = StrictIntegerField(required=False, min_value=1, max_value=TRANSCRIPT_MAX_LIMIT, help_text="segments per page")
+
+
+class ListBoardsIn(serializers.Serializer):
+    sessionId = session_id_field()
+
+
+class GetBoardIn(serializers.Serializer):
+    sessionId = session_id_field()
+    boardSpecId = serializers.CharField(min_length=1, help_text="the board's boardId")
 
 
 def _cursor_error() -> ToolArgumentError:
@@ -110,9 +105,8 @@ def _cursor_error() -> ToolArgumentError:
 
 
 def list_sessions(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
-    _only(arguments, {"limit", "cursor"})
-    limit = _integer(arguments, "limit", low=1, high=MAX_PAGE_SIZE) or DEFAULT_PAGE_SIZE
-    cursor = _string(arguments, "cursor", required=False)
+    given = validate_arguments(ListSessionsIn, arguments)
+    limit, cursor = given.get("limit", DEFAULT_PAGE_SIZE), given.get("cursor")
     try:
         sessions, next_cursor = selectors.sessions_page(workspace=principal.workspace, limit=limit, cursor=cursor)
     except InvalidRequest:
@@ -120,39 +114,15 @@ def list_sessions(principal: Principal, arguments: dict[str, Any]) -> dict[str, 
     return {"items": [session_row_repr(s) for s in sessions], "nextCursor": next_cursor}
 
 
-def get_session(principal: Principal, arguments: dict[str, Any], read: ReadAlongside | None = None) -> dict[str, Any]:
-    _only(arguments, {"sessionId"})
-    session_id = _string(arguments, "sessionId", required=True)
-    row = selectors.session_row(workspace=principal.workspace, session_id=session_id, read=read)
+def get_session(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
+    session_id = validate_arguments(GetSessionIn, arguments)["sessionId"]
+    row = selectors.session_row(workspace=principal.workspace, session_id=session_id)
     return {"session": session_row_repr(row)}
 
 
-def read_ahead(body: bytes) -> Alongside | None:
-    """The row a request's tool will read, when admission can read it with the API key (one
-    round trip instead of two): a single `get_session` call's session, a single `get_transcript`
-    call's session and revisions. The body is parsed again by the protocol, which decides
-    everything; this only looks."""
-    try:
-        message = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    params = message.get("params") if isinstance(message, dict) and message.get("method") == "tools/call" else None
-    if not isinstance(params, dict) or params.get("name") not in ("get_session", "get_transcript"):
-        return None
-    arguments = params.get("arguments")
-    session_id = arguments.get("sessionId") if isinstance(arguments, dict) else None
-    if not isinstance(session_id, str) or not session_id or holds_nul(session_id):
-        return None
-    if params["name"] == "get_transcript":
-        return selectors.transcript_alongside(session_id)
-    return selectors.session_alongside(session_id)
-
-
 def search_transcripts(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
-    _only(arguments, {"query", "limit", "cursor"})
-    query = _string(arguments, "query", required=True, max_length=SEARCH_QUERY_MAX)
-    limit = _integer(arguments, "limit", low=1, high=MAX_PAGE_SIZE) or DEFAULT_PAGE_SIZE
-    cursor = _string(arguments, "cursor", required=False)
+    given = validate_arguments(SearchTranscriptsIn, arguments)
+    query, limit, cursor = given["query"], given.get("limit", DEFAULT_PAGE_SIZE), given.get("cursor")
     try:
         hits, next_cursor = search.search_transcripts(
             workspace=principal.workspace, query=query, limit=limit, cursor=cursor
@@ -162,14 +132,12 @@ def search_transcripts(principal: Principal, arguments: dict[str, Any]) -> dict[
     return {"items": [search_hit_repr(h) for h in hits], "nextCursor": next_cursor}
 
 
-def get_transcript(principal: Principal, arguments: dict[str, Any], read: ReadAlongside | None = None) -> dict[str, Any]:
+def get_transcript(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
     """The flat transcript as REST returns it, plus `nextCursor`. Without `cursor` and `limit`
     a transcript of up to TRANSCRIPT_PAGE_SEGMENTS segments comes whole; a longer one comes in
     pages, and the result says so (`note`, `totalSegments`) rather than cutting silently."""
-    _only(arguments, {"sessionId", "cursor", "limit"})
-    session_id = _string(arguments, "sessionId", required=True)
-    limit = _integer(arguments, "limit", low=1, high=TRANSCRIPT_MAX_LIMIT)
-    cursor = _string(arguments, "cursor", required=False)
+    given = validate_arguments(GetTranscriptIn, arguments)
+    session_id, limit, cursor = given["sessionId"], given.get("limit"), given.get("cursor")
     workspace = principal.workspace
     start, cursor_transcript = 0, None
     if cursor is not None:
@@ -180,7 +148,7 @@ def get_transcript(principal: Principal, arguments: dict[str, Any], read: ReadAl
         if cursor_session != session_id or not isinstance(start, int) or start < 0:
             raise _cursor_error()
     # REST's fast path: the flat revision's segments as rows, encoded by the same declaration.
-    rows = selectors.transcript_rows(workspace=workspace, session_id=session_id, flat=True, read=read)
+    rows = selectors.transcript_rows(workspace=workspace, session_id=session_id, flat=True)
     transcript, segments = rows.flat
     transcript_id = transcript.id if segments else ""
     if cursor is not None:
@@ -207,16 +175,14 @@ def get_transcript(principal: Principal, arguments: dict[str, Any], read: ReadAl
 
 
 def list_boards(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
-    _only(arguments, {"sessionId"})
-    session_id = _string(arguments, "sessionId", required=True)
+    session_id = validate_arguments(ListBoardsIn, arguments)["sessionId"]
     boards = selectors.session_boards(workspace=principal.workspace, session_id=session_id, with_payload=True)
     return {"items": [board_repr(b) for b in boards]}
 
 
 def get_board(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
-    _only(arguments, {"sessionId", "boardSpecId"})
-    session_id = _string(arguments, "sessionId", required=True)
-    board_id = _string(arguments, "boardSpecId", required=True)
+    given = validate_arguments(GetBoardIn, arguments)
+    session_id, board_id = given["sessionId"], given["boardSpecId"]
     board = selectors.current_board(workspace=principal.workspace, session_id=session_id, board_id=board_id)
     return {"board": board_repr(board)}
 
@@ -229,9 +195,7 @@ class Tool:
     description: str
     input_schema: dict[str, Any]
     output_schema: dict[str, Any]
-    run: Callable[..., dict[str, Any]]
-    # run(principal, arguments, read) takes the row admission read ahead (`read_ahead`).
-    reads_ahead: bool = False
+    run: Callable[[Principal, dict[str, Any]], dict[str, Any]]
 
     def definition(self, version: str) -> dict[str, Any]:
         definition: dict[str, Any] = {"name": self.name}
@@ -258,14 +222,7 @@ TOOLS: tuple[Tool, ...] = (
             "what was said, use search_transcripts instead. Returns up to `limit` items (1-100, default 20) and "
             "`nextCursor`: when it is not null, call again with `cursor` set to it for the next (older) page."
         ),
-        input_schema=_input(
-            {
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE,
-                          "description": f"page size, 1-{MAX_PAGE_SIZE}; default {DEFAULT_PAGE_SIZE}"},
-                "cursor": {"type": "string", "minLength": 1, "description": "nextCursor of the previous page"},
-            },
-            [],
-        ),
+        input_schema=input_schema(ListSessionsIn),
         output_schema=shapes.SESSION_PAGE.json_schema(portable=True),
         run=list_sessions,
     ),
@@ -278,10 +235,9 @@ TOOLS: tuple[Tool, ...] = (
             "It does not include what was said; use get_transcript for that and list_boards or get_board for the "
             "AI-generated boards."
         ),
-        input_schema=_input({"sessionId": SESSION_ID_ARG}, ["sessionId"]),
+        input_schema=input_schema(GetSessionIn),
         output_schema=shapes.SESSION_ENVELOPE.json_schema(portable=True),
         run=get_session,
-        reads_ahead=True,
     ),
     Tool(
         name="search_transcripts",
@@ -298,17 +254,7 @@ TOOLS: tuple[Tool, ...] = (
             "while `nextCursor` is not null; only a null `nextCursor` means there are no more. Use get_transcript "
             "with a hit's id for the full text."
         ),
-        input_schema=_input(
-            {
-                "query": {"type": "string", "minLength": 1, "maxLength": SEARCH_QUERY_MAX,
-                          "description": "words to find"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE,
-                          "description": f"hits per page, 1-{MAX_PAGE_SIZE}; default {DEFAULT_PAGE_SIZE}"},
-                "cursor": {"type": "string", "minLength": 1,
-                           "description": "nextCursor of the previous page of the same query"},
-            },
-            ["query"],
-        ),
+        input_schema=input_schema(SearchTranscriptsIn),
         output_schema=shapes.SEARCH_PAGE.json_schema(portable=True),
         run=search_transcripts,
     ),
@@ -325,18 +271,9 @@ TOOLS: tuple[Tool, ...] = (
             "`totalSegments`, a `note`, and `nextCursor`; call again with the same sessionId and `cursor` set to "
             "nextCursor until nextCursor is null."
         ),
-        input_schema=_input(
-            {
-                "sessionId": SESSION_ID_ARG,
-                "cursor": {"type": "string", "minLength": 1, "description": "nextCursor of the previous page"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": TRANSCRIPT_MAX_LIMIT,
-                          "description": "segments per page"},
-            },
-            ["sessionId"],
-        ),
+        input_schema=input_schema(GetTranscriptIn),
         output_schema=GET_TRANSCRIPT_OUTPUT.json_schema(portable=True),
         run=get_transcript,
-        reads_ahead=True,
     ),
     Tool(
         name="list_boards",
@@ -347,7 +284,7 @@ TOOLS: tuple[Tool, ...] = (
             "full JSON payload: every version of every board, grouped by board (boardId), newest version first; "
             "isCurrent marks the version in use. To read only the current version of one board, use get_board."
         ),
-        input_schema=_input({"sessionId": SESSION_ID_ARG}, ["sessionId"]),
+        input_schema=input_schema(ListBoardsIn),
         output_schema=LIST_BOARDS_OUTPUT.json_schema(portable=True),
         run=list_boards,
     ),
@@ -359,11 +296,7 @@ TOOLS: tuple[Tool, ...] = (
             "The current content of one board of a session, with its full JSON payload and payloadHash. "
             "boardSpecId is the board's boardId as list_boards shows it."
         ),
-        input_schema=_input(
-            {"sessionId": SESSION_ID_ARG,
-             "boardSpecId": {"type": "string", "minLength": 1, "description": "the board's boardId"}},
-            ["sessionId", "boardSpecId"],
-        ),
+        input_schema=input_schema(GetBoardIn),
         output_schema=shapes.BOARD_ENVELOPE.json_schema(portable=True),
         run=get_board,
     ),
@@ -380,7 +313,6 @@ class WorkspaceTools:
     """The registry as one principal sees it (apps.mcp.protocol.Tools)."""
 
     principal: Principal
-    read: ReadAlongside | None = None  # what admission read ahead for the call (`read_ahead`)
 
     def definitions(self, version: str) -> list[dict[str, Any]]:
         return [tool.definition(version) for tool in TOOLS]
@@ -393,7 +325,7 @@ class WorkspaceTools:
         if not self.principal.has_scope(tool.scope):
             return text_result({"error": "insufficient_scope"}, is_error=True)
         try:
-            body = tool.run(self.principal, arguments, self.read) if tool.reads_ahead else tool.run(self.principal, arguments)
+            body = tool.run(self.principal, arguments)
         except (NotFound, InvalidRequest) as error:
             return text_result(error.body(request_id=False), is_error=True)
         result = text_result(body, is_error=False)

@@ -22,7 +22,6 @@ from apps.access.rest import HasScope
 from apps.core.conditional import CACHE_CONTROL, names_tag, none_match, strong_etag
 from apps.core.errors import invalid
 from apps.core.openapi import error_responses
-from apps.core.text import holds_nul
 from apps.core.params import (
     DEFAULT_PAGE_SIZE,
     ChoicesField,
@@ -30,6 +29,7 @@ from apps.core.params import (
     LimitField,
     NoQuery,
     RevisionKindField,
+    SearchQueryField,
     StrictIntegerField,
     TimestampField,
     validate_query,
@@ -147,11 +147,6 @@ class SessionListApi(APIView):
 class SessionDetailApi(APIView):
     permission_classes = [SESSIONS_READ]
 
-    def read_ahead(self, kwargs: dict[str, Any]) -> selectors.SessionAlongside | None:
-        """The session, read by admission in the API key's statement (apps/access/rest.py)."""
-        session_id = kwargs.get("id")
-        return selectors.session_alongside(session_id) if session_id and not holds_nul(session_id) else None
-
     @extend_schema(
         operation_id="getSession",
         summary="Read a session's metadata (no transcript segments)",
@@ -161,8 +156,7 @@ class SessionDetailApi(APIView):
     )
     def get(self, request: Request, id: str) -> HttpResponse:
         validate_query(NoQuery, request)
-        read = getattr(request._request, "read_ahead", None)
-        session = selectors.session_row(workspace=request.auth.workspace, session_id=id, read=read)
+        session = selectors.session_row(workspace=request.auth.workspace, session_id=id)
         # Every field the answer shows, in wire form, read already: the tag costs no query.
         tag = strong_etag("session", *session)
         return conditional(request, tag, lambda: json_response({"session": session_row_repr(session)}))
@@ -210,16 +204,10 @@ class TranscriptApi(APIView):
     permission_classes = [TRANSCRIPTS_READ]
     flat = True
 
-    def read_ahead(self, kwargs: dict[str, Any]) -> selectors.TranscriptAlongside | None:
-        """The session and its revisions, read by admission in the API key's statement."""
-        session_id = kwargs.get("id")
-        return selectors.transcript_alongside(session_id) if session_id and not holds_nul(session_id) else None
-
     def answer(self, request: Request, id: str, revision_kind: str | None, query: dict[str, Any]) -> HttpResponse:
         fmt = transcript_format(request, query)
         max_chars = query.get("maxCueChars")
         workspace = request.auth.workspace
-        read = getattr(request._request, "read_ahead", None)
         kind = "transcript" if self.flat else f"transcripts:{revision_kind or ''}"
 
         def tag(session: Any, version: list) -> str:
@@ -227,13 +215,13 @@ class TranscriptApi(APIView):
 
         if request.META.get("HTTP_IF_NONE_MATCH"):
             session, version = selectors.transcript_validator(
-                workspace=workspace, session_id=id, revision_kind=revision_kind, flat=self.flat, read=read
+                workspace=workspace, session_id=id, revision_kind=revision_kind, flat=self.flat
             )
             etag = tag(session, version)
             if none_match(request.META["HTTP_IF_NONE_MATCH"], etag):
                 return not_modified(request, etag, vary=("Accept",))
         rows = selectors.transcript_rows(
-            workspace=workspace, session_id=id, revision_kind=revision_kind, flat=self.flat, read=read
+            workspace=workspace, session_id=id, revision_kind=revision_kind, flat=self.flat
         )
         etag = tag(rows.session, selectors.transcript_version(rows))
         response = self.render(rows, fmt, max_chars)
@@ -315,7 +303,7 @@ class TranscriptSearchApi(APIView):
     permission_classes = [TRANSCRIPTS_READ]
 
     class QueryIn(serializers.Serializer):
-        query = serializers.CharField(min_length=1, allow_blank=False, trim_whitespace=False, max_length=500)
+        query = SearchQueryField()
         limit = LimitField()
         revisionKind = RevisionKindField()
         cursor = CursorField(help_text="Extension: opaque cursor from the previous page's `nextCursor`.")

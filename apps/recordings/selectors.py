@@ -13,7 +13,6 @@ from typing import Any
 from django.db import connection
 from django.db.models import Count, Max
 
-from apps.access.credentials import ReadAlongside
 from apps.core.cursors import InvalidCursor, decode_cursor, encode_cursor
 from apps.core.errors import NotFound
 from apps.core.shapes import TIMESTAMP, Shape
@@ -21,6 +20,7 @@ from apps.core.timestamps import IsoMs, iso_ms_sql, iso_us_sql, parse_iso, stamp
 from apps.recordings.models import BoardContent, RevisionKind, Segment, Session, Transcript
 from apps.recordings import shapes
 from apps.tenancy.models import Workspace
+from engine.postgresql import prepared
 
 
 def session_by_external_id(*, workspace: Workspace, external_id: str) -> Session:
@@ -38,37 +38,15 @@ def get_session(*, workspace: Workspace, session_id: str) -> Session:
         raise NotFound() from None
 
 
-def session_row(*, workspace: Workspace, session_id: str, read: ReadAlongside | None = None) -> Any:
+def session_row(*, workspace: Workspace, session_id: str) -> Any:
     """The session as a row of the fields its wire shape reads, timestamps in wire form
     (`session_row_repr` takes it): what REST's and MCP's session get answer from. One query
-    written once (`_SessionSql`), no ORM query building; none when admission already read it
-    with the API key (`read`, from `SessionAlongside`: the same columns, in the key's
-    workspace, which is `workspace`)."""
-    if read is not None and isinstance(read.alongside, SessionAlongside) and read.alongside.params[0] == session_id:
-        row = read.row
-    else:
-        with connection.cursor() as cursor:
-            cursor.execute(_SESSION_SQL.one(), [workspace.pk, session_id])
-            row = cursor.fetchone()
+    written once (`_SessionSql`), no ORM query building, prepared once per PostgreSQL connection
+    as the API-key lookup is (its planning cost more than its run)."""
+    row = prepared.fetchone("connect_session_row", _SESSION_SQL.one(), [workspace.pk, session_id])
     if row is None:
         raise NotFound()
     return SESSION_ROWS.make(row)
-
-
-@dataclass(frozen=True)
-class SessionAlongside:
-    """`session_row`'s read, done in the API-key lookup's statement (apps/access/credentials.py
-    `Alongside`): the session of this id in the key's workspace."""
-
-    params: tuple
-    shape = "session"
-
-    def join(self, vendor: str, quote, workspace: str) -> tuple[list[str], str]:
-        return _SESSION_SQL.alongside(vendor, quote, workspace)
-
-
-def session_alongside(session_id: str) -> SessionAlongside:
-    return SessionAlongside((session_id,))
 
 
 class _SessionSql:
@@ -92,20 +70,6 @@ class _SessionSql:
             for f in SESSION_ROWS.fields
         )
         return table, select, names
-
-    def alongside(self, vendor: str, q, workspace: str) -> tuple[list[str], str]:
-        """`one()` as a LEFT JOIN on alias `a`: the same columns (the id first: NULL when there
-        is no such session), joined on the session's workspace and id."""
-        def column(field: str) -> str:
-            name = f"a.{q(Session._meta.pk.column if field == 'id' else Session._meta.get_field(field).column)}"
-            return iso_ms_sql(vendor, name) if field in SESSION_ROWS.stamps else name
-
-        assert SESSION_ROWS.fields[0] == "id"
-        join = (
-            f"LEFT JOIN {q(Session._meta.db_table)} a ON a.{q(Session._meta.get_field('workspace').column)} = "
-            f"{workspace} AND a.{q(Session._meta.pk.column)} = %s"
-        )
-        return [column(f) for f in SESSION_ROWS.fields], join
 
     def one(self) -> str:
         key = (connection.vendor, "one")
@@ -260,42 +224,14 @@ class TranscriptRows:
 SessionRow = namedtuple("SessionRow", TRANSCRIPT_SESSION_FIELDS)
 
 
-@dataclass(frozen=True)
-class TranscriptAlongside:
-    """`_session_and_transcripts`' read, done in the API-key lookup's statement
-    (apps/access/credentials.py `Alongside`): the session of this id in the key's workspace, and
-    its committed and final revisions (at most one of each), as one row."""
-
-    params: tuple
-    shape = "transcript"
-
-    def join(self, vendor: str, quote, workspace: str) -> tuple[list[str], str]:
-        return _TRANSCRIPT_SQL.alongside(vendor, quote, workspace)
-
-
-def transcript_alongside(session_id: str) -> TranscriptAlongside:
-    return TranscriptAlongside((session_id, RevisionKind.COMMITTED.value, RevisionKind.FINAL.value))
-
-
-def _session_and_transcripts(
-    workspace: Workspace, session_id: str, revision_kind: str | None, read: ReadAlongside | None = None
-) -> tuple[Any, list[Any]]:
+def _session_and_transcripts(workspace: Workspace, session_id: str, revision_kind: str | None) -> tuple[Any, list[Any]]:
     """The session row and its revisions' rows (only `revision_kind` when given), in one query:
-    the session left-joined to its (at most two) revisions; none when admission already read
-    them with the API key (`read`, from `TranscriptAlongside`: the same columns, a revision's
-    NULL when it has none, in the key's workspace, which is `workspace`). The session's
-    `updated_at` is read in microseconds as text (`iso_us_sql`): it only enters the answer's
-    validator."""
+    the session left-joined to its (at most two) revisions. The session's `updated_at` is read
+    in microseconds as text (`iso_us_sql`): it only enters the answer's validator."""
     width = len(TRANSCRIPT_SESSION_FIELDS)
-    if read is not None and isinstance(read.alongside, TranscriptAlongside) and read.alongside.params[0] == session_id:
-        if read.row is None:
-            raise NotFound()
-        one = len(TRANSCRIPT_ROWS.fields)
-        rows = [read.row[:width] + read.row[width + i * one : width + (i + 1) * one] for i in range(2)]
-    else:
-        with connection.cursor() as cursor:
-            cursor.execute(_TRANSCRIPT_SQL.session_and_revisions(), [workspace.pk, session_id])
-            rows = cursor.fetchall()
+    with connection.cursor() as cursor:
+        cursor.execute(_TRANSCRIPT_SQL.session_and_revisions(), [workspace.pk, session_id])
+        rows = cursor.fetchall()
     if not rows:
         raise NotFound()
     transcripts = [
@@ -348,31 +284,6 @@ class _TranscriptSql:
             )
         return self._cache[key]
 
-    def alongside(self, vendor: str, q, workspace: str) -> tuple[list[str], str]:
-        """`session_and_revisions()` as LEFT JOINs on aliases `a` (the session, on `workspace` and
-        its id) and `tc`, `tf` (its committed and final revision): the same columns, the
-        revisions' side by side, the session's id first (NULL when there is no such session)."""
-        s, t = Session._meta, Transcript._meta
-
-        def revision(alias: str) -> list[str]:
-            return [
-                iso_ms_sql(vendor, f"{alias}.{q(t.get_field(f).column)}") if f in TRANSCRIPT_ROWS.stamps
-                else f"{alias}.{q(t.pk.column if f == 'id' else t.get_field(f).column)}" for f in TRANSCRIPT_ROWS.fields
-            ]  # fmt: skip
-
-        select = [
-            f"a.{q(s.pk.column)}", f"a.{q(s.get_field('label').column)}",
-            iso_us_sql(vendor, f"a.{q(s.get_field('updated_at').column)}"), *revision("tc"), *revision("tf"),
-        ]  # fmt: skip
-        session, kind = q(t.get_field("session").column), q(t.get_field("revision_kind").column)
-        join = (
-            f"LEFT JOIN {q(s.db_table)} a ON a.{q(s.get_field('workspace').column)} = {workspace} "
-            f"AND a.{q(s.pk.column)} = %s "
-            f"LEFT JOIN {q(t.db_table)} tc ON tc.{session} = a.{q(s.pk.column)} AND tc.{kind} = %s "
-            f"LEFT JOIN {q(t.db_table)} tf ON tf.{session} = a.{q(s.pk.column)} AND tf.{kind} = %s"
-        )
-        return select, join
-
     def segments(self, rows: WireRows, revision_kind: str) -> str:
         key = (connection.vendor, rows.fields, revision_kind == RevisionKind.COMMITTED)
         if key not in self._cache:
@@ -398,12 +309,10 @@ _TRANSCRIPT_SQL = _TranscriptSql()
 
 
 def transcript_rows(
-    *, workspace: Workspace, session_id: str, revision_kind: str | None = None, flat: bool = False,
-    read: ReadAlongside | None = None,
+    *, workspace: Workspace, session_id: str, revision_kind: str | None = None, flat: bool = False
 ) -> TranscriptRows:
     """The session's revisions (only `revision_kind` when given) with their segments. `flat`:
-    only the flat transcript's revision is read, with the flat segment's fields. `read`: what
-    admission read ahead (`TranscriptAlongside`), if anything.
+    only the flat transcript's revision is read, with the flat segment's fields.
 
     The revisions and their segments are two statements, each seeing what was committed when it
     began; a final revision replaced in between (`write_final_transcript`: one transaction
@@ -411,14 +320,13 @@ def transcript_rows(
     finds empty. Segments are read whole per statement, so emptiness is the only sign: a
     revision read empty is looked up again, and the read repeated if it was replaced."""
     for _ in range(_REPLACED_RETRIES):
-        rows = _transcript_rows(workspace, session_id, revision_kind, flat, read)
+        rows = _transcript_rows(workspace, session_id, revision_kind, flat)
         empty = {t.id for t, segments in rows.revisions if not segments}
         if not empty:
             return rows
         _, now = _session_and_transcripts(workspace, session_id, revision_kind)
         if empty <= {t.id for t in now}:
             return rows
-        read = None  # what admission read ahead is the replaced state
     return rows
 
 
@@ -426,10 +334,8 @@ def transcript_rows(
 _REPLACED_RETRIES = 5
 
 
-def _transcript_rows(
-    workspace: Workspace, session_id: str, revision_kind: str | None, flat: bool, read: ReadAlongside | None
-) -> TranscriptRows:
-    session, transcripts = _session_and_transcripts(workspace, session_id, revision_kind, read)
+def _transcript_rows(workspace: Workspace, session_id: str, revision_kind: str | None, flat: bool) -> TranscriptRows:
+    session, transcripts = _session_and_transcripts(workspace, session_id, revision_kind)
     if flat:
         chosen, _ = TranscriptRows(session, [(t, []) for t in transcripts]).flat
         return TranscriptRows(session, [(chosen, segment_rows(chosen))] if chosen else [], segment_stamp())
@@ -437,14 +343,13 @@ def _transcript_rows(
 
 
 def transcript_validator(
-    *, workspace: Workspace, session_id: str, revision_kind: str | None = None, flat: bool = False,
-    read: ReadAlongside | None = None,
+    *, workspace: Workspace, session_id: str, revision_kind: str | None = None, flat: bool = False
 ) -> tuple[Any, list[tuple[str, int, int | None]]]:
     """What a transcript answer is made from, without its segments: the session row and, per
     revision the answer shows, (transcript id, segment count, last sequence). Segments are only
     ever appended to a revision (a new final revision is a new transcript), so these change
     whenever the answer does. `transcript_version` gives the same triples from read rows."""
-    session, transcripts = _session_and_transcripts(workspace, session_id, revision_kind, read)
+    session, transcripts = _session_and_transcripts(workspace, session_id, revision_kind)
     if flat:
         chosen, _ = TranscriptRows(session, [(t, []) for t in transcripts]).flat
         transcripts = [chosen] if chosen else []

@@ -37,13 +37,13 @@ def limited(settings):  # noqa: F811 - pytest-django's fixture
 def burst(authorization: str, count: int, monkeypatch) -> tuple[list, int]:
     """`count` opens ask together while the hub's threads are busy; how many lookups ran."""
     lookups = []
-    real = admission_module.authenticate_bearer_along
+    real = admission_module.authenticate_bearer
 
     def counted(*args, **kwargs):
         lookups.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(admission_module, "authenticate_bearer_along", counted)
+    monkeypatch.setattr(admission_module, "authenticate_bearer", counted)
     audiences = rest_audiences(settings.CONNECT_BASE_URL)
 
     async def scenario():

@@ -129,7 +129,7 @@ def test_a_key_revoked_mid_burst_refuses_every_open_that_asks_after(acme, alice_
     still runs); the opens asking from then on form the next job, which sees the revocation."""
     forget_rate_limit_counts()
     lookups: list[int] = []
-    real = admission_module.authenticate_bearer_along
+    real = admission_module.authenticate_bearer
 
     def lookup_then_revoke(*args, **kwargs):
         lookups.append(1)
@@ -138,7 +138,7 @@ def test_a_key_revoked_mid_burst_refuses_every_open_that_asks_after(acme, alice_
             ApiKey.objects.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
         return found
 
-    monkeypatch.setattr(admission_module, "authenticate_bearer_along", lookup_then_revoke)
+    monkeypatch.setattr(admission_module, "authenticate_bearer", lookup_then_revoke)
     audiences = rest_audiences(settings.CONNECT_BASE_URL)
     authorization = f"Bearer {alice_key}"
 

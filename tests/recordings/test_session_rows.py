@@ -93,36 +93,23 @@ def test_a_session_of_another_workspace_is_not_found(sessions):
         selectors.session_row(workspace=workspace, session_id=other.id)
 
 
-# --- The session read with the API key (admission's `alongside`, one statement) ---------------
+# --- Admission reads who, the door reads what --------------------------------------------------
 
 
-def test_the_session_read_with_the_key_is_the_row_read_alone(sessions):
-    from apps.access.credentials import authenticate_bearer_along
+def session_statements(queries) -> list[str]:
+    """The captured statements that read a session; none of them is the API key's lookup."""
+    from apps.tenancy.models import ApiKey
 
-    workspace, other = sessions
-    key = factories.api_key(factories.member(workspace, "reader@acme.test"), factories.ALL_SCOPES)
-    for session in Session.objects.filter(workspace=workspace):
-        principal, read = authenticate_bearer_along(f"Bearer {key}", alongside=selectors.session_alongside(session.id))
-        assert principal.workspace == workspace and read.row is not None
-        alone = selectors.session_row(workspace=workspace, session_id=session.id)
-        assert selectors.session_row(workspace=workspace, session_id=session.id, read=read) == alone
-    for missing in (other.id, "no-such-session"):  # another workspace's session is no row at all
-        _, read = authenticate_bearer_along(f"Bearer {key}", alongside=selectors.session_alongside(missing))
-        assert read.row is None
-        with pytest.raises(NotFound):
-            selectors.session_row(workspace=workspace, session_id=missing, read=read)
-    # A read for another id is not used: the session is read again.
-    first, second = Session.objects.filter(workspace=workspace)[:2]
-    _, read = authenticate_bearer_along(f"Bearer {key}", alongside=selectors.session_alongside(first.id))
-    assert selectors.session_row(workspace=workspace, session_id=second.id, read=read).id == second.id
+    reads = [q["sql"] for q in queries if Session._meta.db_table in q["sql"]]
+    assert not [sql for sql in reads if ApiKey._meta.db_table in sql]
+    return reads
 
 
-def test_rest_and_mcp_answer_a_session_get_with_the_same_bytes_with_and_without_the_read_ahead(sessions, monkeypatch):
+def test_rest_and_mcp_answer_a_session_get_each_reading_the_session_itself(sessions):
     import orjson
     from django.test import Client
 
     from apps.mcp import consumer
-    from apps.recordings.api import SessionDetailApi
 
     workspace, other = sessions
     key = factories.api_key(factories.member(workspace, "reader@acme.test"), factories.ALL_SCOPES)
@@ -140,7 +127,7 @@ def test_rest_and_mcp_answer_a_session_get_with_the_same_bytes_with_and_without_
             out.append((rest.status_code, rest.content, rest.get("ETag"), reply.status, orjson.dumps(reply.body)))
         return out
 
-    def statements() -> tuple[int, int]:
+    def statements() -> tuple[list[str], list[str]]:
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
 
@@ -151,14 +138,13 @@ def test_rest_and_mcp_answer_a_session_get_with_the_same_bytes_with_and_without_
             client.get(f"/api/v1/sessions/{ids[0]}", headers=headers)
         with CaptureQueriesContext(connection) as mcp:
             consumer.answer(mcp_headers, orjson.dumps(body), set())
-        return len(rest), len(mcp)
+        return session_statements(rest.captured_queries), session_statements(mcp.captured_queries)
 
-    read_ahead = answers()
-    fewer = statements()
-    monkeypatch.setattr(SessionDetailApi, "read_ahead", lambda self, kwargs: None)
-    monkeypatch.setattr(consumer, "read_ahead", lambda body: None)
-    assert read_ahead == answers()
-    assert [n - 1 for n in statements()] == list(fewer)  # one statement fewer on each door
-    assert [status for status, *_ in read_ahead] == [200] * (len(ids) - 2) + [404, 404]
-    assert [answer[3] for answer in read_ahead] == [200] * len(ids)  # MCP: a tool error for the missing
-    assert b'"isError":true' in read_ahead[-1][4] and b'"isError":false' in read_ahead[0][4]
+    answered = answers()
+    assert answered == answers()
+    # Each door reads its session in a statement of its own, the selector's, after admission.
+    rest_reads, mcp_reads = statements()
+    assert len(rest_reads) == len(mcp_reads) == 1 and rest_reads == mcp_reads
+    assert [status for status, *_ in answered] == [200] * (len(ids) - 2) + [404, 404]
+    assert [answer[3] for answer in answered] == [200] * len(ids)  # MCP: a tool error for the missing
+    assert b'"isError":true' in answered[-1][4] and b'"isError":false' in answered[0][4]

@@ -223,17 +223,25 @@ def test_a_revision_is_read_in_an_index_order_without_a_sort(rich, kind):
             assert "TEMP B-TREE" not in plan and expected in plan, plan
 
 
-def test_the_read_ahead_answers_the_same_bytes_and_tags_in_one_statement_fewer(acme, rich, monkeypatch):
-    """TranscriptApi.read_ahead: admission reads the session and its revisions in the API key's
-    statement (selectors.TranscriptAlongside). Both paths, every revision filter, JSON and an
-    export, a conditional request, a session with no transcript, another workspace's session
-    and a missing one: the same status, bytes and ETag with and without it, and one statement
-    fewer with it."""
+def session_statements(queries) -> list[str]:
+    """The captured statements that read a session; none of them is the API key's lookup."""
+    from apps.recordings.models import Session
+    from apps.tenancy.models import ApiKey
+
+    reads = [q["sql"] for q in queries if Session._meta.db_table in q["sql"]]
+    assert not [sql for sql in reads if ApiKey._meta.db_table in sql]
+    return reads
+
+
+def test_the_transcript_reads_its_session_itself_and_answers_the_same_bytes_and_tags(acme, rich):
+    """Admission reads only the credential; the view reads the session and its revisions in a
+    statement of its own. Both paths, every revision filter, JSON and an export, a conditional
+    request, a session with no transcript, another workspace's session and a missing one: the
+    same status, bytes and ETag every time, and one statement reading the session."""
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    from apps.recordings.api import TranscriptApi
     from apps.tenancy.models import Workspace
 
     services.change_session_status(session=rich, status="completed")
@@ -259,26 +267,25 @@ def test_the_read_ahead_answers_the_same_bytes_and_tags_in_one_statement_fewer(a
             out.append((path, response.status_code, response.content, response.get("ETag"), again.status_code))
         return out
 
-    def statements() -> int:
+    def statements() -> list[str]:
         with CaptureQueriesContext(connection) as queries:
             Client().get(f"/api/v1/sessions/{rich.id}/transcript", headers=headers)
-        return len(queries)
+        return session_statements(queries.captured_queries)
 
     Client().get(f"/api/v1/sessions/{rich.id}/transcript", headers=headers)  # the key's last_used_at touch
-    read_ahead, fewer = answers(), statements()
-    monkeypatch.setattr(TranscriptApi, "read_ahead", lambda self, kwargs: None)
+    answered = answers()
     alone = answers()
-    assert read_ahead == alone
-    assert statements() == fewer + 1
-    statuses = [(status, again) for _, status, _, _, again in read_ahead]
+    assert answered == alone
+    assert len(statements()) == 1
+    statuses = [(status, again) for _, status, _, _, again in answered]
     assert statuses == [(200, 304)] * 15 + [(404, 404)] * 10
-    assert read_ahead[0][2] == old_flat_body(rich)
+    assert answered[0][2] == old_flat_body(rich)
 
 
-def test_mcp_get_transcript_reads_ahead_with_the_key_and_answers_the_same(acme, rich, monkeypatch):
-    """MCP `get_transcript` names the same read-ahead (apps/mcp/tools.py `read_ahead`): the same
-    replies, whole and paged, for a session, another workspace's and a missing one, with and
-    without it, and one statement fewer with it."""
+def test_mcp_get_transcript_reads_its_session_itself_and_answers_the_same(acme, rich):
+    """MCP `get_transcript` reads through REST's selector after admission: the same replies,
+    whole and paged, for a session, another workspace's and a missing one, every time, and one
+    statement reading the session."""
     import orjson
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -299,16 +306,15 @@ def test_mcp_get_transcript_reads_ahead_with_the_key_and_answers_the_same(acme, 
     def answers():
         return [orjson.dumps(consumer.answer(headers, body(arguments), set())[0].body) for arguments in calls]
 
-    def statements() -> int:
+    def statements() -> list[str]:
         with CaptureQueriesContext(connection) as queries:
             consumer.answer(headers, body(calls[0]), set())
-        return len(queries)
+        return session_statements(queries.captured_queries)
 
     consumer.answer(headers, body(calls[0]), set())  # the key's last_used_at touch
-    read_ahead, fewer = answers(), statements()
-    monkeypatch.setattr(consumer, "read_ahead", lambda body: None)
-    assert read_ahead == answers()
-    assert statements() == fewer + 1
-    first = orjson.loads(read_ahead[0])["result"]["structuredContent"]
+    answered = answers()
+    assert answered == answers()
+    assert len(statements()) == 1
+    first = orjson.loads(answered[0])["result"]["structuredContent"]
     assert first["transcript"] == json.loads(old_flat_body(rich))["transcript"]
-    assert [b'"isError":true' in reply for reply in read_ahead] == [False, True, True, False]
+    assert [b'"isError":true' in reply for reply in answered] == [False, True, True, False]
