@@ -8,8 +8,8 @@ import secrets
 import string
 import time
 
-_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
-_FROM_BASE32 = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD)
+CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"  # ULID's base32 alphabet, lowercased
+_FROM_BASE32 = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", CROCKFORD)
 _BASE62 = string.digits + string.ascii_letters
 
 

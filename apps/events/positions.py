@@ -20,7 +20,8 @@ import base64
 import binascii
 from dataclasses import dataclass
 
-CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+from apps.core.ids import CROCKFORD, crockford
+
 _CROCKFORD_VALUES = {c: i for i, c in enumerate(CROCKFORD)}
 EVENT_PREFIX = "evt_"
 POSITION_PREFIX = "pos_"
@@ -40,12 +41,7 @@ def event_id_ms(event_id: str) -> int | None:
 
 def id_floor(ms: int) -> str:
     """The smallest `evt_` id of millisecond `ms`."""
-    chars = []
-    value = max(ms, 0) << 80
-    for _ in range(26):
-        chars.append(CROCKFORD[value & 31])
-        value >>= 5
-    return EVENT_PREFIX + "".join(reversed(chars))
+    return EVENT_PREFIX + crockford(max(ms, 0) << 80)
 
 
 @dataclass(frozen=True)

@@ -15,24 +15,15 @@ from apps.events.signals import event_recorded
 
 
 def record_event(*, workspace_id: int, type: str, session_id: str, occurred_at: datetime, data: dict) -> Event:
-    event = Event.objects.create(
-        workspace_id=workspace_id,
-        type=type,
-        session_id=session_id,
-        occurred_at=occurred_at,
-        data=data,
-        position=selectors.position_on_insert(),
-    )
-    event_recorded.send(sender=Event, event=event)
-    transaction.on_commit(lambda: _announce(event))
-    return event
+    return record_events(workspace_id=workspace_id, session_id=session_id, occurred_at=occurred_at,
+                         items=[(type, data)])[0]
 
 
 def record_events(*, workspace_id: int, session_id: str, occurred_at: datetime,
                   items: list[tuple[str, dict]]) -> list[Event]:
-    """`record_event` for several events of one session at once, in their order: one INSERT for
-    all their outbox rows (a batch of appended segments), then each one's `event_recorded` and,
-    after commit, each one announced. Their `position` is the same, as every event of one
+    """Events of one session, in their order (one, or a batch of appended segments' own): one
+    INSERT for all their outbox rows, then each one's `event_recorded` and, after commit, each
+    one announced. Their `position` is the same, as every event of one
     transaction's is on PostgreSQL; the log orders them by id (monotonic)."""
     events = [
         Event(workspace_id=workspace_id, type=type, session_id=session_id, occurred_at=occurred_at, data=data,
