@@ -149,6 +149,20 @@ def both_daphnes(server) -> list[int] | None:
     return pids if len(pids) == 2 else None
 
 
+def both_serving(server) -> list[int]:
+    """Both server processes, once each has answered a request: a process only started has not
+    yet beaten its first heartbeat, and start-up is never judged (frozen then, it would never be
+    replaced; the queued connections wait for it)."""
+    pids = wait_until(lambda: both_daphnes(server), what="both servers", timeout=60)
+    answered: set[int] = set()
+    for _ in range(400):
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            answered.add(client.get("/test/thread").json()["process"])
+        if answered >= set(pids):
+            return pids
+    raise AssertionError(f"only {answered} of {pids} answered")
+
+
 def pinned_client(server, process: int) -> httpx.Client:
     """A keep-alive connection that landed on `process` (new connections land by hash)."""
     for _ in range(200):
@@ -229,7 +243,7 @@ def test_a_frozen_server_process_is_replaced_and_the_other_loses_nothing(tmp_pat
     meanwhile, and the replacement joins only once it serves. Every request on the other
     process's connections succeeds throughout."""
     with serve(tmp_path, workers=2, env={"CONNECT_SERVE_LIVENESS_SECONDS": "3"}) as server:
-        frozen, healthy = wait_until(lambda: both_daphnes(server), what="both servers", timeout=60)
+        frozen, healthy = both_serving(server)
         askers = [Asking(pinned_client(server, healthy), "/test/thread?hold=0.2") for _ in range(2)]
         for asker in askers:
             asker.start()
