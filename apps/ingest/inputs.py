@@ -12,23 +12,17 @@ import re
 from datetime import datetime
 from typing import Any
 
-import orjson
-
+from apps.ingest.limits import (  # noqa: F401 - the API's limits, named where its checks are
+    BOARD_ID, EXTERNAL_ID, MAX_BOARD_PAYLOAD_BYTES, MAX_LABEL, MAX_MEMO, MAX_SPEAKER, MAX_TEXT, MAX_TIMESTAMP_MS,
+    payload_bytes,
+)
 from apps.recordings.models import BoardStatus, RevisionKind, SessionStatus
 from apps.recordings.services import SegmentInput
 
 MAX_BATCH = 500  # segments per append
 MAX_FINAL_SEGMENTS = 20_000  # segments in one final revision
-MAX_TEXT = 4_000  # characters of one segment's text
-MAX_SPEAKER = 200  # characters of a speaker label
-MAX_LABEL = 500  # characters of a session's label
-MAX_MEMO = 20_000  # characters of a session's memo
-MAX_BOARD_PAYLOAD_BYTES = 256 * 1024  # a board payload as canonical JSON (sorted keys, no spaces, UTF-8)
-MAX_TIMESTAMP_MS = 2**31 - 1  # the segment columns' range: about 24.8 days from the session start
 MAX_SEQUENCE = 2**31 - 1
 
-EXTERNAL_ID = re.compile(r"[A-Za-z0-9._~:@+=-]{1,200}")
-BOARD_ID = re.compile(r"[A-Za-z0-9._:-]{1,100}")
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 
 SEGMENT_FIELDS = ("timestampStart", "timestampEnd", "speakerLabel", "text", "confidence")
@@ -178,7 +172,7 @@ def board(body: Any) -> tuple[str, str, Any]:
     if body["sourceRevisionKind"] not in RevisionKind.values:
         raise Invalid("sourceRevisionKind", "must be one of " + ", ".join(RevisionKind.values))
     payload = body["payload"]
-    if len(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)) > MAX_BOARD_PAYLOAD_BYTES:
+    if payload_bytes(payload) > MAX_BOARD_PAYLOAD_BYTES:
         raise Invalid("payload", f"at most {MAX_BOARD_PAYLOAD_BYTES} bytes as JSON")
     return body["status"], body["sourceRevisionKind"], payload
 

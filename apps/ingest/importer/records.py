@@ -10,23 +10,20 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from apps.ingest.limits import (
+    BOARD_ID, EXTERNAL_ID, MAX_BOARD_PAYLOAD_BYTES, MAX_LABEL, MAX_MEMO, MAX_SPEAKER, MAX_TEXT, MAX_TIMESTAMP_MS,
+    payload_bytes,
+)
 from apps.recordings.models import BoardStatus, RevisionKind, SessionStatus
 from apps.recordings.services import ImportedBoard, ImportedSession, SegmentInput
 
-MAX_EXTERNAL_ID = 200
-MAX_LABEL = 500
-MAX_MEMO = 10_000
-MAX_SPEAKER_LABEL = 200
-MAX_BOARD_ID = 100
-MAX_SEGMENT_TEXT = 10_000
-MAX_SEGMENTS = 100_000  # per revision
+MAX_SEGMENTS = 100_000  # per revision: a history file carries whole revisions, not batches
 MAX_BOARD_VERSIONS = 1_000
-MAX_BOARD_PAYLOAD_BYTES = 256 * 1024  # the payload as compact JSON
-MAX_TIMESTAMP_MS = 2**31 - 1  # the column is a 32-bit integer: about 24 days of recording
 
 SESSION_FIELDS = {"externalId", "label", "memo", "status", "startedAt", "endedAt", "createdAt",
                   "committed", "final", "boards"}  # fmt: skip
@@ -49,7 +46,7 @@ def parse_record(data: Any) -> SessionRecord:
     if not isinstance(data, dict):
         raise Refused(f"a session is a JSON object, not {_kind(data)}")
     _no_unknown(data, SESSION_FIELDS, "session")
-    external_id = _string(data, "externalId", MAX_EXTERNAL_ID, required=True)
+    external_id = _id(data, "externalId", EXTERNAL_ID)
     status = data.get("status")
     if status not in SessionStatus.values:
         raise Refused(f"status {status!r} is not one of {', '.join(SessionStatus.values)}")
@@ -103,15 +100,15 @@ def _segments(value: Any, where: str) -> list[SegmentInput]:
         text = item.get("text")
         if not isinstance(text, str) or not text.strip():
             raise Refused(f"{at}.text is required: a non-empty string")
-        if len(text) > MAX_SEGMENT_TEXT:
-            raise Refused(f"{at}.text is {len(text)} characters; at most {MAX_SEGMENT_TEXT}")
+        if len(text) > MAX_TEXT:
+            raise Refused(f"{at}.text is {len(text)} characters; at most {MAX_TEXT}")
         _no_nul(text, f"{at}.text")
         confidence = item.get("confidence")
         if confidence is not None:
             if not _is_number(confidence) or not 0.0 <= confidence <= 1.0:
                 raise Refused(f"{at}.confidence is a number from 0.0 to 1.0, or null")
             confidence = float(confidence)
-        speaker = _string(item, "speakerLabel", MAX_SPEAKER_LABEL, where=at)
+        speaker = _string(item, "speakerLabel", MAX_SPEAKER, where=at)
         numbered.append((sequence, SegmentInput(start, end, text, speaker, confidence)))
     sequences = [n for n, _ in numbered]
     if len(set(sequences)) != len(sequences):
@@ -130,7 +127,7 @@ def _boards(value: Any, *, default_at: datetime) -> list[ImportedBoard]:
         if not isinstance(item, dict):
             raise Refused(f"{at} is a JSON object, not {_kind(item)}")
         _no_unknown(item, BOARD_FIELDS, at)
-        board_id = _string(item, "boardId", MAX_BOARD_ID, required=True, where=at)
+        board_id = _id(item, "boardId", BOARD_ID, where=at)
         status = item.get("status")
         if status not in BoardStatus.values:
             raise Refused(f"{at}.status {status!r} is not one of {', '.join(BoardStatus.values)}")
@@ -143,8 +140,9 @@ def _boards(value: Any, *, default_at: datetime) -> list[ImportedBoard]:
             encoded = json.dumps(item["payload"], separators=(",", ":"), allow_nan=False)
         except ValueError:
             raise Refused(f"{at}.payload holds a non-finite number") from None
-        if len(encoded.encode()) > MAX_BOARD_PAYLOAD_BYTES:
-            raise Refused(f"{at}.payload is {len(encoded.encode())} bytes as JSON; at most {MAX_BOARD_PAYLOAD_BYTES}")
+        size = payload_bytes(item["payload"])
+        if size > MAX_BOARD_PAYLOAD_BYTES:
+            raise Refused(f"{at}.payload is {size} bytes as JSON; at most {MAX_BOARD_PAYLOAD_BYTES}")
         if "\\u0000" in encoded:
             raise Refused(f"{at}.payload holds a NUL character, which cannot be stored")
         created_at = _time(item, "createdAt", where=at) or default_at
@@ -170,6 +168,15 @@ def _string(data: dict, key: str, limit: int, *, required: bool = False, where: 
     if len(value) > limit:
         raise Refused(f"{name} is {len(value)} characters; at most {limit}")
     _no_nul(value, name)
+    return value
+
+
+def _id(data: dict, key: str, pattern: re.Pattern, *, where: str = "") -> str:
+    """An id the ingest API takes in its paths as well, so it is checked by the same pattern."""
+    name = f"{where}.{key}" if where else key
+    value = _string(data, key, 1_000, required=True, where=where)
+    if not pattern.fullmatch(value):
+        raise Refused(f"{name} must match {pattern.pattern} (the ingest API takes it in its paths)")
     return value
 
 
