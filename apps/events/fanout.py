@@ -42,12 +42,19 @@ def wire_message(event: Event) -> bytes:
     return header + b"\n" + frame_for(event)
 
 
-def announce_committed(event: Event) -> None:
+def announce_committed(events: list[Event]) -> None:
+    """Announces one transaction's events, in their order: one Redis round trip for them all (a
+    pipeline of publishes; a batch of appended segments is hundreds of events), or one wake-up
+    of every process (a woken follower reads everything new, however many)."""
     if settings.REDIS_URL:
         try:
-            redis_client().publish(redis_channel(), wire_message(event))
-        except Exception:  # noqa: BLE001 - the event is committed; live delivery is best effort
-            logger.exception("could not publish %s to Redis; open streams miss it (resume still has it)", event.id)
+            pipeline = redis_client().pipeline(transaction=False)
+            for event in events:
+                pipeline.publish(redis_channel(), wire_message(event))
+            pipeline.execute()
+        except Exception:  # noqa: BLE001 - the events are committed; live delivery is best effort
+            logger.exception("could not publish %s… to Redis; open streams miss them (resume still has them)",
+                             events[0].id)  # fmt: skip
     else:
         _wake_other_processes()
     for wake in list(local_wakeups):

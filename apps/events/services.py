@@ -33,12 +33,8 @@ def record_events(*, workspace_id: int, session_id: str, occurred_at: datetime,
     Event.objects.bulk_create(events)
     for event in events:
         event_recorded.send(sender=Event, event=event)
-    transaction.on_commit(lambda: [_announce(event) for event in events])
+    transaction.on_commit(lambda: fanout.announce_committed(events))
     return events
-
-
-def _announce(event: Event) -> None:
-    fanout.announce_committed(event)
 
 
 PURGE_BATCH = 1000

@@ -84,7 +84,7 @@ def test_ids_sort_by_time(acme):
 def test_nothing_is_recorded_or_announced_when_the_transaction_rolls_back(monkeypatch):
     ws = factories.workspace("rollback")
     announced = []
-    monkeypatch.setattr(fanout, "announce_committed", announced.append)
+    monkeypatch.setattr(fanout, "announce_committed", announced.extend)
     with pytest.raises(RuntimeError):
         with transaction.atomic():
             session = recordings.create_session(workspace=ws)
