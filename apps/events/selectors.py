@@ -52,7 +52,12 @@ _HORIZON = {
 
 def position_on_insert() -> RawSQL:
     """The value of a new row's `position`, computed by the database inside the INSERT."""
-    return RawSQL(_POSITION_ON_INSERT[connection.vendor], ())
+    return RawSQL(position_sql(), ())
+
+
+def position_sql() -> str:
+    """`position_on_insert` as SQL, for an INSERT written by hand."""
+    return _POSITION_ON_INSERT[connection.vendor]
 
 
 def horizon() -> int:
