@@ -38,10 +38,12 @@ def record_events(*, workspace_id: int, session_id: str, occurred_at: datetime,
 
 
 def _insert(events: list[Event]) -> None:
-    """One INSERT for a transaction's events. On PostgreSQL their varying columns travel as two
-    arrays (`unnest`): `bulk_create` binds seven parameters a row, and turning its statement of
-    thousands of placeholders into PostgreSQL's form cost more than the insert itself for a
-    batch of appended segments (docs/decisions/mechanisms.md). Rows equal the ORM's
+    """One INSERT for a transaction's events. On PostgreSQL their varying columns travel as
+    three parameters, whatever the count: ids and types as arrays (`unnest`), the data as one
+    JSON array (an array of JSON texts is escaped element by element, quote by quote).
+    `bulk_create` binds seven parameters a row, and turning its statement of thousands of
+    placeholders into PostgreSQL's form cost more than the insert itself for a batch of
+    appended segments (docs/decisions/mechanisms.md). Rows equal the ORM's
     (tests/events/test_outbox_insert.py)."""
     if connection.vendor != "postgresql" or len(events) < 2:
         for event in events:
@@ -52,13 +54,14 @@ def _insert(events: list[Event]) -> None:
     data = Event._meta.get_field("data")
     sql = (
         f"INSERT INTO {Event._meta.db_table} (id, workspace_id, type, session_id, occurred_at, data, position)"
-        f" SELECT u.id, %s, u.type, %s, %s, u.data, {selectors.position_sql()}"
-        " FROM unnest(%s::varchar[], %s::varchar[], %s::jsonb[]) WITH ORDINALITY AS u(id, type, data, n) ORDER BY u.n"
+        f" SELECT u.id, %s, u.type, %s, %s, d.data, {selectors.position_sql()}"
+        " FROM unnest(%s::varchar[], %s::varchar[]) WITH ORDINALITY AS u(id, type, n)"
+        " JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS d(data, n) USING (n) ORDER BY n"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [
-            first.workspace_id, first.session_id, first.occurred_at,
-            [e.id for e in events], [e.type for e in events], [json.dumps(e.data, cls=data.encoder) for e in events],
+            first.workspace_id, first.session_id, first.occurred_at, [e.id for e in events], [e.type for e in events],
+            json.dumps([e.data for e in events], cls=data.encoder),
         ])  # fmt: skip
     for event in events:
         event._state.adding = False
