@@ -16,7 +16,6 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from oauth2_provider.exceptions import FatalClientError, OAuthToolkitError
-from oauth2_provider.oauth2_backends import _add_iss_to_redirect
 from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import AuthorizationView, RevokeTokenView
 from oauth2_provider.views import TokenView as DotTokenView
@@ -41,6 +40,7 @@ from apps.oauth.models import Application
 from apps.oauth.redirect_uris import redirect_target
 from apps.oauth.selectors import consentable_memberships
 from apps.oauth.validators import ALLOWED_GRANT_TYPES, WORKSPACE_ATTR
+from engine.authorization_response import with_issuer
 
 # RFC 6749 §3.2: a parameter is sent at most once; RFC 8707 lets `resource` repeat.
 REPEATABLE_PARAMETERS = frozenset({"resource"})
@@ -170,7 +170,7 @@ class ConsentView(AuthorizationView):
         # RFC 9207: every authorization response names its issuer, errors included (DOT adds
         # `iss` only to successful ones; adding it again is harmless, the helper keeps one).
         issuer = oauth2_settings.oauth2_authorization_server_issuer(self.request)
-        return super().redirect(_add_iss_to_redirect(redirect_to, issuer), application)
+        return super().redirect(with_issuer(redirect_to, issuer), application)
 
     def form_valid(self, form: ConsentForm) -> HttpResponse:
         application = Application.objects.filter(client_id=form.cleaned_data["client_id"]).first()
