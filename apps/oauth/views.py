@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import orjson
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -158,6 +160,9 @@ class ConsentView(AuthorizationView):
         redirect_uri = (form.data.get("redirect_uri") if form.is_bound else None) or form.initial.get("redirect_uri")
         registered = application.redirect_uris.split()
         return {
+            # A metadata-document client is its URL: the draft asks that its host be shown, the
+            # one part of the client's identity nobody else can claim.
+            "document_host": document_host(application),
             "redirect_host": redirect_target(redirect_uri or (registered[0] if registered else "")),
             # Registered by an operator: the name is ours. Dynamically or by metadata document:
             # anyone could have chosen it.
@@ -198,6 +203,14 @@ class ConsentView(AuthorizationView):
             # oauthlib copies credentials onto its request; the validator stores it on the grant.
             credentials = {**credentials, WORKSPACE_ATTR: workspace_id}
         return super().create_authorization_response(request, scopes, credentials, allow)
+
+
+def document_host(application: Application) -> str:
+    """The host (and port, when one is given) of a metadata-document client's `client_id`;
+    empty for any other client."""
+    if application.registration_source != Application.RegistrationSource.CIMD:
+        return ""
+    return urlsplit(application.client_id).netloc.rpartition("@")[2]
 
 
 def undecodable_query(request: HttpRequest) -> bool:
