@@ -140,6 +140,9 @@ class GuardedMetadataFetcher:
                 break
             try:
                 ssrf.check_address(address, rules)  # what is dialled, checked again
+            except ssrf.UnsafeDestination as refused:
+                raise CIMDError(f"client_id address refused: {refused}") from None
+            try:
                 return self.fetch_from(address, destination, client_id, deadline)
             except _Unreachable as error:
                 problems.append(str(error))  # the next address may answer
