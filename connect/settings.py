@@ -341,6 +341,9 @@ from apps.oauth.conf import OAUTH2_PROVIDER, OAUTH2_PROVIDER_MODELS  # noqa: E40
 globals().update(OAUTH2_PROVIDER_MODELS)
 # The issuer is `{auth_url}/api/auth` (contract §5.3); DOT builds the RFC 8414 document from it.
 OAUTH2_PROVIDER = {**OAUTH2_PROVIDER, "OIDC_ISS_ENDPOINT": f"{CONNECT_AUTH_URL}/api/auth"}
+# Tests only: the CA of a loopback Client ID Metadata Document server. Deliberately read from
+# no environment variable, and ignored unless CONNECT_DEVELOPMENT is on (apps/oauth/cimd.py).
+CONNECT_CIMD_TESTING_CA_FILE = None
 
 # --- Deployment over HTTPS -------------------------------------------------------------------
 # With an https base URL: cookies only over TLS, HSTS, and plain-http requests redirected —

@@ -89,7 +89,7 @@ PINS: list[tuple[str, str, Callable[[], object]]] = [
     ("apps/access/rest.py, apps/recordings/api.py", "rest_framework Request._request (the Django HttpRequest)",
      lambda: _source_has("rest_framework.request:Request.__init__", "self._request = request")),
     # --- django-oauth-toolkit -------------------------------------------------------------------
-    ("apps/oauth/views.py", "oauth2_provider.oauth2_backends._add_iss_to_redirect(uri, issuer)",
+    ("engine/authorization_response.py", "oauth2_provider.oauth2_backends._add_iss_to_redirect(uri, issuer)",
      lambda: _parameters("oauth2_provider.oauth2_backends:_add_iss_to_redirect") == ["uri", "issuer"]),
     ("apps/oauth/validators.py", "OAuth2Validator._create_access_token(expires, request, token, source_refresh_token)",
      lambda: _parameters("oauth2_provider.oauth2_validators:OAuth2Validator._create_access_token")

@@ -62,9 +62,11 @@ OAUTH2_PROVIDER = {
     "DCR_ENABLED": True,
     "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
     "DCR_REGISTRATION_TOKEN_EXPIRE_SECONDS": 90 * 24 * 3600,
-    # Client ID Metadata Documents. DOT's SafeMetadataFetcher (the default) fetches https only,
-    # refuses hosts resolving to any non-public address, pins the checked IP, follows no
-    # redirects and caps size and time, so it never reaches private networks.
+    # Client ID Metadata Documents (draft-ietf-oauth-client-id-metadata-document). Our fetcher
+    # applies the webhooks' SSRF rules and one deadline to the whole fetch (apps/oauth/cimd.py);
+    # the library resolves, stores and backs off. 5 KB is the draft's recommended read limit.
     "CIMD_ENABLED": True,
-    "CIMD_METADATA_FETCHER": "oauth2_provider.cimd.SafeMetadataFetcher",
+    "CIMD_METADATA_FETCHER": "apps.oauth.cimd.GuardedMetadataFetcher",
+    "CIMD_MAX_DOCUMENT_SIZE": 5 * 1024,
+    "CIMD_FETCH_TIMEOUT_SECONDS": 5,
 }

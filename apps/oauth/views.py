@@ -11,12 +11,13 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import orjson
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from oauth2_provider.exceptions import FatalClientError, OAuthToolkitError
-from oauth2_provider.oauth2_backends import _add_iss_to_redirect
 from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import AuthorizationView, RevokeTokenView
 from oauth2_provider.views import TokenView as DotTokenView
@@ -41,6 +42,7 @@ from apps.oauth.models import Application
 from apps.oauth.redirect_uris import redirect_target
 from apps.oauth.selectors import consentable_memberships
 from apps.oauth.validators import ALLOWED_GRANT_TYPES, WORKSPACE_ATTR
+from engine.authorization_response import with_issuer
 
 # RFC 6749 §3.2: a parameter is sent at most once; RFC 8707 lets `resource` repeat.
 REPEATABLE_PARAMETERS = frozenset({"resource"})
@@ -158,6 +160,9 @@ class ConsentView(AuthorizationView):
         redirect_uri = (form.data.get("redirect_uri") if form.is_bound else None) or form.initial.get("redirect_uri")
         registered = application.redirect_uris.split()
         return {
+            # A metadata-document client is its URL: the draft asks that its host be shown, the
+            # one part of the client's identity nobody else can claim.
+            "document_host": document_host(application),
             "redirect_host": redirect_target(redirect_uri or (registered[0] if registered else "")),
             # Registered by an operator: the name is ours. Dynamically or by metadata document:
             # anyone could have chosen it.
@@ -170,7 +175,7 @@ class ConsentView(AuthorizationView):
         # RFC 9207: every authorization response names its issuer, errors included (DOT adds
         # `iss` only to successful ones; adding it again is harmless, the helper keeps one).
         issuer = oauth2_settings.oauth2_authorization_server_issuer(self.request)
-        return super().redirect(_add_iss_to_redirect(redirect_to, issuer), application)
+        return super().redirect(with_issuer(redirect_to, issuer), application)
 
     def form_valid(self, form: ConsentForm) -> HttpResponse:
         application = Application.objects.filter(client_id=form.cleaned_data["client_id"]).first()
@@ -198,6 +203,14 @@ class ConsentView(AuthorizationView):
             # oauthlib copies credentials onto its request; the validator stores it on the grant.
             credentials = {**credentials, WORKSPACE_ATTR: workspace_id}
         return super().create_authorization_response(request, scopes, credentials, allow)
+
+
+def document_host(application: Application) -> str:
+    """The host (and port, when one is given) of a metadata-document client's `client_id`;
+    empty for any other client."""
+    if application.registration_source != Application.RegistrationSource.CIMD:
+        return ""
+    return urlsplit(application.client_id).netloc.rpartition("@")[2]
 
 
 def undecodable_query(request: HttpRequest) -> bool:

@@ -7,9 +7,7 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.utils import timezone
-from oauth2_provider.cimd import CIMDError, SafeMetadataFetcher
 from oauth2_provider.models import set_token_value
-from oauth2_provider.settings import oauth2_settings
 
 from apps.access.credentials import principal_for_access_token
 from apps.core.errors import Forbidden, Unauthorized, WorkspaceNotFound
@@ -157,14 +155,6 @@ def test_admin_lists_tokens_by_workspace_and_revokes_them(client, alice, bob, ap
     )
     assert response.status_code == 302
     assert list(AccessToken.objects.values_list("workspace_id", flat=True)) == [bob.workspace.id]
-
-
-def test_cimd_uses_the_ssrf_safe_fetcher():
-    assert oauth2_settings.CIMD_ENABLED
-    assert oauth2_settings.CIMD_METADATA_FETCHER is SafeMetadataFetcher
-    for client_id in ("https://127.0.0.1/client.json", "https://localhost/client.json", "http://agent.example/c.json"):
-        with pytest.raises(CIMDError):
-            SafeMetadataFetcher().fetch(client_id)
 
 
 class FakeFetcher:
