@@ -1091,3 +1091,11 @@ def test_oauth_page_command_line_tool_signs_in_refreshes_and_reads(make_run):
     assert lines[1] == "token expires in 3600 s; scope: svc:sessions:read"
     assert len(lines[2:]) == 3 and all(line.split()[1] in {"recording", "processing", "completed", "failed"}
                                         for line in lines[2:])
+
+
+def test_make_test_reports_why_tests_were_skipped():
+    """`make test` (README: the command stays as it is) prints each skip's reason in its summary."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile[makefile.index("\ntest: "):].split("\n\n")[0]
+    [pytest_line] = [line for line in recipe.splitlines() if "-m pytest" in line]
+    assert any(word.startswith("-r") and "s" in word for word in pytest_line.split()), pytest_line
