@@ -74,8 +74,10 @@ run: port-free seed
 	echo ""; \
 	exec $(BIN)/python manage.py serve --host $(HOST) --port $(PORT) --workers $(WORKERS)
 
+# -rs: the summary ends with the reason of every skipped test, one line per reason with its count,
+# so "N skipped" never goes unexplained (chromium, PostgreSQL or Redis missing, …).
 test: test-setup
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -rs
 
 bench: test-setup
 	$(BIN)/pip install --quiet -r bench/requirements.txt

@@ -1,4 +1,4 @@
-"""Connect settings: one module, configured from the environment (DESIGN.md §3).
+"""Connect settings: one module, configured from the environment (README.md, Configuration).
 
 Defaults are the embedded setup: SQLite under var/, in-memory channel layer, no Redis.
 """
@@ -339,7 +339,7 @@ CONNECT_API_KEY_TOUCH_SECONDS = 60
 from apps.oauth.conf import OAUTH2_PROVIDER, OAUTH2_PROVIDER_MODELS  # noqa: E402
 
 globals().update(OAUTH2_PROVIDER_MODELS)
-# The issuer is `{auth_url}/api/auth` (contract §5.3); DOT builds the RFC 8414 document from it.
+# The issuer is `{auth_url}/api/auth` (docs/api/authentication-and-scopes.md); DOT builds the RFC 8414 document from it.
 OAUTH2_PROVIDER = {**OAUTH2_PROVIDER, "OIDC_ISS_ENDPOINT": f"{CONNECT_AUTH_URL}/api/auth"}
 # Tests only: the CA of a loopback Client ID Metadata Document server. Deliberately read from
 # no environment variable, and ignored unless CONNECT_DEVELOPMENT is on (apps/oauth/cimd.py).

@@ -1,4 +1,4 @@
-"""Every `/.well-known/…` document Connect publishes, in one place (contract §4.6, §5.3, §5.7).
+"""Every `/.well-known/…` document Connect publishes, in one place (docs/api/).
 No credential is needed for any of them.
 
 - `oauth-protected-resource` (RFC 9728): the resource server's metadata. Every 401 names the

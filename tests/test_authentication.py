@@ -1,4 +1,4 @@
-"""Contract §5 and §7: every way a Bearer credential can fail, in the order the checks run."""
+"""docs/api/errors.md: every way a Bearer credential can fail, in the order the checks run."""
 
 from __future__ import annotations
 

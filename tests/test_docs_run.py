@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import hashlib
 import json
 import os
 import re
@@ -115,6 +116,17 @@ BLOCKS: dict[str, tuple[str, str]] = {
         ("substitute", "tests/ingest/test_docs.py::test_the_ingest_page_runs"),
     "docs/ingest.md ```python ingest-client from connect_client import Connect, IngestSegment":
         ("substitute", "tests/client/test_ingest.py::test_the_ingest_page_client_block_runs"),
+    "docs/api/webhooks.md ```python verify-example import base64":
+        ("run", f"{HERE}::test_the_worked_webhook_verification_runs_and_its_values_are_connects"),
+    "README.md ```sh .venv/bin/python manage.py simulate_activity demo --sessions 1 --interval 2":
+        ("run", f"{HERE}::test_ten_minutes"),
+    "README.md ```sh export SESSION=…   # the id simulate_activity printed": ("substitute", f"{HERE}::test_ten_minutes"),
+    'docs/oauth.md ```sh .venv/bin/python manage.py create_oauth_client "Meeting notes" --redirect-uri '
+    'http://127.0.0.1:9100/callback --confidential': ("run", f"{HERE}::test_oauth_page_web_app_signs_in_and_reads"),
+    'docs/oauth.md ```python oauth-web-app """A web app that signs members in with Connect and reads their sessions."""':
+        ("substitute", f"{HERE}::test_oauth_page_web_app_signs_in_and_reads"),
+    'docs/oauth.md ```python oauth-cli """A command-line tool that signs its user in with Connect (loopback '
+    'redirect, PKCE)."""': ("substitute", f"{HERE}::test_oauth_page_command_line_tool_signs_in_refreshes_and_reads"),
     'docs/webhooks.md ```python receiver """A Connect webhook receiver: verifies every request, deduplicates, '
     'acknowledges quickly."""': ("run", "tests/webhooks/receiver.py::doc_receiver"),
 }
@@ -134,6 +146,8 @@ INLINE: dict[str, tuple[str, str]] = {
     'manage.py shell -c "from apps.recordings.services import compact_search_index; compact_search_index()"':
         ("run", f"{HERE}::test_operator_commands_in_order"),
     "manage.py qinfo": ("run", f"{HERE}::test_operator_commands_in_order"),
+    ".venv/bin/python webapp.py": ("substitute", f"{HERE}::test_oauth_page_web_app_signs_in_and_reads"),
+    ".venv/bin/python cli.py": ("substitute", f"{HERE}::test_oauth_page_command_line_tool_signs_in_refreshes_and_reads"),
     "pip install httpx": ("not run", "installs into the reader's environment; httpx is pinned in requirements"),
     "pip install pynacl": ("not run", "installs into the reader's environment; PyNaCl is pinned in requirements"),
     "pip install ./clients/python": ("run", "tests/client/installed.py::ensure_installed"),
@@ -682,8 +696,9 @@ def test_ten_minutes(make_run, tmp_path):
     """README's "Ten minutes with Connect", block by block in order, as a reader runs them in a
     second terminal after `make run`: with only the reader's substitutions (the printed key, this
     server's port for 8000, a free port for the receiver's 9000) and make run's database."""
-    setup, read, stream, simulate, mcp, webhook = _section_blocks(README, "## Ten minutes with Connect")
-    assert all(block.info == "sh" for block in (setup, read, stream, simulate, mcp, webhook))
+    blocks = _section_blocks(README, "## Ten minutes with Connect")
+    setup, read, stream, simulate, slow_meeting, session_stream, mcp, webhook = blocks
+    assert all(block.info == "sh" for block in blocks)
     assert "http://127.0.0.1:8000" in setup.text and "svc_…" in setup.text
     exported = subprocess.run(
         ["bash", "-c", setup.text.replace("svc_…", make_run.key()).replace("http://127.0.0.1:8000", make_run.url)
@@ -721,6 +736,35 @@ def test_ten_minutes(make_run, tmp_path):
     finally:
         reader.terminate()
         reader.wait(timeout=30)
+
+    # 3b. One session's transcript, segment by segment: the slower meeting's id as the reader
+    # copies it from its first line, then the filtered stream.
+    meeting_out = tmp_path / "meeting.out"
+    with meeting_out.open("w") as out:
+        meeting = subprocess.Popen(["bash", "-c", "exec " + slow_meeting.text.strip()], cwd=ROOT, env=shell, stdout=out,
+                                   stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: re.search(r"^session \S+ created", meeting_out.read_text(), re.M),
+                   what="the slower meeting to print its id", timeout=COMMAND_SECONDS)
+        session = re.search(r"^session (\S+) created", meeting_out.read_text(), re.M).group(1)
+        assert session_stream.text.count("…") == 1 and "export SESSION=…" in session_stream.text
+        segments_out = tmp_path / "segments.out"
+        with segments_out.open("w") as out:
+            segment_reader = subprocess.Popen(["bash", "-c", session_stream.text.replace("…", session)], cwd=ROOT,
+                                              env=shell, stdout=out, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            wait_until(lambda: "event: transcript.segment.created" in segments_out.read_text(),
+                       what="the session's segments on the filtered stream", timeout=COMMAND_SECONDS)
+        finally:
+            os.killpg(segment_reader.pid, signal.SIGTERM)
+            segment_reader.wait(timeout=30)
+        frames = [json.loads(line.removeprefix("data: ")) for line in segments_out.read_text().splitlines()
+                  if line.startswith("data: ")]
+        assert frames and {(f["type"], f["sessionId"]) for f in frames} == {("transcript.segment.created", session)}
+        assert all(frame["data"]["text"] for frame in frames)
+    finally:
+        meeting.terminate()
+        meeting.wait(timeout=30)
 
     # 4. MCP by hand.
     [reply] = _json_values(bash(mcp.text))
@@ -828,3 +872,230 @@ def test_json_blocks_parse():
     filters, desktop = parsed
     assert [entry["type"] for entry in filters] == ["session.status_changed", "transcript.segment.created"]
     assert desktop["mcpServers"]["connect"]["command"] == "npx"
+
+
+# --- the repository explains itself: docs/api/ and no pointer outside -------------------------
+
+# What a pointer to text that is not in the repository looks like (the design notes and the
+# specification the project was started from live outside it; docs/api/ says it in our words).
+OUTSIDE = re.compile(r"\.\./shared|shared/spec|connect-service\.md|\bDESIGN\.md\b|\bcontract §", re.I)
+MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _tracked_text_files() -> list[Path]:
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    files = []
+    for name in listed.decode().split("\0"):
+        path = ROOT / name
+        if not name or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if b"\0" in data[:8192]:
+            continue  # binary
+        files.append(path)
+    return files
+
+
+def test_no_file_points_outside_the_repository():
+    """No tracked text file names `../shared`, the specification or the design notes that sit
+    beside the checkout (a clone has neither), and every relative Markdown link resolves to a
+    file or folder inside the repository."""
+    files = _tracked_text_files()
+    assert len(files) > 200  # git listed the checkout
+    this = Path(__file__).resolve()
+    pointers, broken = [], []
+    for path in files:
+        text = path.read_text(errors="replace")
+        if path != this:
+            pointers += [f"{page_name(path)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+                         for m in OUTSIDE.finditer(text)]
+        if path.suffix == ".md":
+            for target in MARKDOWN_LINK.findall(text):
+                if re.match(r"[a-z][a-z0-9+.-]*:|#", target):
+                    continue  # a URL or an anchor on the same page
+                resolved = (path.parent / target.split("#")[0]).resolve()
+                if not resolved.is_relative_to(ROOT) or not resolved.exists():
+                    broken.append(f"{page_name(path)}: {target}")
+    assert pointers == [], "pointers to text outside the repository: say it in docs/api/ and point there"
+    assert broken == [], "Markdown links outside the repository or to nothing"
+
+
+def _operations_in_openapi(document: dict) -> list[str]:
+    methods = {"get", "put", "post", "patch", "delete", "head", "options"}
+    return [f"{method.upper()} {path}" for path, item in document["paths"].items() for method in item
+            if method in methods]
+
+
+def test_every_openapi_operation_is_named_in_the_api_reference(client):
+    """Each method and path /openapi.json lists appears, as `METHOD /path`, on a docs/api/ page."""
+    response = client.get("/openapi.json")
+    assert response.status_code == 200
+    test_only = set(re.findall(r'path\("([^"]+)"', (ROOT / "tests" / "urls.py").read_text()))
+    operations = [op for op in _operations_in_openapi(response.json()) if op.split(" /", 1)[1] not in test_only]
+    assert len(operations) > 30
+    reference = "\n".join(page.read_text() for page in sorted((DOCS / "api").glob("*.md")))
+    assert [op for op in operations if f"{op}`" not in reference and f"{op}\n" not in reference] == []
+    assert (DOCS / "api" / "README.md") in all_pages()  # docs/api/ is under every docs check too
+
+
+def test_the_worked_webhook_verification_runs_and_its_values_are_connects():
+    """docs/api/webhooks.md's example, as written: it verifies, and refuses a tampered body. Its
+    header is what Connect's signing code gives for the example's body with the example key."""
+    from apps.webhooks import signing
+
+    out = StringIO()
+    with redirect_stdout(out):
+        example = docs.run_block(DOCS / "api" / "webhooks.md", "python verify-example", name="doc_verify_example")
+    assert out.getvalue().splitlines() == [
+        "verified evt_01kbq5h2m9a1b2c3d4e5f6g7h8 session.created",
+        "tampered body refused: no signature verifies",
+    ]
+    seed = hashlib.sha256(b"docs/api/webhooks.md example key").digest()
+    [key] = example.JWKS["keys"]
+    assert key == signing.jwk(key["kid"], signing.public_key_of(seed))
+    parsed = signing.parse_signature_header(example.HEADER)
+    assert example.HEADER == signing.sign(seed, kid=key["kid"], timestamp=parsed.timestamp, body=example.BODY)
+    json.loads(example.BODY)  # a body Connect could have sent: JSON, the webhook body's fields
+    assert set(json.loads(example.BODY)) == {"id", "type", "occurredAt", "data"}
+
+
+# --- README's configuration table ------------------------------------------------------------
+
+
+def _environment_reads(module: Path, seen: set[Path]) -> set[str]:
+    """Names a module reads from the environment — `env("X")`, `envint("X", …)`,
+    `envbool("X")`, `os.environ.get("X")`, `os.environ["X"]`, `os.getenv("X")` — and those the
+    repository's modules it imports at module level read, transitively."""
+    if module in seen or not module.exists():
+        return set()
+    seen.add(module)
+    tree = ast.parse(module.read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            func = node.func
+            called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            target = ast.unparse(func)
+            if called in {"env", "envint", "envbool", "getenv"} or target in {"os.environ.get", "environ.get"}:
+                names.add(node.args[0].value)
+        elif isinstance(node, ast.Subscript) and ast.unparse(node.value) in {"os.environ", "environ"} \
+                and isinstance(node.slice, ast.Constant):
+            names.add(node.slice.value)
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for name in modules:
+                if name.split(".")[0] in {"apps", "connect", "engine"}:
+                    base = ROOT.joinpath(*name.split("."))
+                    names |= _environment_reads(base.with_suffix(".py"), seen)
+                    names |= _environment_reads(base / "__init__.py", seen)
+    return names
+
+
+def _configuration_table() -> set[str]:
+    text = README.read_text()
+    section = text[text.index("\n## Configuration\n"):]
+    section = section[:section.index("\n## ", 1)]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    return {name for row in rows for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", row.split(" | ")[0])}
+
+
+def test_readme_configuration_table_lists_every_variable_the_settings_read():
+    read = _environment_reads(ROOT / "connect" / "settings.py", set())
+    assert {"SECRET_KEY", "DATABASE_URL", "CONNECT_BASE_URL", "CONNECT_METRICS_TOKEN", "LOG_LEVEL"} <= read
+    table = _configuration_table()
+    assert sorted(read - table) == [], "read by the settings, missing from README's configuration table"
+    assert sorted(table - read) == [], "in README's configuration table, read by no setting"
+
+
+# --- docs/oauth.md against make run, this test acting as the member's browser -----------------
+
+OAUTH = DOCS / "oauth.md"
+
+
+def _browser_signs_in_and_consents(authorize_url: str, base_url: str) -> str:
+    """What the member does in a browser: open the authorization URL, sign in as make run's demo
+    member, choose the workspace, approve. Returns where the browser is sent back to."""
+    from tests.oauth.flow import Browser, form_fields, query_of
+
+    with httpx.Client(base_url=base_url, timeout=30) as http:
+        browser = Browser(http)
+        to_login = http.get(authorize_url)
+        assert to_login.status_code == 302 and "/accounts/login" in to_login.headers["location"], to_login.text[:300]
+        browser.login("demo@example.com", "demo-password", next_url=query_of(to_login.headers["location"])["next"])
+        page = http.get(authorize_url)
+        assert page.status_code == 200, page.text[:300]
+        workspaces = form_fields(page.text).radios.get("workspace")
+        done = browser.consent(page, workspace_id=workspaces[0] if workspaces else None)
+        assert done.status_code == 302, done.text[:300]
+        return done.headers["location"]
+
+
+def test_oauth_page_web_app_signs_in_and_reads(make_run):
+    """docs/oauth.md's web app: the operator's registration line as written, the app with the id
+    and secret it printed, make run's URL and a free port; a member signs in through it and sees
+    their sessions."""
+    from http.server import HTTPServer
+
+    registered = run_line(_sh_block(OAUTH, "create_oauth_client").strip(), make_run.env)
+    client_id, client_secret = registered.split()
+    port = free_port()
+    app = docs.run_block(OAUTH, "python oauth-web-app", name="doc_oauth_web_app", replace={
+        'CLIENT_ID = "…"': f'CLIENT_ID = "{client_id}"', 'CLIENT_SECRET = "…"': f'CLIENT_SECRET = "{client_secret}"',
+        "http://127.0.0.1:8000": make_run.url, "PORT = 9100": f"PORT = {port}"})
+    server = HTTPServer(("127.0.0.1", port), app.App)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        start = httpx.get(f"http://127.0.0.1:{port}/", timeout=30)
+        assert start.status_code == 302 and start.headers["location"].startswith(f"{make_run.url}/api/auth/oauth2/authorize?")
+        callback = _browser_signs_in_and_consents(start.headers["location"], make_run.url)
+        assert callback.startswith(f"http://127.0.0.1:{port}/callback?")
+        shown = httpx.get(callback, timeout=60)
+        assert shown.status_code == 200, shown.text
+        assert "Your newest sessions" in shown.text and shown.text.count("<li>") == 3
+        assert httpx.get(callback, timeout=30).status_code == 400  # a state is used once
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_oauth_page_command_line_tool_signs_in_refreshes_and_reads(make_run):
+    """docs/oauth.md's command-line tool with make run's URL: it registers, opens the browser on
+    the authorization URL (here: this test signs in and consents), catches the redirect on its
+    own loopback port, exchanges, refreshes and lists three sessions."""
+    tool = docs.run_block(OAUTH, "python oauth-cli", name="doc_oauth_cli", replace={"http://127.0.0.1:8000": make_run.url})
+    browsed: list[BaseException] = []
+
+    def browser(url: str) -> bool:
+        def member() -> None:
+            try:
+                callback = _browser_signs_in_and_consents(url, make_run.url)
+                assert httpx.get(callback, timeout=30).text == "Signed in: you can close this tab."
+            except BaseException as failure:  # noqa: BLE001 - reported on the test's thread
+                browsed.append(failure)
+                httpx.get(re.search(r"redirect_uri=([^&]+)", url).group(1).replace("%3A", ":").replace("%2F", "/")
+                          + "?error=browser_failed", timeout=30)
+        threading.Thread(target=member, daemon=True).start()
+        return True
+
+    out = StringIO()
+    with redirect_stdout(out):
+        try:
+            tool.main(open_browser=browser)
+        except SystemExit:
+            pass
+    assert browsed == [], browsed
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith(f"Sign in at: {make_run.url}/api/auth/oauth2/authorize?")
+    assert lines[1] == "token expires in 3600 s; scope: svc:sessions:read"
+    assert len(lines[2:]) == 3 and all(line.split()[1] in {"recording", "processing", "completed", "failed"}
+                                        for line in lines[2:])
+
+
+def test_make_test_reports_why_tests_were_skipped():
+    """`make test` (README: the command stays as it is) prints each skip's reason in its summary."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile[makefile.index("\ntest: "):].split("\n\n")[0]
+    [pytest_line] = [line for line in recipe.splitlines() if "-m pytest" in line]
+    assert any(word.startswith("-r") and "s" in word for word in pytest_line.split()), pytest_line

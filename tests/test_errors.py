@@ -1,4 +1,4 @@
-"""Contract §1.5 and §7: every non-2xx response is `{"error": code}`, never HTML."""
+"""docs/api/errors.md: every non-2xx response is `{"error": code}`, never HTML."""
 
 from __future__ import annotations
 

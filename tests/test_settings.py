@@ -1,4 +1,4 @@
-"""Configuration from the environment (DESIGN.md §3), checked in real processes."""
+"""Configuration from the environment (README.md, Configuration), checked in real processes."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 
 The headers are the rate-limit headers of the request's decision (when it was counted) and,
 on a 401, the one `WWW-Authenticate` challenge: every entry point names the root
-protected-resource document (contract §5.7; `/mcp` included — clients that probe
+protected-resource document (docs/api/authentication-and-scopes.md; `/mcp` included — clients that probe
 `/.well-known/oauth-protected-resource/mcp` still find a document there).
 """
 

@@ -144,7 +144,7 @@ class InvalidFilters(ApiError):
 
 
 class FilterCostExceeded(ApiError):
-    """Body adds `cost`, `budget` and `entries` (contract §7)."""
+    """Body adds `cost`, `budget` and `entries` (docs/api/errors.md)."""
 
     status, code = 400, "filter_cost_exceeded"
 

@@ -102,7 +102,7 @@ class Shape:
     entries: tuple[Field | Spread, ...]
     params: tuple[str, ...] = ("obj",)
     description: str = ""
-    # No property beyond the declared ones (the event envelope and its data: contract §6.1).
+    # No property beyond the declared ones (the event envelope and its data: docs/api/events-and-stream.md).
     closed: bool = False
     component: bool = False
     _encode: Callable[..., dict[str, Any]] | None = field(default=None, repr=False)

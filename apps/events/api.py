@@ -1,4 +1,4 @@
-"""`GET /api/v1/events` and `GET /api/v1/events/{id}` (an extension, DESIGN.md §1 "Event log"):
+"""`GET /api/v1/events` and `GET /api/v1/events/{id}` (an extension, docs/api/events-and-stream.md):
 the workspace's event log, as far as the credential's scopes allow, for pollers and for clients
 reconciling after the stream. Views validate, resolve `after` to a place in the log and call
 the one log reader (apps/events/selectors.read_log) that the stream's resume and follower use."""

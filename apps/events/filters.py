@@ -1,4 +1,4 @@
-"""Event filters (contract §2.7, §7, §8): validation, cost, scopes and matching.
+"""Event filters (docs/api/events-and-stream.md): validation, cost, scopes and matching.
 
 A pure module — no Django, no I/O — so the stream, webhook subscriptions and unit tests all
 use the same rules (webhook subscriptions match through `FilterEntry.matches`).
@@ -15,7 +15,7 @@ SESSION_CREATED = "session.created"
 SESSION_STATUS_CHANGED = "session.status_changed"
 TRANSCRIPT_SEGMENT_CREATED = "transcript.segment.created"
 
-# Which scope lets a credential receive each event type (contract §4.4, §6.1).
+# Which scope lets a credential receive each event type (docs/api/events-and-stream.md).
 TYPE_SCOPES: dict[str, str] = {
     SESSION_CREATED: "svc:sessions:read",
     SESSION_STATUS_CHANGED: "svc:sessions:read",
@@ -28,7 +28,7 @@ DEFAULT_TYPES = (SESSION_CREATED, SESSION_STATUS_CHANGED)
 
 MIN_ENTRIES, MAX_ENTRIES = 1, 20
 ENTRY_COST = 10
-# "The current budget" (contract §9.2): it can change, so clients read it from the error body.
+# The budget is the current one: it can change, so clients read it from the error body.
 COST_BUDGET = 100
 
 

@@ -1,4 +1,4 @@
-"""The event envelope on the wire (contract §2.6, §6.1): exactly type, sessionId, occurredAt,
+"""The event envelope on the wire (docs/api/events-and-stream.md): exactly type, sessionId, occurredAt,
 data, generated from its declaration in apps/events/shapes.py; and its SSE frame, built once per
 event and written as is to every stream it matches."""
 

@@ -1,4 +1,4 @@
-"""The event envelope (contract §2.6, §6.1), declared once: exactly type, sessionId, occurredAt,
+"""The event envelope (docs/api/events-and-stream.md), declared once: exactly type, sessionId, occurredAt,
 data. The outbox stores and serves any event; what each type's `data` holds is declared by the
 app that records it, which registers it here at start (`register_data`, called from
 apps/recordings/apps.py): the documented envelopes pin `type` to one value and `data` to that

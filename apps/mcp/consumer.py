@@ -34,7 +34,7 @@ logger = logging.getLogger("connect.mcp")
 def answer(headers: dict[str, str], body: bytes, duplicated: set[str]) -> tuple[protocol.Reply, dict[str, str]]:
     """Admit, check the media types, then speak the protocol. Runs on a lane thread (it reads
     the database); returns the reply and any extra response headers."""
-    # /mcp accepts tokens for `{base_url}` (contract §5.3: REST's credentials) and for
+    # /mcp accepts tokens for `{base_url}` (REST's credentials: docs/api/mcp.md) and for
     # `{base_url}/mcp`, and counts in REST's buckets (tools.mdx: servers MUST rate limit).
     audiences = accepted_audiences(settings.CONNECT_BASE_URL)
     admission = admit(headers.get("authorization"), audiences=audiences)

@@ -1,9 +1,9 @@
-"""The six tools of contract §4.5, in one registry: name, description written for a model,
+"""The six tools (docs/api/mcp.md), in one registry: name, description written for a model,
 input and output schema, annotations, scope, and the function that runs it.
 
 Every tool calls the selectors and representation functions REST calls, so a session, a
 transcript segment or a board reads the same through either door. Tool-level failures are
-results with `isError: true` and `{"error": code}` as their text (DESIGN.md "MCP credential
+results with `isError: true` and `{"error": code}` as their text (docs/api/mcp.md, "Errors"
 errors"): `insufficient_scope`, `not_found`, `invalid_request` (naming the argument).
 """
 

@@ -14,14 +14,14 @@ MCP_PATH = "/mcp"
 
 
 def normalise(resource: str) -> str:
-    # DESIGN.md "MCP and OAuth discovery": a trailing slash is normalised.
+    # A trailing slash is normalised (docs/api/authentication-and-scopes.md).
     return resource.strip().rstrip("/")
 
 
 def accepted_audiences(base_url: str) -> frozenset[str]:
     """Every audience a token may be issued for: the REST API (`{base_url}`) and the MCP
-    endpoint (`{base_url}/mcp`). `/mcp` accepts both (contract §5.3: the same credentials as
-    REST; DESIGN.md "MCP and OAuth discovery")."""
+    endpoint (`{base_url}/mcp`). `/mcp` accepts both (the same credentials as
+    REST; docs/api/authentication-and-scopes.md)."""
     base = normalise(base_url)
     return frozenset({base, base + MCP_PATH})
 

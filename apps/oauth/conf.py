@@ -1,6 +1,6 @@
 """django-oauth-toolkit settings, imported by connect/settings.py (no Django imports here).
 
-Policy (DESIGN.md "Credential lifetimes", contract §5): authorization code + PKCE S256 only,
+Policy (docs/api/authentication-and-scopes.md): authorization code + PKCE S256 only,
 access tokens 1 h, refresh tokens 30 days with rotation and reuse detection, tokens stored
 hashed. DOT's models are swapped for ours (apps/oauth/models.py) so every grant and token
 carries the workspace the member chose at consent. The issuer (`OIDC_ISS_ENDPOINT`) depends
@@ -37,7 +37,7 @@ OAUTH2_PROVIDER = {
         "svc:webhooks:read": "Read webhook endpoints and delivery history",
         "svc:webhooks:write": "Create, update, delete, test and replay webhooks",
     },
-    # Webhook scopes are granted only when asked for (contract §5.6).
+    # Webhook scopes are granted only when asked for (docs/api/authentication-and-scopes.md).
     "DEFAULT_SCOPES": ["svc:sessions:read", "svc:transcripts:read", "svc:boards:read"],
     # Consent is where the member picks the workspace, so it is never skipped.
     "REQUEST_APPROVAL_PROMPT": "force",

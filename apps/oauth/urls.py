@@ -1,4 +1,4 @@
-"""The authorization server at `{auth_url}/api/auth` (contract §5.3) and the login page. DOT
+"""The authorization server at `{auth_url}/api/auth` (docs/api/authentication-and-scopes.md) and the login page. DOT
 reverses its endpoints by name in the `oauth2_provider` namespace (for its RFC 8414 metadata
 document, served with the other `.well-known` documents in connect/wellknown.py), so the routes
 carry DOT's names."""

@@ -13,7 +13,7 @@ from oauthlib.oauth2.rfc6749 import errors
 from apps.oauth.models import AccessToken, Grant, RefreshToken
 
 # Implicit, password, client credentials and device flows are off whatever an application
-# row says (RFC 9700; contract §5.3).
+# row says (RFC 9700; docs/api/authentication-and-scopes.md).
 ALLOWED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
 
 # Set on the oauthlib request: by the consent view (credentials), by validate_code (from the

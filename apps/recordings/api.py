@@ -1,4 +1,4 @@
-"""REST views for sessions, transcripts, search and boards (contract §4.1–4.3). Views only
+"""REST views for sessions, transcripts, search and boards (docs/api/, one page per resource). Views only
 validate input, call a selector and format with the shared representations."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ BOARDS_READ = HasScope.of("svc:boards:read")
 # declarations the representations are generated from (tests/test_openapi.py checks live
 # responses against them).
 
-# Transcript formats (an extension of contract §4.2): the `format` parameter's values and the
+# Transcript formats (an extension: docs/api/transcripts.md): the `format` parameter's values and the
 # media types `Accept` can name instead.
 TRANSCRIPT_FORMATS = {"json": "application/json", "vtt": "text/vtt", "srt": "application/x-subrip", "txt": "text/plain"}
 EXPORT_MEDIA_TYPES = [media for name, media in TRANSCRIPT_FORMATS.items() if name != "json"]

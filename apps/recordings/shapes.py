@@ -1,4 +1,4 @@
-"""The recordings' wire shapes (contract §2.1–2.5, §6.1), each declared once. The
+"""The recordings' wire shapes (docs/api/sessions.md to boards.md, events-and-stream.md), each declared once. The
 representation functions in apps/recordings/representations.py, the /openapi.json components,
 the MCP tools' output schemas and the event data all come from these declarations."""
 
@@ -19,14 +19,14 @@ SESSION_SUMMARY = Shape(
         Field("endedAt", TIMESTAMP, nullable=True),
         Field("createdAt", TIMESTAMP),
     ),
-    description="The session as a search hit names it (contract §2.4).",
+    description="The session as a search hit names it.",
     component=True,
 )
 SESSION = SESSION_SUMMARY.extend(
     "SessionOut",
     Field("memo", STRING, nullable=True),
     Field("updatedAt", TIMESTAMP),
-    description="A session (contract §2.1): the summary's fields, then memo and updatedAt.",
+    description="A session: the summary's fields, then memo and updatedAt.",
     component=True,
 )
 
@@ -65,7 +65,7 @@ SEARCH_HIT = Shape(
         Field("transcriptId", STRING, source="transcript.id"),
         Field("revisionKind", STRING, source="transcript.revision_kind", choices=RevisionKind),
         Field("session", SESSION_SUMMARY),
-        # Both item shapes of contract §2.4 at once: the revision-aware fields above and the
+        # Both item shapes of a search hit at once (docs/api/search.md): the revision-aware fields above and the
         # session-level ones at the top level, so a client written against either reads it.
         Spread(SESSION_SUMMARY, "session"),
         Field("snippet", STRING, description="plain text, at most 200 characters, around the first match"),
@@ -115,7 +115,7 @@ SEARCH_PAGE = page_of(SEARCH_HIT, "SearchPage", cursor_description=NEXT_CURSOR)
 BOARD_LIST = envelope("BoardList", "items", BOARD_SUMMARY, many=True)
 BOARD_ENVELOPE = envelope("BoardEnvelope", "board", BOARD)
 
-# --- Event data (contract §6.1): what the events recorded by apps/recordings/services.py carry ---
+# --- Event data (docs/api/events-and-stream.md): what the events recorded by apps/recordings/services.py carry ---
 
 SESSION_CREATED_DATA = Shape(
     "SessionCreatedData",

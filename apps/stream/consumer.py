@@ -1,4 +1,4 @@
-"""`GET /api/v1/events/stream` (contract §4.4, §6.1): a Channels HTTP consumer under daphne.
+"""`GET /api/v1/events/stream` (docs/api/events-and-stream.md): a Channels HTTP consumer under daphne.
 
 `http_request` only opens the stream (admission, filters, slot, resume, headers, a first
 comment) and returns. Under daphne the stream then runs with no task of its own (`LiveStream`,

@@ -1,4 +1,4 @@
-"""`GET /api/v1/events/stream` in /openapi.json (contract §2.6, §2.7, §4.4, §6.1, §7, §8). It is a
+"""`GET /api/v1/events/stream` in /openapi.json (docs/api/events-and-stream.md). It is a
 Channels consumer, not a DRF view, so it is described here: the `text/event-stream` response
 and the envelope of each event type, the `filters` parameter, `Last-Event-ID` (our resume
 extension), and every error, each a JSON body sent before any stream byte.

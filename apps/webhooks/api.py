@@ -1,4 +1,4 @@
-"""REST views for webhook endpoints and deliveries (contract §4.7, DESIGN.md §1). Views check
+"""REST views for webhook endpoints and deliveries (docs/api/webhooks.md). Views check
 scopes, validate the request's shape and call selectors/services; representations format."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from apps.webhooks.representations import (
 
 WEBHOOKS_READ = "svc:webhooks:read"
 WEBHOOKS_WRITE = "svc:webhooks:write"
-SESSIONS_READ = "svc:sessions:read"  # session.* subscriptions need it too (contract §4.7)
+SESSIONS_READ = "svc:sessions:read"  # session.* subscriptions need it too (docs/api/webhooks.md)
 
 
 def json_body(request: Request, *, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:

@@ -209,7 +209,7 @@ def _charge(endpoint_id: str, seconds: float, *, slow: bool | None = None) -> No
 
 def installation_authorized(endpoint: WebhookEndpoint) -> bool:
     """The credential that created the endpoint still holds — not revoked or expired, its
-    member active, its workspace available — and still grants `svc:sessions:read` (DESIGN.md
+    member active, its workspace available — and still grants `svc:sessions:read` (docs/api/webhooks.md,
     §1, cancellation): the doorkeeper's batch check, for one installation."""
     return endpoint.id not in unauthorized_installations([endpoint])
 

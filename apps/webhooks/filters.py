@@ -1,4 +1,4 @@
-"""Webhook subscription filters (contract §2.8): validation and matching, pure.
+"""Webhook subscription filters (docs/api/webhooks.md): validation and matching, pure.
 
 An entry is `{"type": "session.created" | "session.status_changed", "sessionId"?: str,
 "status"?: [unique session statuses]}` — `status` only on status-change entries. Fields inside

@@ -134,7 +134,7 @@ def published_keys() -> list[SigningKey]:
 
 
 def jwks() -> dict[str, list[dict[str, str]]]:
-    """The published key set (contract §4.6), the active key first."""
+    """The published key set (docs/api/webhooks.md), the active key first."""
     active_key()
     keys = sorted(published_keys(), key=lambda k: (k.status != SigningKeyStatus.ACTIVE, -k.created_at.timestamp()))
     return {"keys": [signing.jwk(k.kid, signing.b64url_decode(k.public_key)) for k in keys]}

@@ -1,4 +1,4 @@
-"""How webhook endpoints and deliveries look on the wire (DESIGN.md §1, contract §2.9), and the
+"""How webhook endpoints and deliveries look on the wire (docs/api/webhooks.md), and the
 body sent to receivers; generated from their declarations in apps/webhooks/shapes.py."""
 
 from __future__ import annotations

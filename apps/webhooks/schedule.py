@@ -1,4 +1,4 @@
-"""The retry schedule (contract §8): attempts at 0, 1 m, 5 m, 30 m, 2 h, 8 h, 24 h."""
+"""The retry schedule (docs/api/limits.md): attempts at 0, 1 m, 5 m, 30 m, 2 h, 8 h, 24 h."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The webhook wire shapes (DESIGN.md §1, contract §2.9, §6.2), each declared once: the
+"""The webhook wire shapes (docs/api/webhooks.md), each declared once: the
 endpoint, the delivery and its attempts as the REST API shows them, and the request body
 Connect sends to receivers. The representation functions (apps/webhooks/representations.py),
 the /openapi.json components and the OpenAPI `webhooks` section are derived from these."""
@@ -115,7 +115,7 @@ WEBHOOK_TEST_DATA = Shape(
     closed=True,
 )
 
-# The body sent to receivers (DESIGN.md §1): the event id is inside the signed bytes, so
+# The body sent to receivers (docs/api/webhooks.md): the event id is inside the signed bytes, so
 # receivers deduplicate on a signed value. Fixed when the delivery is created.
 WEBHOOK_BODY = Shape(
     "WebhookBody",

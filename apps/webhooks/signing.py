@@ -1,4 +1,4 @@
-"""Webhook signatures (contract §6.2), as pure functions over bytes.
+"""Webhook signatures (docs/api/webhooks.md, "The signature"), as pure functions over bytes.
 
 `Svc-Signature: t=<unix seconds>,kid=<key id>,v1=<base64url Ed25519 signature>`, the signature
 taken over the UTF-8 bytes of `<t>.<exact raw body>`. Receivers verify the raw bytes they got,

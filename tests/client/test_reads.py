@@ -169,7 +169,7 @@ def test_not_found_carries_status_and_code(client):
 
 
 def test_the_request_id_comes_from_the_header_or_the_body():
-    # The server does not send X-Request-Id yet (DESIGN.md promises it; another issue builds it):
+    # The server does not send X-Request-Id yet (docs/api/conventions.md promises it; another issue builds it):
     # the client reads the header, else the body's `requestId`.
     import httpx
 

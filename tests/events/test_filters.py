@@ -1,4 +1,4 @@
-"""apps/events/filters.py, the pure rules of the stream's `filters` (contract §2.7, §4.4, §6.1, §7,
+"""apps/events/filters.py, the pure rules of the stream's `filters` (docs/api/events-and-stream.md, errors.md,
 §8): what is `invalid_filters`, what costs more than the budget, which scope each type needs,
 and how entries match. No Django, no database: the live tests check the same rules over HTTP."""
 

@@ -81,7 +81,7 @@ def test_200_is_text_event_stream_with_one_envelope_per_event_type(doc, operatio
 
 
 def test_event_data_fields_are_the_contracts(doc):
-    # Contract §6.1, field for field.
+    # docs/api/events-and-stream.md, field for field.
     expected = {
         "session.created": {"sessionId", "occurredAt", "session"},
         "session.status_changed": {"sessionId", "status", "previousStatus", "occurredAt", "session"},

@@ -480,7 +480,7 @@ class Scenario:
                     f"events without a delivery, {len(twice)} with two, {len(lost)} never received, "
                     f"{unverified} unverified requests")
             if duplicates:
-                # At least once (contract §6.2.5): a receiver may see an event again when the
+                # At least once (docs/api/webhooks.md): a receiver may see an event again when the
                 # sender recorded an earlier attempt of it as failed (its acknowledgement missed
                 # the timeout on a loaded machine). Only a second copy nobody recorded as failed
                 # is the scheduler's fault.

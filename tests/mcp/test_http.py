@@ -94,7 +94,7 @@ async def test_methods_other_than_post_are_405(method):
 
 @pytest.mark.anyio
 async def test_missing_credential_is_401_naming_the_protected_resource_metadata():
-    # Contract §5.7: every MCP request's 401 names {base_url}/.well-known/oauth-protected-resource.
+    # docs/api/errors.md: every MCP request's 401 names {base_url}/.well-known/oauth-protected-resource.
     status, headers, body = await send()
     assert (status, body) == (401, {"error": "unauthorized"})
     assert headers["www-authenticate"] == (

@@ -133,7 +133,7 @@ async def test_unauthenticated_client_is_told_where_to_start_oauth(data):
     response = httpx.post(f"{data['url']}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert response.status_code == 401 and without_request_id(response.json()) == {"error": "unauthorized"}
     metadata_url = response.headers["www-authenticate"].split('resource_metadata="')[1].rstrip('"')
-    assert metadata_url == f"{data['url']}/.well-known/oauth-protected-resource"  # contract §5.7
+    assert metadata_url == f"{data['url']}/.well-known/oauth-protected-resource"  # docs/api/errors.md
     document = httpx.get(metadata_url).json()
     assert document["resource"] == data["url"]
     # Clients that probe the path-based location first still find /mcp's own document.
@@ -209,7 +209,7 @@ async def test_sdk_oauth_provider_discovers_registers_authorizes_and_calls(data,
     assert storage.client_info is not None and storage.tokens is not None
     # The 401 named the root protected-resource document, whose `resource` is `{base_url}`: the
     # SDK accepts that parent of {base_url}/mcp (mcp/shared/auth_utils.py check_resource_allowed)
-    # and asks for a token for it, which is REST's audience too (contract §5.3).
+    # and asks for a token for it, which is REST's audience too (docs/api/mcp.md).
     assert storage.client_info is not None and provider.context.get_resource_url().rstrip("/") == url
     token = storage.tokens.access_token
     assert httpx.get(f"{url}/api/v1/sessions", headers={"Authorization": f"Bearer {token}"}).status_code == 200

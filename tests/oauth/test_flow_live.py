@@ -1,4 +1,4 @@
-"""The OAuth 2.1 flow end to end against a live daphne (contract §5): a dynamically
+"""The OAuth 2.1 flow end to end against a live daphne (docs/api/authentication-and-scopes.md): a dynamically
 registered public client, a member who logs in and consents, tokens used on REST."""
 
 from __future__ import annotations

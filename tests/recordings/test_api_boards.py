@@ -1,4 +1,4 @@
-"""Contract §2.5 and §4.3, with DESIGN.md's board decisions."""
+"""docs/api/boards.md: the board list and the current board."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Contract §2.1 and §4.1: the session list and the single session."""
+"""docs/api/sessions.md: the session list and the single session."""
 
 from __future__ import annotations
 

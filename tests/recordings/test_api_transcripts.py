@@ -1,4 +1,4 @@
-"""Contract §2.2, §2.3 and §4.2 (the two per-session transcript paths)."""
+"""docs/api/transcripts.md (the two per-session transcript paths)."""
 
 from __future__ import annotations
 

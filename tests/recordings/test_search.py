@@ -1,4 +1,4 @@
-"""Contract §2.4 and §4.2 (GET /api/v1/transcripts/search), DESIGN.md §1 "Search" and "Cursors"."""
+"""docs/api/search.md (GET /api/v1/transcripts/search): matching, ranking, snippets and cursors."""
 
 from __future__ import annotations
 

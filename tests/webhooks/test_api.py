@@ -1,4 +1,4 @@
-"""Endpoints and deliveries API (contract §4.7, DESIGN.md §1): records, status codes,
+"""Endpoints and deliveries API (docs/api/webhooks.md): records, status codes,
 validation, scopes, and another workspace's rows answering 404 to every operation."""
 
 from __future__ import annotations

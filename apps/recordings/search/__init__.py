@@ -1,4 +1,4 @@
-"""Full-text search over transcript segments (DESIGN.md §1 "Search", docs/decisions/search.md).
+"""Full-text search over transcript segments (docs/api/search.md, docs/decisions/search.md).
 
 The index is the database's own, keyed by workspace first (FTS5 on SQLite, a GIN index over
 workspace-prefixed lexemes on PostgreSQL): a search only reads its own workspace's entries.

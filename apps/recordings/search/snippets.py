@@ -1,4 +1,4 @@
-"""A hit's snippet: plain text around the first matching word (DESIGN.md §1 "Search"). Pure: no Django."""
+"""A hit's snippet: plain text around the first matching word (docs/api/search.md). Pure: no Django."""
 
 from __future__ import annotations
 

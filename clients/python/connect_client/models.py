@@ -281,7 +281,7 @@ class Delivery(Model):
 @dataclasses.dataclass(frozen=True)
 class Event(Model):
     """A recorded event: the stream's envelope plus its `evt_` id. `data` is the event's own
-    object as sent (its shape depends on `type`; contract §6); `session` is its Session
+    object as sent (its shape depends on `type`; see docs/api/events-and-stream.md); `session` is its Session
     snapshot when it has one."""
 
     SCHEMA: ClassVar[str] = "Event"

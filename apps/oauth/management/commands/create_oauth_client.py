@@ -1,4 +1,4 @@
-"""`create_oauth_client NAME --redirect-uri URI [--confidential]` (DESIGN.md §3).
+"""`create_oauth_client NAME --redirect-uri URI [--confidential]` (README.md, Operator commands).
 
 Prints the client id, or `id secret` for a confidential client, on the last line of stdout.
 """

@@ -1,5 +1,5 @@
 """`simulate_activity SLUG [--sessions N] [--interval S] [--segments M] [--via-api [--base-url URL]]`
-(DESIGN.md §3).
+(README.md, Operator commands).
 
 A live producer, so every step records its events (and webhooks fire): per session, create it,
 append M committed segments S seconds apart, move it to processing, write the final transcript,
