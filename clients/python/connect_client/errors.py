@@ -302,5 +302,13 @@ class KeySetUnavailable(WebhookVerificationError):
     """The key set could not be fetched or read."""
 
 
-__all__ = [name for name, value in list(globals().items())
-           if isinstance(value, type) and issubclass(value, Exception) and value.__module__ == __name__]
+# Written out (not computed) so that type checkers see what `from connect_client import *` gives.
+__all__ = [
+    "ConfigurationError", "ConnectError", "ClientError", "ServerError", "InvalidRequest", "InvalidFilters",
+    "FilterCostExceeded", "Unauthorized", "Forbidden", "InsufficientScope", "NotFound", "WorkspaceNotFound",
+    "MethodNotAllowed", "NotAcceptable", "NotAllowed", "Conflict", "IdempotencyKeyReused", "ResyncRequired",
+    "PayloadTooLarge", "UriTooLong", "UnsupportedMediaType", "RateLimited", "ConnectionLimit", "HeadersTooLarge",
+    "InternalServerError", "RequestTimeout", "Unavailable", "WebhookVerificationError", "MissingSignature",
+    "MalformedSignature", "TimestampOutsideTolerance", "UnknownKeyId", "InvalidSignature", "InvalidPayload",
+    "KeySetUnavailable",
+]
