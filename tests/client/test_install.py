@@ -36,7 +36,7 @@ def test_the_package_declares_httpx_and_pynacl_only_and_its_venv_is_consistent()
 
 def test_the_package_imports_nothing_but_the_standard_library_httpx_and_nacl():
     allowed = set(sys.stdlib_module_names) | {"httpx", "nacl", "connect_client"}
-    for path in (site_packages() / "connect_client").glob("*.py"):
+    for path in (site_packages() / "connect_client").rglob("*.py"):  # resources/ too
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -46,6 +46,8 @@ def test_the_package_imports_nothing_but_the_standard_library_httpx_and_nacl():
                 continue
             for name in names:
                 assert name.split(".")[0] in allowed, f"{path.name} imports {name}"
+    assert (site_packages() / "connect_client" / "resources" / "sessions.py").exists()  # the subpackage installed
+    assert (site_packages() / "connect_client" / "py.typed").exists()
 
 
 def test_the_installed_client_works_from_its_own_venv(live, acme, key):

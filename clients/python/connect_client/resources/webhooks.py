@@ -82,7 +82,8 @@ class Webhooks(SyncAPIResource):
         """Same as `deliveries.replay`."""
         return self._send(_replay(delivery_id))
 
-    def recover(self, webhook_id: str, *, since: datetime | str, until: datetime | str | None = None) -> models.Recovery:
+    def recover(self, webhook_id: str, *, since: datetime | str,
+                until: datetime | str | None = None) -> models.Recovery:
         """Queue again what this endpoint missed in the window (`queued`, and `more` when the
         server's per-call cap left some: call again with the same window)."""
         return self._send(_recover(webhook_id, since, until))
