@@ -62,3 +62,18 @@ def test_the_installed_client_works_from_its_own_venv(live, acme, key):
     )
     assert out.strip() == "from the clean venv UTC Hello there."
     assert session.id
+
+
+def test_the_read_sessions_example_runs_from_the_clean_venv_configured_by_the_environment(live, acme, key):
+    from tests.client.installed import SOURCE
+
+    factories.session(acme, label="Example", final=["We agreed on the budget, then on the plan."])
+    result = subprocess.run([str(venv_python()), str(SOURCE / "examples" / "read_sessions.py")], capture_output=True,
+                            text=True, timeout=120, cwd=VENV,
+                            env={"PATH": "/usr/bin:/bin", "CONNECT_BASE_URL": live.url, "CONNECT_API_KEY": key})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "completed  Example: 9 words" in lines[0]
+    assert lines[1].startswith("  first cue: 1 | 00:00:00,000 --> ")
+    assert lines[2].startswith("  200 then 304 (from cache: True), request req_")
+    assert lines[3].startswith("404 not_found")
