@@ -36,7 +36,7 @@ def test_the_package_declares_httpx_and_pynacl_only_and_its_venv_is_consistent()
 
 def test_the_package_imports_nothing_but_the_standard_library_httpx_and_nacl():
     allowed = set(sys.stdlib_module_names) | {"httpx", "nacl", "connect_client"}
-    for path in (site_packages() / "connect_client").glob("*.py"):
+    for path in (site_packages() / "connect_client").rglob("*.py"):  # resources/ too
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -46,6 +46,8 @@ def test_the_package_imports_nothing_but_the_standard_library_httpx_and_nacl():
                 continue
             for name in names:
                 assert name.split(".")[0] in allowed, f"{path.name} imports {name}"
+    assert (site_packages() / "connect_client" / "resources" / "sessions.py").exists()  # the subpackage installed
+    assert (site_packages() / "connect_client" / "py.typed").exists()
 
 
 def test_the_installed_client_works_from_its_own_venv(live, acme, key):
@@ -60,3 +62,18 @@ def test_the_installed_client_works_from_its_own_venv(live, acme, key):
     )
     assert out.strip() == "from the clean venv UTC Hello there."
     assert session.id
+
+
+def test_the_read_sessions_example_runs_from_the_clean_venv_configured_by_the_environment(live, acme, key):
+    from tests.client.installed import SOURCE
+
+    factories.session(acme, label="Example", final=["We agreed on the budget, then on the plan."])
+    result = subprocess.run([str(venv_python()), str(SOURCE / "examples" / "read_sessions.py")], capture_output=True,
+                            text=True, timeout=120, cwd=VENV,
+                            env={"PATH": "/usr/bin:/bin", "CONNECT_BASE_URL": live.url, "CONNECT_API_KEY": key})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "completed  Example: 9 words" in lines[0]
+    assert lines[1].startswith("  first cue: 1 | 00:00:00,000 --> ")
+    assert lines[2].startswith("  200 then 304 (from cache: True), request req_")
+    assert lines[3].startswith("404 not_found")

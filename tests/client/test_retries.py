@@ -6,6 +6,7 @@ allowance halfway)."""
 
 from __future__ import annotations
 
+import email.utils
 import time
 
 import connect_client
@@ -60,7 +61,8 @@ def test_gets_wait_out_429_with_retry_after_and_succeed(limited, alice):
     session = factories.session(alice.workspace)
     fresh_window(limited.url, key)  # so the five cannot all fit across a window's end
     recorded = Recorded(limited.url)
-    with connect_client.Connect(limited.url, api_key=key, http_client=recorded.http,
+    # Without the ETag cache: with it, the repeats are 304s, which the rate limit gives back.
+    with connect_client.Connect(limited.url, api_key=key, http_client=recorded.http, etag_cache_bytes=0,
                                 retry=RetryPolicy(max_retries=5, max_retry_wait=30)) as client:
         for _ in range(5):
             assert client.sessions.get(session.id).id == session.id
@@ -134,3 +136,65 @@ def test_503_is_retried_and_a_persistent_one_raised_with_retry_after():
         with pytest.raises(connect_client.Unavailable):
             client.deliveries.replay("dlv_x")
         assert seen[-1] == "POST" and len(seen) == 8
+
+
+def test_repeated_reads_are_304s_the_rate_limit_gives_back(limited, alice):
+    key = factories.api_key(alice, factories.ALL_SCOPES)
+    session = factories.session(alice.workspace)
+    remaining = fresh_window(limited.url, key)
+    recorded = Recorded(limited.url)
+    with connect_client.Connect(limited.url, api_key=key, http_client=recorded.http,
+                                retry=RetryPolicy(max_retries=0)) as client:
+        first = client.sessions.get(session.id)
+        for _ in range(remaining + 3):  # more than the window allows: each 304 is given back
+            assert client.sessions.get(session.id) is first
+        raw = client.sessions.with_raw_response.get(session.id)
+    assert [status for _, _, status, _ in recorded.responses] == [200] + [304] * (remaining + 4)
+    assert raw.headers["RateLimit-Remaining"] == str(remaining - 1)  # only the 200 was counted
+
+
+def answering(*responses: httpx.Response) -> tuple[httpx.Client, list[str]]:
+    """An httpx client whose server answers `responses` in turn (then the last again)."""
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.method)
+        return responses[min(len(seen), len(responses)) - 1]
+
+    return httpx.Client(base_url="http://connect.test", transport=httpx.MockTransport(handler)), seen
+
+
+RATE_LIMITED = {"error": "rate_limited"}
+SESSION = {"session": {"id": "s1", "status": "completed"}}
+
+
+def test_without_retry_after_the_wait_is_ratelimit_reset():
+    # Our server sends both headers on a 429; a proxy may keep only RateLimit-*, so httpx's
+    # MockTransport plays one. A wait of 7 s over a 5 s budget is not started: one request, and
+    # the error says 7, which only RateLimit-Reset said (a backoff would be under 1 s and retried).
+    http, seen = answering(httpx.Response(429, json=RATE_LIMITED, headers={"RateLimit-Reset": "7"}))
+    with connect_client.Connect("http://connect.test", api_key="svc_x", http_client=http,
+                                retry=RetryPolicy(max_retry_wait=5)) as client:
+        with pytest.raises(connect_client.RateLimited) as caught:
+            client.sessions.get("s1")
+    assert caught.value.retry_after == 7 and seen == ["GET"]
+
+    http, seen = answering(httpx.Response(429, json=RATE_LIMITED, headers={"RateLimit-Reset": "0"}),
+                           httpx.Response(200, json=SESSION))
+    with connect_client.Connect("http://connect.test", api_key="svc_x", http_client=http) as client:
+        assert client.sessions.get("s1").status == "completed" and seen == ["GET", "GET"]
+
+
+def test_retry_after_wins_and_may_be_an_http_date():
+    both = {"Retry-After": "0", "RateLimit-Reset": "9"}
+    http, seen = answering(httpx.Response(429, json=RATE_LIMITED, headers=both), httpx.Response(200, json=SESSION))
+    with connect_client.Connect("http://connect.test", api_key="svc_x", http_client=http,
+                                retry=RetryPolicy(max_retry_wait=1)) as client:
+        assert client.sessions.get("s1").id == "s1" and seen == ["GET", "GET"]  # waited 0, not 9
+
+    in_an_hour = email.utils.formatdate(time.time() + 3600, usegmt=True)
+    http, seen = answering(httpx.Response(503, json={"error": "unavailable"}, headers={"Retry-After": in_an_hour}))
+    with connect_client.Connect("http://connect.test", api_key="svc_x", http_client=http) as client:
+        with pytest.raises(connect_client.Unavailable) as caught:
+            client.sessions.get("s1")
+    assert 3000 < caught.value.retry_after <= 3600 and seen == ["GET"]

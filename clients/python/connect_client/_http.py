@@ -1,18 +1,24 @@
-"""Sending requests: authentication, error mapping, and the one retry rule.
+"""Sending requests: configuration, authentication, error mapping, and the one retry rule.
 
 Retries: only idempotent requests are retried — reads (GET), and writes that carry an
 `Idempotency-Key` (the ingest API's: the server answers a repeat with the first answer) — and
-only on `429 rate_limited`, on a `503` and on a connection error, waiting `Retry-After` when the server sent one (else a jittered
-exponential backoff), within a bounded budget (`max_retries` retries and `max_retry_wait`
-seconds of waiting in all). A wait the budget cannot afford is not started: the error is
-raised at once with its `retry_after`. Nothing else is retried.
+only on `429 rate_limited`, on a `503` and on a connection error. The wait is the server's:
+`Retry-After` (seconds or an HTTP-date), else on a 429 `RateLimit-Reset` (seconds until its
+window ends), else a jittered exponential backoff; all within a bounded budget (`max_retries`
+retries and `max_retry_wait` seconds of waiting in all). A wait the budget cannot afford is not
+started: the error is raised at once with its `retry_after`. Nothing else is retried.
+
+A `304 Not Modified` is an answer, not an error, when the request was conditional (it sent
+`If-None-Match`): the caller (`_response.Exchange`) answers it from its cache.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,9 +26,11 @@ import httpx
 
 from . import errors
 
-USER_AGENT = "connect-client-python/0.1.0"
+USER_AGENT = "connect-client-python/0.2.0"
 IDEMPOTENT = frozenset({"GET", "HEAD"})
 IDEMPOTENCY_KEY = "Idempotency-Key"
+ENV_API_KEY = "CONNECT_API_KEY"
+ENV_BASE_URL = "CONNECT_BASE_URL"
 
 
 @dataclass(frozen=True)
@@ -34,17 +42,33 @@ class RetryPolicy:
 
     def backoff(self, attempt: int) -> float:
         """Exponential with equal jitter: half the delay fixed, half random."""
-        delay = min(self.max_delay, self.base_delay * 2**attempt)
+        delay = min(self.max_delay, self.base_delay * float(2**attempt))
         return delay / 2 + random.uniform(0, delay / 2)
 
 
 NO_RETRIES = RetryPolicy(max_retries=0)
 
 
+def base_url_from(base_url: str | None) -> str:
+    """`base_url`, else `CONNECT_BASE_URL`; a `ConfigurationError` saying both ways when neither."""
+    url = base_url if base_url is not None else os.environ.get(ENV_BASE_URL) or None
+    if not url:
+        raise errors.ConfigurationError(
+            f"no base URL: pass it (Connect('https://connect.example.com', …)) or set {ENV_BASE_URL}")
+    return url.rstrip("/")
+
+
 def credential_headers(api_key: str | None, token: str | None, ingest_key: str | None = None) -> dict[str, str]:
+    """The one credential passed, else `CONNECT_API_KEY`; a `ConfigurationError` otherwise."""
     given = [c for c in (api_key, token, ingest_key) if c is not None]
-    if len(given) != 1:
-        raise ValueError("pass exactly one of api_key=, token= or ingest_key=")
+    if len(given) > 1:
+        raise errors.ConfigurationError("pass exactly one of api_key=, token= or ingest_key=, not several")
+    if not given:
+        from_env = os.environ.get(ENV_API_KEY)
+        if not from_env:
+            raise errors.ConfigurationError(
+                f"no credential: pass api_key= (or token=, ingest_key=) or set {ENV_API_KEY}")
+        given = [from_env]
     return {"Authorization": f"Bearer {given[0]}", "User-Agent": USER_AGENT}
 
 
@@ -64,13 +88,14 @@ def _code(response: httpx.Response) -> str | None:
         body = response.json()
     except ValueError:
         return None
-    return body.get("error") if isinstance(body, dict) else None
+    code = body.get("error") if isinstance(body, dict) else None
+    return code if isinstance(code, str) else None
 
 
 class _Budget:
     """One call's retries: how long to wait before the next attempt, or the error to raise."""
 
-    def __init__(self, method: str, policy: RetryPolicy, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, method: str, policy: RetryPolicy, headers: Mapping[str, str] | None = None) -> None:
         safe = method in IDEMPOTENT or IDEMPOTENCY_KEY in (headers or {})
         self.policy = policy if safe else NO_RETRIES
         self.attempt = 0
@@ -97,34 +122,37 @@ class _Budget:
         """The wait before retrying after an unsuccessful answer; its error when it cannot."""
         if not _retryable(response):
             raise errors.from_response(response)
-        delay = self.wait_for(errors.retry_after_seconds(response.headers.get("Retry-After")))
+        delay = self.wait_for(errors.wait_seconds(response))
         if delay is None:
             raise errors.from_response(response)
         return delay
 
 
+def _answered(response: httpx.Response, headers: Mapping[str, str] | None) -> bool:
+    return response.is_success or (response.status_code == 304 and "If-None-Match" in (headers or {}))
+
+
 class _Transport:
     """What the sync and async transports share; each only sends and sleeps its own way."""
 
-    def __init__(self, base_url: str, headers: dict[str, str], *, retry: RetryPolicy, http: Any) -> None:
-        self.base_url = base_url.rstrip("/")
+    def __init__(self, base_url: str, headers: dict[str, str], *, retry: RetryPolicy) -> None:
+        self.base_url = base_url
         self.retry = retry
-        self.http = http
         self.headers = headers
 
-    def _arguments(self, params: Any, json: Any, headers: dict[str, str] | None) -> dict[str, Any]:
+    def _arguments(self, params: Any, json: Any, headers: Mapping[str, str] | None) -> dict[str, Any]:
         return {"params": params, "json": json, "headers": {**self.headers, **(headers or {})}}
 
 
 class SyncTransport(_Transport):
     def __init__(self, base_url: str, headers: dict[str, str], *, timeout: float, retry: RetryPolicy,
                  http: httpx.Client | None = None) -> None:
-        super().__init__(base_url, headers, retry=retry,
-                         http=http or httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout))
+        super().__init__(base_url, headers, retry=retry)
+        self.http = http or httpx.Client(base_url=base_url, timeout=timeout)
         self._owns_http = http is None
 
     def request(self, method: str, path: str, *, params: Any = None, json: Any = None,
-                headers: dict[str, str] | None = None) -> httpx.Response:
+                headers: Mapping[str, str] | None = None) -> httpx.Response:
         budget = _Budget(method, self.retry, headers)
         while True:
             try:
@@ -132,7 +160,7 @@ class SyncTransport(_Transport):
             except httpx.TransportError as error:
                 delay = budget.after_error(error)
             else:
-                if response.is_success:
+                if _answered(response, headers):
                     return response
                 delay = budget.after(response)
             time.sleep(delay)
@@ -145,12 +173,12 @@ class SyncTransport(_Transport):
 class AsyncTransport(_Transport):
     def __init__(self, base_url: str, headers: dict[str, str], *, timeout: float, retry: RetryPolicy,
                  http: httpx.AsyncClient | None = None) -> None:
-        super().__init__(base_url, headers, retry=retry,
-                         http=http or httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout))
+        super().__init__(base_url, headers, retry=retry)
+        self.http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
         self._owns_http = http is None
 
     async def request(self, method: str, path: str, *, params: Any = None, json: Any = None,
-                      headers: dict[str, str] | None = None) -> httpx.Response:
+                      headers: Mapping[str, str] | None = None) -> httpx.Response:
         budget = _Budget(method, self.retry, headers)
         while True:
             try:
@@ -158,7 +186,7 @@ class AsyncTransport(_Transport):
             except httpx.TransportError as error:
                 delay = budget.after_error(error)
             else:
-                if response.is_success:
+                if _answered(response, headers):
                     return response
                 delay = budget.after(response)
             await asyncio.sleep(delay)

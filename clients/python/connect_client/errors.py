@@ -8,13 +8,24 @@ other fields (`extra`: `detail`, `cost`, `budget`, …) and the response's `X-Re
 
 from __future__ import annotations
 
+import email.utils
+import time
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
 
+class ConfigurationError(ValueError):
+    """The client was built without what it needs (a base URL, one credential), or with too much."""
+
+
 class ConnectError(Exception):
-    """An error answer from the API."""
+    """An error answer from the API.
+
+    `body` is the decoded JSON body as received (every field, those this version does not know
+    too); `extra` is the same without `error` and `requestId`; `headers` are the response's
+    (`WWW-Authenticate`, `RateLimit-*`, …)."""
 
     status: int = 0
     code: str = ""
@@ -28,10 +39,14 @@ class ConnectError(Exception):
         extra: dict[str, Any] | None = None,
         request_id: str | None = None,
         retry_after: float | None = None,
+        body: dict[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.status = status if status is not None else type(self).status
         self.code = code if code is not None else type(self).code
-        self.extra = dict(extra or {})
+        self.extra: dict[str, Any] = dict(extra or {})
+        self.body: dict[str, Any] = dict(body) if body is not None else {"error": self.code, **self.extra}
+        self.headers: httpx.Headers = httpx.Headers(headers or {})
         self.request_id = request_id
         self.retry_after = retry_after
         detail = self.extra.get("detail")
@@ -42,8 +57,9 @@ class ConnectError(Exception):
 
     @property
     def detail(self) -> str | None:
-        """Which parameter is wrong and why, on a 400."""
-        return self.extra.get("detail")
+        """What was wrong and what to do (a 400's parameter, a 401's cause, …)."""
+        detail = self.extra.get("detail")
+        return detail if isinstance(detail, str) else None
 
 
 class ClientError(ConnectError):
@@ -69,15 +85,18 @@ class FilterCostExceeded(ClientError):
 
     @property
     def cost(self) -> int | None:
-        return self.extra.get("cost")
+        cost = self.extra.get("cost")
+        return cost if isinstance(cost, int) else None
 
     @property
     def budget(self) -> int | None:
-        return self.extra.get("budget")
+        budget = self.extra.get("budget")
+        return budget if isinstance(budget, int) else None
 
     @property
     def entries(self) -> list[dict[str, Any]]:
-        return self.extra.get("entries") or []
+        entries = self.extra.get("entries")
+        return entries if isinstance(entries, list) else []
 
 
 class Unauthorized(ClientError):
@@ -89,7 +108,14 @@ class Forbidden(ClientError):
 
 
 class InsufficientScope(ClientError):
+    """`required_scopes`: what the call needs, when the server names it (`requiredScopes`)."""
+
     status, code = 403, "insufficient_scope"
+
+    @property
+    def required_scopes(self) -> list[str]:
+        scopes = self.extra.get("requiredScopes")
+        return [s for s in scopes if isinstance(s, str)] if isinstance(scopes, list) else []
 
 
 class NotFound(ClientError):
@@ -120,7 +146,8 @@ class Conflict(ClientError):
 
     @property
     def expected_sequence(self) -> int | None:
-        return self.extra.get("expectedSequence")
+        expected = self.extra.get("expectedSequence")
+        return expected if isinstance(expected, int) else None
 
 
 class IdempotencyKeyReused(ClientError):
@@ -146,7 +173,7 @@ class UnsupportedMediaType(ClientError):
 
 
 class RateLimited(ClientError):
-    """`retry_after`: seconds the server asked to wait (its `Retry-After`)."""
+    """`retry_after`: seconds the server asked to wait (`Retry-After`, else `RateLimit-Reset`)."""
 
     status, code = 429, "rate_limited"
 
@@ -187,12 +214,32 @@ BY_CODE: dict[str, type[ConnectError]] = {
 }
 
 
-def retry_after_seconds(value: str | None) -> float | None:
-    """`Retry-After` as seconds (we only send delta-seconds); None when absent or unreadable."""
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
+def retry_after_seconds(value: str | None, *, now: float | None = None) -> float | None:
+    """`Retry-After` as seconds from now: delta-seconds or an HTTP-date (RFC 9110 §10.2.3);
+    None when absent or unreadable."""
+    if value is None:
         return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def wait_seconds(response: httpx.Response) -> float | None:
+    """How long the server asked to wait before trying again: `Retry-After`, else on a 429 its
+    `RateLimit-Reset` (seconds until the window that refused it ends); None when it said neither."""
+    retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+    if retry_after is None and response.status_code == 429:
+        reset = response.headers.get("RateLimit-Reset")
+        retry_after = retry_after_seconds(reset) if reset is not None and reset.strip().isdigit() else None
+    return retry_after
 
 
 def from_response(response: httpx.Response) -> ConnectError:
@@ -208,12 +255,15 @@ def from_response(response: httpx.Response) -> ConnectError:
     cls = BY_CODE.get(code or "")
     if cls is None:
         cls = ServerError if response.status_code >= 500 else ClientError
+    request_id = response.headers.get("X-Request-Id") or body.get("requestId")
     return cls(
         status=response.status_code,
         code=code or f"http_{response.status_code}",
         extra=extra,
-        request_id=response.headers.get("X-Request-Id") or body.get("requestId"),
-        retry_after=retry_after_seconds(response.headers.get("Retry-After")),
+        request_id=request_id if isinstance(request_id, str) else None,
+        retry_after=wait_seconds(response),
+        body=body,
+        headers=response.headers,
     )
 
 
@@ -252,5 +302,13 @@ class KeySetUnavailable(WebhookVerificationError):
     """The key set could not be fetched or read."""
 
 
-__all__ = [name for name, value in list(globals().items())
-           if isinstance(value, type) and issubclass(value, Exception) and value.__module__ == __name__]
+# Written out (not computed) so that type checkers see what `from connect_client import *` gives.
+__all__ = [
+    "ConfigurationError", "ConnectError", "ClientError", "ServerError", "InvalidRequest", "InvalidFilters",
+    "FilterCostExceeded", "Unauthorized", "Forbidden", "InsufficientScope", "NotFound", "WorkspaceNotFound",
+    "MethodNotAllowed", "NotAcceptable", "NotAllowed", "Conflict", "IdempotencyKeyReused", "ResyncRequired",
+    "PayloadTooLarge", "UriTooLong", "UnsupportedMediaType", "RateLimited", "ConnectionLimit", "HeadersTooLarge",
+    "InternalServerError", "RequestTimeout", "Unavailable", "WebhookVerificationError", "MissingSignature",
+    "MalformedSignature", "TimestampOutsideTolerance", "UnknownKeyId", "InvalidSignature", "InvalidPayload",
+    "KeySetUnavailable",
+]

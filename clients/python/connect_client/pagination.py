@@ -12,9 +12,14 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import httpx
+
+from ._response import APIResponse
+
+if TYPE_CHECKING:
+    from ._http import AsyncTransport, SyncTransport
 
 T = TypeVar("T")
 UNSETTLED_WAIT = 0.2  # seconds between pages while older transactions hold the log back
@@ -28,12 +33,12 @@ class Page(Generic[T]):
 
 
 @dataclass(frozen=True)
-class ListCall:
+class ListCall(Generic[T]):
     """One paged list operation: where it lives and how its items are read."""
 
     path: str
     params: dict[str, Any]
-    parse: Callable[[dict[str, Any]], Any]
+    parse: Callable[[dict[str, Any]], T]
     cursor_param: str = "cursor"
     log: bool = False  # the event log: never-null cursor, `Events-Unsettled`
 
@@ -43,7 +48,7 @@ class ListCall:
             params[self.cursor_param] = cursor
         return params
 
-    def read(self, response: httpx.Response) -> Page:
+    def read(self, response: httpx.Response) -> Page[T]:
         body = response.json()
         return Page(
             items=[self.parse(item) for item in body["items"]],
@@ -51,7 +56,7 @@ class ListCall:
             unsettled=response.headers.get("Events-Unsettled") == "true",
         )
 
-    def ends_after(self, page: Page) -> bool:
+    def ends_after(self, page: Page[T]) -> bool:
         if self.log:
             return not page.items and not page.unsettled
         return page.next_cursor is None
@@ -60,7 +65,7 @@ class ListCall:
 class Paginator(Generic[T]):
     """`for item in paginator` follows `nextCursor` lazily; `paginator.page()` reads one page."""
 
-    def __init__(self, transport: Any, call: ListCall, start: str | None = None) -> None:
+    def __init__(self, transport: SyncTransport, call: ListCall[T], start: str | None = None) -> None:
         self._transport = transport
         self._call = call
         self._start = start
@@ -68,9 +73,13 @@ class Paginator(Generic[T]):
 
     def page(self, cursor: str | None = None) -> Page[T]:
         """One page: the first (after the list's `after`, for the event log), or `cursor`'s."""
+        return self.raw_page(cursor).parse()
+
+    def raw_page(self, cursor: str | None = None) -> APIResponse[Page[T]]:
+        """`page()` with its answer's status, headers and request id."""
         cursor = self._start if cursor is None else cursor
         response = self._transport.request("GET", self._call.path, params=self._call.params_for(cursor))
-        return self._call.read(response)
+        return APIResponse(response, self._call.read(response))
 
     def __iter__(self) -> Iterator[T]:
         while True:
@@ -87,16 +96,19 @@ class Paginator(Generic[T]):
 class AsyncPaginator(Generic[T]):
     """`async for item in paginator`; `await paginator.page()`."""
 
-    def __init__(self, transport: Any, call: ListCall, start: str | None = None) -> None:
+    def __init__(self, transport: AsyncTransport, call: ListCall[T], start: str | None = None) -> None:
         self._transport = transport
         self._call = call
         self._start = start
         self.next_cursor = start
 
     async def page(self, cursor: str | None = None) -> Page[T]:
+        return (await self.raw_page(cursor)).parse()
+
+    async def raw_page(self, cursor: str | None = None) -> APIResponse[Page[T]]:
         cursor = self._start if cursor is None else cursor
         response = await self._transport.request("GET", self._call.path, params=self._call.params_for(cursor))
-        return self._call.read(response)
+        return APIResponse(response, self._call.read(response))
 
     async def __aiter__(self) -> AsyncIterator[T]:
         while True:

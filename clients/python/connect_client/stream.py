@@ -24,12 +24,16 @@ import random
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from . import errors
 from .models import Event
+from .types import EventType
+
+if TYPE_CHECKING:
+    from .client import AsyncConnect, Connect
 
 STREAM_PATH = "/api/v1/events/stream"
 DEFAULT_TYPES = ("session.created", "session.status_changed")  # a stream without filters
@@ -81,10 +85,11 @@ class _Core:
         delay = min(self.max_backoff, self.min_backoff * 2**self._failures)
         delay = delay / 2 + random.uniform(0, delay / 2)
         self._failures += 1
-        return max(delay, retry_after or 0.0)
+        return float(max(delay, retry_after or 0.0))
 
     # --- frames ----------------------------------------------------------------------------
-    def _types(self) -> list[str] | None:
+    def _types(self) -> list[EventType] | None:
+        """The filters' event types, for the event log's `type` (which the server checks)."""
         return sorted({entry["type"] for entry in self.filters}) if self.filters else None
 
     def _matches(self, event: Event) -> bool:
@@ -140,8 +145,9 @@ class _Frames:
 class EventStream(_Core):
     """`for event in client.events.stream(filters=[…]): …` — see the module's docstring."""
 
-    def __init__(self, client: Any, **options: Any) -> None:
+    def __init__(self, client: Connect, **options: Any) -> None:
         super().__init__(client, **options)
+        self._client: Connect = client
         self._closed = threading.Event()
         self._response: httpx.Response | None = None
         self._http = httpx.Client(base_url=client.base_url, timeout=self._timeout)
@@ -220,8 +226,9 @@ class AsyncEventStream(_Core):
     """`async for event in client.events.stream(filters=[…]): …`; cancel the task (or call
     `await stream.aclose()`) to end it."""
 
-    def __init__(self, client: Any, **options: Any) -> None:
+    def __init__(self, client: AsyncConnect, **options: Any) -> None:
         super().__init__(client, **options)
+        self._client: AsyncConnect = client
         self._closed = asyncio.Event()
         self._http = httpx.AsyncClient(base_url=client.base_url, timeout=self._timeout)
 

@@ -102,7 +102,7 @@ def keyset_for(url: str) -> KeySet:
 
 def _header(headers: Any, name: str) -> str | None:
     value = headers.get(name) if hasattr(headers, "get") else None
-    if value is not None:
+    if isinstance(value, str):
         return value
     wanted = name.lower()
     items = headers.items() if hasattr(headers, "items") else headers
@@ -174,5 +174,6 @@ def verify(headers: Any, raw_body: bytes, *, jwks_url: str | None = None,
         raise InvalidPayload("the body is not JSON") from error
     if not isinstance(body, dict) or not isinstance(body.get("id"), str) or not isinstance(body.get("type"), str):
         raise InvalidPayload("the body is not an event object")
-    data = body.get("data") if isinstance(body.get("data"), dict) else {}
+    data = body.get("data")
+    data = data if isinstance(data, dict) else {}
     return Event.from_wire({"sessionId": data.get("sessionId"), **body})

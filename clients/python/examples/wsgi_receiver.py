@@ -3,17 +3,25 @@
     gunicorn wsgi_receiver:app
 """
 
-from connect_client import WebhookVerificationError, webhooks
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from connect_client import Event, WebhookVerificationError, webhooks
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 JWKS_URL = "https://connect.example.com/.well-known/webhook-signing-keys.json"
-seen = set()  # event ids handled; use a table with a unique key in production
+seen: set[str] = set()  # event ids handled; use a table with a unique key in production
 
 
-def handle(event):
+def handle(event: Event) -> None:
     print(event.id, event.type, event.session_id, flush=True)  # keep it quick: queue long work
 
 
-def app(environ, start_response):
+def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
     raw_body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
     headers = {"Svc-Signature": environ.get("HTTP_SVC_SIGNATURE", "")}
     try:
@@ -21,7 +29,7 @@ def app(environ, start_response):
     except WebhookVerificationError:
         start_response("400 Bad Request", [("Content-Length", "0")])
         return [b""]
-    if event.id not in seen:  # delivery is at least once
+    if event.id is not None and event.id not in seen:  # delivery is at least once
         seen.add(event.id)
         handle(event)
     start_response("204 No Content", [])
