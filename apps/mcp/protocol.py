@@ -42,6 +42,9 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+# A read the credential's scopes do not allow: -32600 with `data.error` naming it, HTTP 403 as
+# for REST (authorization/index.mdx "Runtime Insufficient Scope Errors" answers 403).
+INSUFFICIENT_SCOPE = "insufficient_scope"
 # resources.mdx "Error Handling": a missing resource is -32602 from 2026-07-28, -32002 before.
 LEGACY_RESOURCE_NOT_FOUND = -32002
 
@@ -207,7 +210,10 @@ def respond(headers: Mapping[str, str], body: bytes, tools: Tools, *, duplicated
     answer = legacy_message(message, version, tools)
     if answer is None:
         return Reply(202)
-    status = 400 if answer.get("error", {}).get("code") in (PARSE_ERROR, INVALID_REQUEST) else 200
+    error = answer.get("error", {})
+    status = 400 if error.get("code") in (PARSE_ERROR, INVALID_REQUEST) else 200
+    if isinstance(error.get("data"), dict) and error["data"].get("error") == INSUFFICIENT_SCOPE:
+        status = 403  # as the modern era answers it (ProtocolError.status); a batch stays 200
     return Reply(status, answer)
 
 

@@ -25,7 +25,7 @@ from apps.core.cursors import decode_cursor, encode_cursor
 from apps.core.errors import InvalidRequest, NotFound
 from apps.mcp import budget, selectors, transcripts
 from apps.mcp.discovery import ICON_VERSIONS, icons
-from apps.mcp.protocol import INVALID_PARAMS, INVALID_REQUEST, ProtocolError, resource_not_found
+from apps.mcp.protocol import INSUFFICIENT_SCOPE, INVALID_PARAMS, INVALID_REQUEST, ProtocolError, resource_not_found
 from apps.recordings import selectors as recordings
 from apps.recordings.models import RevisionKind
 from apps.recordings.representations import board_repr, session_row_repr
@@ -218,7 +218,7 @@ class WorkspaceResources:
         target = parse(uri, version)
         if not self.principal.has_scope(target.scope):
             raise ProtocolError(INVALID_REQUEST, f"Insufficient scope: reading this resource needs {target.scope}",
-                                {"error": "insufficient_scope", "scope": target.scope}, status=403)
+                                {"error": INSUFFICIENT_SCOPE, "scope": target.scope}, status=403)
         try:
             if target.kind == "transcript":
                 return self._transcript(target, uri)
