@@ -241,12 +241,15 @@ def list_boards(principal: Principal, arguments: dict[str, Any]) -> dict[str, An
     for board in boards:
         item = board_repr(board)
         cost = budget.size(item) + 1
-        if cost > space:
+        if cost > budget.room():
+            # Larger than any result may be: its summary, and the resource that pages the payload.
             item = {**board_summary_repr(board), "payloadOmitted": True}
             cost = budget.size(item) + 1
-            if items and cost > space:
-                break
             omitted.append(board_uri(session_id, board.board_id, board.version))
+        if items and cost > space:
+            if item.get("payloadOmitted"):
+                omitted.pop()
+            break
         items.append(item)
         space -= cost
     result: dict[str, Any] = {"items": items, "nextCursor": None}
