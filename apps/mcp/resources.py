@@ -247,6 +247,8 @@ class WorkspaceResources:
                 "nextUri": next_uri,
                 "totalSegments": page.total,
             }
+        elif page.cut:
+            content["_meta"] = {"note": page.describe(query), "totalSegments": page.total}
         return {"contents": [content]}
 
     def _document(self, target: Target, uri: str) -> dict[str, Any]:

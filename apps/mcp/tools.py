@@ -219,6 +219,8 @@ def get_transcript(principal: Principal, arguments: dict[str, Any]) -> dict[str,
             f"{page.describe(query)} This is not the whole transcript: call get_transcript again with the same "
             "sessionId, format and window, and cursor set to nextCursor, for the rest."
         )
+    elif page.cut:
+        result["note"] = page.describe(query)
     return result
 
 

@@ -65,6 +65,7 @@ class Page:
     end: int
     total: int
     next_cursor: str | None
+    cut: str | None = None  # a segment larger than a whole result, cut: says so and where it is whole
 
     @property
     def mime_type(self) -> str:
@@ -75,9 +76,10 @@ class Page:
 
     def describe(self, query: Query) -> str:
         what = "segment" if self.total == 1 else "segments"
+        cut = f" {self.cut}" if self.cut else ""
         if self.end <= self.start:
-            return f"No segments here of {self.total} {what}{query.window()}."
-        return f"Segments {self.start + 1}-{self.end} of {self.total}{query.window()}."
+            return f"No segments here of {self.total} {what}{query.window()}.{cut}"
+        return f"Segments {self.start + 1}-{self.end} of {self.total}{query.window()}.{cut}"
 
 
 def read(workspace: Workspace, query: Query, cursor: str | None = None, limit: int | None = None) -> Page:
@@ -113,6 +115,7 @@ def read(workspace: Workspace, query: Query, cursor: str | None = None, limit: i
     start = min(start, total)
     stop = total if limit is None else min(total, start + limit)
     space = budget.room()
+    cut = None
 
     if query.fmt == "text":
         lines = []
@@ -120,8 +123,11 @@ def read(workspace: Workspace, query: Query, cursor: str | None = None, limit: i
             named = shape_rows.make(row)
             line = f"[{exports.clock(named.timestamp_start, '.')}] {exports.txt([named]).strip()}"
             cost = len(line.encode()) + 1
-            if lines and cost > space:
-                break
+            if cost > space:
+                if lines:
+                    break
+                line, cut = line[: budget.text_slice(line, 0, space - 1)], _cut_note(query, start, line)
+                cost = len(line.encode()) + 1
             space -= cost
             lines.append(line)
         end = start + len(lines)
@@ -141,7 +147,9 @@ def read(workspace: Workspace, query: Query, cursor: str | None = None, limit: i
             chunk = encode_segments(segments[position : min(stop, position + _CHUNK)])
             taken = budget.fitting((budget.size(item) for item in chunk), space - (1 if page else 0))
             if not page and taken == 0:
-                taken = 1  # one segment larger than the budget still comes, alone (see budget.py)
+                # One segment larger than a whole result: it comes alone, its text cut to fit.
+                chunk[0], cut = _cut_segment(chunk[0], space), _cut_note(query, position, chunk[0]["text"])
+                taken = 1
             page += chunk[:taken]
             space -= sum(budget.size(item) + 1 for item in chunk[:taken])
             position += taken
@@ -160,4 +168,18 @@ def read(workspace: Workspace, query: Query, cursor: str | None = None, limit: i
     if end < total:
         next_cursor = encode_cursor("mcp-transcript", workspace.id, [query.session_id, transcript_id, end],
                                     query.filters())
-    return Page(body, text, start, end, total, next_cursor)
+    return Page(body, text, start, end, total, next_cursor, cut)
+
+
+def _cut_segment(item: dict[str, Any], space: int) -> dict[str, Any]:
+    """The segment with its text shortened until its JSON fits `space` bytes."""
+    text = item["text"]
+    end = budget.text_slice(text, 0, max(space - budget.size({**item, "text": ""}), 1))
+    while end > 1 and budget.size({**item, "text": text[:end]}) > space:
+        end = budget.text_slice(text, 0, end * 3 // 4)
+    return {**item, "text": text[:end]}
+
+
+def _cut_note(query: Query, position: int, text: str) -> str:
+    return (f"Segment {position + 1} alone is larger than one result: its text ({len(text)} characters) was cut "
+            f"to fit; GET /api/v1/sessions/{query.session_id}/transcript has it whole.")

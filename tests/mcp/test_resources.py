@@ -257,3 +257,22 @@ def test_capabilities_declare_resources_without_subscribe_and_completions(alice_
                                   version))["capabilities"]
     assert capabilities["resources"] == {"subscribe": False, "listChanged": False}
     assert capabilities["completions"] == {}
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_a_segment_larger_than_a_result_comes_alone_cut_and_says_so(alice_key, acme, settings, fmt):
+    settings.CONNECT_MCP_RESULT_BUDGET_BYTES = 5_000
+    session = factories.session(acme, committed=["short", "word " * 3_000, "after"])
+    contents, next_uri = [], f"connect://sessions/{session.id}/transcript?format={fmt}"
+    for _ in range(5):
+        content = read(alice_key, next_uri)
+        assert len(content["text"].encode()) <= 5_000
+        contents.append(content)
+        next_uri = content.get("_meta", {}).get("nextUri")
+        if next_uri is None:
+            break
+    assert len(contents) == 3  # "short", the long one alone, "after"
+    note = contents[1]["_meta"]["note"]
+    assert "Segment 2 alone is larger than one result" in note and f"/api/v1/sessions/{session.id}/transcript" in note
+    alone = read(alice_key, f"connect://sessions/{session.id}/transcript?format={fmt}&from=2000&to=4000")
+    assert "Segment 1 alone is larger than one result" in alone["_meta"]["note"] and "nextUri" not in alone["_meta"]
