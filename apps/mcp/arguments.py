@@ -1,6 +1,7 @@
 """A tool's arguments, declared once as REST declares its query parameters: a DRF serializer of
-the fields of apps/core/params.py (integers, strings, choices). The tool's `inputSchema` and the validation of its arguments
-are both read from that declaration (names and order, required or not, bounds, description).
+the fields of apps/core/params.py (integers, strings, choices). The tool's `inputSchema` and the
+validation of its arguments are both read from that declaration (names and order, required or
+not, bounds, choices, description).
 
 Arguments are JSON values, not query text: an integer is a JSON number (10 and 10.0 alike; never
 "10" or true), a string a non-empty JSON string without U+0000, and null is an absent argument.

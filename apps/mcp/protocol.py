@@ -1,7 +1,7 @@
 """The MCP wire protocol at /mcp: JSON-RPC over one POST, for both protocol generations.
 
 Pure: no Django imports. `respond` takes a request's headers and body and returns the HTTP
-reply; everything that touches data goes through the `Tools` it is given.
+reply; everything that touches data goes through the `Tools` it is given (and its `Resources`).
 
 Two eras share the endpoint (docs/specification/2026-07-28/basic/versioning.mdx, "dual-era"):
 legacy revisions 2025-03-26, 2025-06-18 and 2025-11-25 negotiate a version with `initialize`

@@ -273,7 +273,8 @@ class WorkspaceResources:
             try:
                 cursor_base, cursor_digest, start = decode_cursor("mcp-text", workspace.id, cursor)
             except (InvalidRequest, ValueError, TypeError):
-                raise ProtocolError(INVALID_PARAMS, "cursor is not one this resource handed out", {"uri": uri}) from None
+                raise ProtocolError(INVALID_PARAMS, "cursor is not one this resource handed out",
+                                    {"uri": uri}) from None
             if cursor_base != target.base or not isinstance(start, int) or not 0 <= start < len(text):
                 raise ProtocolError(INVALID_PARAMS, "cursor is not one this resource handed out", {"uri": uri})
             if cursor_digest != digest:

@@ -2,7 +2,8 @@
 input and output schema, annotations, scope, and the function that runs it.
 
 Every tool calls the selectors and representation functions REST calls, so a session, a
-transcript segment or a board reads the same through either door. Tool-level failures are
+transcript segment or a board reads the same through either door, and every result fits the
+result budget, paging with a note (apps/mcp/budget.py). Tool-level failures are
 results with `isError: true` and `{"error": code}` as their text (DESIGN.md "MCP credential
 errors"): `insufficient_scope`, `not_found`, `invalid_request` (naming the argument).
 """
@@ -76,7 +77,8 @@ LIST_BOARDS_OUTPUT = page_of(LIST_BOARDS_ITEM, "ListBoardsResult", cursor_descri
 
 def with_note(schema: dict[str, Any]) -> dict[str, Any]:
     """`schema` with the optional `note` a result carries when it is not the whole answer."""
-    return {**schema, "properties": {**schema["properties"], "note": {"type": "string", "description": NOTE_DESCRIPTION}}}
+    note = {"type": "string", "description": NOTE_DESCRIPTION}
+    return {**schema, "properties": {**schema["properties"], "note": note}}
 
 
 # --- Arguments: one declaration per tool, of REST's query parameter fields --------------------

@@ -167,8 +167,8 @@ def test_another_workspaces_resource_reads_as_not_found(alice_key, secret, versi
 
 
 @pytest.mark.parametrize("uri", ["connect://sessions/", "connect://boards/x", "https://example.com/x",
-                                 "connect://sessions/abc/transcripts/draft", "connect://sessions/abc/boards/x/versions/y",
-                                 "connect://sessions/nope"])
+                                 "connect://sessions/abc/transcripts/draft",
+                                 "connect://sessions/abc/boards/x/versions/y", "connect://sessions/nope"])
 def test_unknown_uris_are_not_found(alice_key, uri):
     assert rpc(alice_key, "resources/read", {"uri": uri}).body["error"]["code"] == -32002
 
