@@ -503,3 +503,31 @@ def test_every_tool_schema_is_portable(alice_key, version):
         for kind in ("inputSchema", "outputSchema"):
             assert portability_findings(tool[kind], kind) == [], tool["name"]
             assert '"type": [' not in json.dumps(tool[kind])
+
+
+# --- Transcript formats and windows --------------------------------------------------------------
+
+
+def test_transcript_as_text_is_the_lines_and_the_cursor_when_paged(alice_key, meeting):
+    result = call(alice_key, "get_transcript", {"sessionId": meeting.id, "format": "text", "limit": 2})
+    lines = ["[00:00:00.000] Speaker 1: We discuss the budget.", "[00:00:02.000] Speaker 1: And hiring."]
+    assert result["structuredContent"]["text"] == "\n".join(lines) + "\n"
+    cursor = result["structuredContent"]["nextCursor"]
+    text = result["content"][0]["text"]
+    assert text.startswith("\n".join(lines)) and cursor in text and "Segments 1-2 of 3" in text
+    last = call(alice_key, "get_transcript", {"sessionId": meeting.id, "format": "text", "cursor": cursor})
+    assert last["content"][0]["text"] == "[00:00:04.000] Speaker 1: Then lunch.\n"
+
+
+def test_transcript_window_and_its_cursor_are_bound_together(alice_key, meeting):
+    body = ok(call(alice_key, "get_transcript", {"sessionId": meeting.id, "from": 2000, "limit": 1}))
+    assert [s["text"] for s in body["transcript"]] == ["And hiring."] and body["totalSegments"] == 2
+    error = tool_error(call(alice_key, "get_transcript", {"sessionId": meeting.id, "cursor": body["nextCursor"]}))
+    assert error["argument"] == "cursor"  # issued for another window
+
+
+@pytest.mark.parametrize(("arguments", "argument"), [({"format": "xml"}, "format"), ({"from": -1}, "from"),
+                                                     ({"from": 10, "to": 10}, "to"), ({"to": "5"}, "to")])
+def test_bad_format_or_window_is_an_invalid_argument(alice_key, meeting, arguments, argument):
+    error = tool_error(call(alice_key, "get_transcript", {"sessionId": meeting.id, **arguments}))
+    assert (error["error"], error["argument"]) == ("invalid_request", argument)
