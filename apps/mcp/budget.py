@@ -45,6 +45,16 @@ def fitting(sizes: Iterable[int], space: int) -> int:
     return count
 
 
+def cut_field(item: dict[str, Any], key: str, space: int) -> dict[str, Any]:
+    """`item` with its text field `key` shortened until the item's JSON fits `space` bytes (JSON
+    escapes can make a character up to six bytes, so the cut is checked, not computed)."""
+    text = item[key] or ""
+    end = text_slice(text, 0, max(space - size({**item, key: ""}), 1))
+    while end > 1 and size({**item, key: text[:end]}) > space:
+        end = text_slice(text, 0, max(len(text[:end].encode()) * 3 // 4, 1))
+    return {**item, key: text[:end]}
+
+
 def text_slice(text: str, start: int, space: int) -> int:
     """The end (a character offset) of the longest slice of `text` from `start` whose UTF-8
     fits in `space` bytes; at least one character, so a page always advances."""

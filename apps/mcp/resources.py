@@ -82,12 +82,11 @@ def fit_session(item: dict[str, Any], what: str) -> tuple[dict[str, Any], str | 
     if budget.size(item) <= budget.room():
         return item, None
     memo = item.get("memo") or ""
-    space = budget.room() - budget.size({**item, "memo": ""})
-    end = budget.text_slice(memo, 0, max(space // 2, 1))  # a memo's JSON escapes may double it
-    note = (f"{what} of session {item['id']} was cut at {end} of {len(memo)} characters to fit one result; "
-            f"read the resource {session_uri(item['id'])} (in pages) or GET /api/v1/sessions/{item['id']} for it "
-            "whole.")
-    return {**item, "memo": memo[:end]}, note
+    cut = budget.cut_field(item, "memo", budget.room())
+    note = (f"{what} of session {item['id']} was cut at {len(cut['memo'])} of {len(memo)} characters to fit one "
+            f"result; read the resource {session_uri(item['id'])} (in pages) or GET /api/v1/sessions/{item['id']} "
+            "for it whole.")
+    return cut, note
 
 
 @dataclass(frozen=True)

@@ -148,7 +148,7 @@ def read(workspace: Workspace, query: Query, cursor: str | None = None, limit: i
             taken = budget.fitting((budget.size(item) for item in chunk), space - (1 if page else 0))
             if not page and taken == 0:
                 # One segment larger than a whole result: it comes alone, its text cut to fit.
-                chunk[0], cut = _cut_segment(chunk[0], space), _cut_note(query, position, chunk[0]["text"])
+                chunk[0], cut = budget.cut_field(chunk[0], "text", space), _cut_note(query, position, chunk[0]["text"])
                 taken = 1
             page += chunk[:taken]
             space -= sum(budget.size(item) + 1 for item in chunk[:taken])
@@ -169,15 +169,6 @@ def read(workspace: Workspace, query: Query, cursor: str | None = None, limit: i
         next_cursor = encode_cursor("mcp-transcript", workspace.id, [query.session_id, transcript_id, end],
                                     query.filters())
     return Page(body, text, start, end, total, next_cursor, cut)
-
-
-def _cut_segment(item: dict[str, Any], space: int) -> dict[str, Any]:
-    """The segment with its text shortened until its JSON fits `space` bytes."""
-    text = item["text"]
-    end = budget.text_slice(text, 0, max(space - budget.size({**item, "text": ""}), 1))
-    while end > 1 and budget.size({**item, "text": text[:end]}) > space:
-        end = budget.text_slice(text, 0, end * 3 // 4)
-    return {**item, "text": text[:end]}
 
 
 def _cut_note(query: Query, position: int, text: str) -> str:

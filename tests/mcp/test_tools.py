@@ -531,3 +531,16 @@ def test_transcript_window_and_its_cursor_are_bound_together(alice_key, meeting)
 def test_bad_format_or_window_is_an_invalid_argument(alice_key, meeting, arguments, argument):
     error = tool_error(call(alice_key, "get_transcript", {"sessionId": meeting.id, **arguments}))
     assert (error["error"], error["argument"]) == ("invalid_request", argument)
+
+
+def test_a_memo_larger_than_a_result_is_cut_and_the_note_says_where_it_is_whole(alice_key, acme, settings):
+    settings.CONNECT_MCP_RESULT_BUDGET_BYTES = 5_000
+    memo = "\u0001é" * 4_000  # escapes make a character up to six bytes of JSON
+    session = services.create_session(workspace=acme, label="Long memo", memo=memo)
+    result = call(alice_key, "get_session", {"sessionId": session.id})
+    body = ok(result)
+    assert len(result["content"][0]["text"].encode()) <= 5_000
+    assert memo.startswith(body["session"]["memo"]) and 0 < len(body["session"]["memo"]) < len(memo)
+    assert f"GET /api/v1/sessions/{session.id}" in body["note"]
+    page = ok(call(alice_key, "list_sessions", {"limit": 5}))
+    assert [item["id"] for item in page["items"]] == [session.id] and "memo" in page["note"].lower()
