@@ -330,6 +330,8 @@ CORS_ALLOW_CREDENTIALS = False
 
 # The MCP endpoint (apps/mcp): the largest request body it reads; a larger one gets 413.
 CONNECT_MCP_MAX_BODY_BYTES = envint("CONNECT_MCP_MAX_BODY_BYTES", 1_000_000)
+# The most text one MCP result carries (about 20k tokens); longer ones page (apps/mcp/budget.py).
+CONNECT_MCP_RESULT_BUDGET_BYTES = envint("CONNECT_MCP_RESULT_BUDGET_BYTES", 80_000)
 
 # An API key's last-used timestamp is written at most this often, so reads stay reads.
 CONNECT_API_KEY_TOUCH_SECONDS = 60

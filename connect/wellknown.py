@@ -8,6 +8,7 @@ No credential is needed for any of them.
   `{auth_url}/api/auth`, at the root and at the issuer's path-based location.
 - `webhook-signing-keys.json`: the JWKS receivers verify deliveries with; its content is
   apps/webhooks/keys.py's.
+- `mcp/server.json`: the MCP registry's description of `/mcp` (apps/mcp/discovery.py).
 
 These sit above every app (like connect/urls.py): each document reads the app that owns its
 facts, and no app imports this module.
@@ -26,10 +27,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.mcp import discovery
 from apps.oauth.audience import MCP_PATH, normalise
 from apps.webhooks import keys
 
 JWKS_MAX_AGE_SECONDS = 300
+MCP_SERVER_JSON_MAX_AGE_SECONDS = 300
 
 
 def protected_resource_metadata(resource: str) -> dict:
@@ -87,6 +90,14 @@ def signing_keys_view(request) -> JsonResponse:  # noqa: ARG001
     return response
 
 
+@require_GET
+def mcp_server_json_view(request) -> JsonResponse:  # noqa: ARG001
+    """Public and the same for everyone; it changes only with a deployment."""
+    response = JsonResponse(discovery.server_json(), json_dumps_params={"ensure_ascii": False})
+    response["Cache-Control"] = f"public, max-age={MCP_SERVER_JSON_MAX_AGE_SECONDS}"
+    return response
+
+
 urlpatterns = [
     path(".well-known/oauth-protected-resource", ProtectedResourceMetadataApi.as_view()),
     path(".well-known/oauth-protected-resource/mcp", McpProtectedResourceMetadataApi.as_view()),
@@ -100,4 +111,5 @@ urlpatterns = [
         name="oauth-server-metadata-issuer",
     ),
     path(".well-known/webhook-signing-keys.json", signing_keys_view),
+    path(".well-known/mcp/server.json", mcp_server_json_view),
 ]

@@ -1,6 +1,7 @@
 """A tool's arguments, declared once as REST declares its query parameters: a DRF serializer of
-the fields of apps/core/params.py. The tool's `inputSchema` and the validation of its arguments
-are both read from that declaration (names and order, required or not, bounds, description).
+the fields of apps/core/params.py (integers, strings, choices). The tool's `inputSchema` and the
+validation of its arguments are both read from that declaration (names and order, required or
+not, bounds, choices, description).
 
 Arguments are JSON values, not query text: an integer is a JSON number (10 and 10.0 alike; never
 "10" or true), a string a non-empty JSON string without U+0000, and null is an absent argument.
@@ -31,8 +32,8 @@ def declared(declaration: type[serializers.Serializer]) -> dict[str, serializers
     for name, field in fields.items():
         if isinstance(field, serializers.IntegerField) and (field.min_value is None or field.max_value is None):
             raise TypeError(f"{declaration.__name__}.{name}: a tool's integer needs both bounds")
-        if not isinstance(field, (serializers.IntegerField, serializers.CharField)):
-            raise TypeError(f"{declaration.__name__}.{name}: a tool takes integers and strings only")
+        if not isinstance(field, (serializers.IntegerField, serializers.CharField, serializers.ChoiceField)):
+            raise TypeError(f"{declaration.__name__}.{name}: a tool takes integers, strings and choices only")
     return fields
 
 
@@ -50,6 +51,8 @@ def input_schema(declaration: type[serializers.Serializer]) -> dict[str, Any]:
 def _property(field: serializers.Field) -> dict[str, Any]:
     if isinstance(field, serializers.IntegerField):
         schema: dict[str, Any] = {"type": "integer", "minimum": field.min_value, "maximum": field.max_value}
+    elif isinstance(field, serializers.ChoiceField):
+        schema = {"type": "string", "enum": list(field.choices)}
     else:
         schema = {"type": "string", "minLength": 1}  # an empty string is never an argument
         if field.max_length is not None:
@@ -70,10 +73,19 @@ def validate_arguments(declaration: type[serializers.Serializer], arguments: dic
             if field.required:
                 raise ToolArgumentError(name, "is required")
             continue
-        values[name] = _integer(name, field, value) if isinstance(field, serializers.IntegerField) else _string(
-            name, field, value
-        )
+        if isinstance(field, serializers.IntegerField):
+            values[name] = _integer(name, field, value)
+        elif isinstance(field, serializers.ChoiceField):
+            values[name] = _choice(name, field, value)
+        else:
+            values[name] = _string(name, field, value)
     return values
+
+
+def _choice(name: str, field: serializers.ChoiceField, value: Any) -> str:
+    if not isinstance(value, str) or value not in field.choices:
+        raise ToolArgumentError(name, f"must be one of {', '.join(map(str, field.choices))}")
+    return value
 
 
 def _string(name: str, field: serializers.CharField, value: Any) -> str:

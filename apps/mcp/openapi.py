@@ -51,7 +51,9 @@ def extend(schema: dict[str, Any]) -> None:
             "description": (
                 f"Protocol revisions {', '.join(SUPPORTED_VERSIONS)}. Tools: {tools}. A credential without a "
                 "tool's scope gets a tool result with `isError: true` and `{\"error\":\"insufficient_scope\"}`. "
-                "GET and DELETE answer 405. See docs/mcp.md."
+                "Resources (`connect://sessions/{sessionId}`, its transcript and boards; `resources/templates/list`) "
+                "need the scope of the REST read they mirror. Every result fits `CONNECT_MCP_RESULT_BUDGET_BYTES`, "
+                "paging with a note. GET and DELETE answer 405. See docs/mcp.md."
             ),
             "tags": ["mcp"],
             "security": [{"bearerAuth": []}, {"oauth2": ["svc:sessions:read", "svc:transcripts:read",
@@ -62,7 +64,7 @@ def extend(schema: dict[str, Any]) -> None:
                 {"in": "header", "name": "Mcp-Method", "required": False, "schema": header,
                  "description": "2026-07-28: the body's method"},
                 {"in": "header", "name": "Mcp-Name", "required": False, "schema": header,
-                 "description": "2026-07-28: the tool name of a tools/call"},
+                 "description": "2026-07-28: the tool name of a tools/call, the uri of a resources/read"},
             ],
             "requestBody": {
                 "required": True,
@@ -79,7 +81,8 @@ def extend(schema: dict[str, Any]) -> None:
                                 error),
                         "headers": {"WWW-Authenticate": {"schema": header}}},
                 "403": _json("`forbidden` (issuer no longer an active member), or a JSON-RPC error when the "
-                             "Origin or Host is not allowed", {"oneOf": [error, JSONRPC_RESPONSE]}),
+                             "Origin or Host is not allowed, or a resource read the credential's scopes do not "
+                             "allow (-32600, `data.error` insufficient_scope)", {"oneOf": [error, JSONRPC_RESPONSE]}),
                 "404": _json("`workspace_not_found`, or (2026-07-28) JSON-RPC method not found",
                              {"oneOf": [error, JSONRPC_RESPONSE]}),
                 "405": _json("`method_not_allowed` (GET, DELETE: no SSE stream, no sessions)", error),

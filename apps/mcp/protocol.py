@@ -1,7 +1,7 @@
 """The MCP wire protocol at /mcp: JSON-RPC over one POST, for both protocol generations.
 
 Pure: no Django imports. `respond` takes a request's headers and body and returns the HTTP
-reply; everything that touches data goes through the `Tools` it is given.
+reply; everything that touches data goes through the `Tools` it is given (and its `Resources`).
 
 Two eras share the endpoint (docs/specification/2026-07-28/basic/versioning.mdx, "dual-era"):
 legacy revisions 2025-03-26, 2025-06-18 and 2025-11-25 negotiate a version with `initialize`
@@ -42,6 +42,11 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+# A read the credential's scopes do not allow: -32600 with `data.error` naming it, HTTP 403 as
+# for REST (authorization/index.mdx "Runtime Insufficient Scope Errors" answers 403).
+INSUFFICIENT_SCOPE = "insufficient_scope"
+# resources.mdx "Error Handling": a missing resource is -32602 from 2026-07-28, -32002 before.
+LEGACY_RESOURCE_NOT_FOUND = -32002
 
 logger = logging.getLogger("connect.mcp")
 
@@ -65,11 +70,22 @@ INSTRUCTIONS = (
     "Read-only access to one workspace's recorded sessions: their metadata, transcripts and AI "
     "board contents. Start with list_sessions (newest first) or search_transcripts (full-text), "
     "then use the session id with get_session, get_transcript, list_boards or get_board. "
-    "Results that have more pages carry nextCursor: pass it back as cursor to continue."
+    "Results that have more pages carry nextCursor: pass it back as cursor to continue; a result "
+    "that is not the whole answer says so in its note. Sessions, transcripts and boards are also "
+    "resources (connect://sessions/{sessionId}/transcript and the other templates)."
 )
-# tools/list and server/discover change only when Connect is deployed, and are the same for
-# every caller, so any cache may keep them for a while (server/utilities/caching.mdx).
+# tools/list, resources/templates/list and server/discover change only when Connect is
+# deployed, and are the same for every caller, so any cache may keep them for a while
+# (server/utilities/caching.mdx).
 LIST_TTL_MS = 300_000
+# resources/list and resources/read are the workspace's data (private) and change as meetings
+# are recorded: fresh for a few seconds only.
+RESOURCE_TTL_MS = 5_000
+CAPABILITIES = {
+    "tools": {"listChanged": False},
+    "resources": {"subscribe": False, "listChanged": False},
+    "completions": {},
+}
 
 # Routing headers a body value is mirrored into; a duplicate would let two readers disagree.
 ROUTING_HEADERS = ("mcp-protocol-version", "mcp-method", "mcp-name")
@@ -86,9 +102,29 @@ class Reply:
 
 
 class ProtocolError(Exception):
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
+    """A JSON-RPC error; `status` overrides the modern era's HTTP status for its code."""
+
+    def __init__(self, code: int, message: str, data: Any = None, *, status: int | None = None) -> None:
         super().__init__(message)
-        self.code, self.message, self.data = code, message, data
+        self.code, self.message, self.data, self.status = code, message, data, status
+
+
+def resource_not_found(version: str, uri: str) -> ProtocolError:
+    code = INVALID_PARAMS if version == MODERN_VERSION else LEGACY_RESOURCE_NOT_FOUND
+    return ProtocolError(code, "Resource not found", {"uri": uri})
+
+
+class Resources(Protocol):
+    """What the protocol needs of the resources (apps/mcp/resources.py); their errors are
+    ProtocolErrors."""
+
+    def templates(self, version: str) -> list[dict[str, Any]]: ...
+
+    def list(self, cursor: str | None, version: str) -> dict[str, Any]: ...
+
+    def read(self, uri: str, version: str) -> dict[str, Any]: ...
+
+    def complete(self, params: dict[str, Any]) -> dict[str, Any]: ...
 
 
 class Tools(Protocol):
@@ -99,6 +135,11 @@ class Tools(Protocol):
     def knows(self, name: str) -> bool: ...
 
     def call(self, name: str, arguments: dict[str, Any], version: str) -> dict[str, Any]: ...
+
+    def server_info(self, version: str) -> dict[str, Any]: ...
+
+    @property
+    def resources(self) -> Resources: ...
 
 
 def error_object(code: int, message: str, data: Any = None, request_id: Any = None) -> dict[str, Any]:
@@ -169,7 +210,10 @@ def respond(headers: Mapping[str, str], body: bytes, tools: Tools, *, duplicated
     answer = legacy_message(message, version, tools)
     if answer is None:
         return Reply(202)
-    status = 400 if answer.get("error", {}).get("code") in (PARSE_ERROR, INVALID_REQUEST) else 200
+    error = answer.get("error", {})
+    status = 400 if error.get("code") in (PARSE_ERROR, INVALID_REQUEST) else 200
+    if isinstance(error.get("data"), dict) and error["data"].get("error") == INSUFFICIENT_SCOPE:
+        status = 403  # as the modern era answers it (ProtocolError.status); a batch stays 200
     return Reply(status, answer)
 
 
@@ -210,13 +254,15 @@ def legacy_message(message: Any, version: str, tools: Tools) -> dict[str, Any] |
         return error_object(INVALID_REQUEST, "id must be a string or an integer", None, None)
     try:
         if method == "initialize":
-            result = initialize_result(params)
+            result = initialize_result(params, tools)
         elif method == "ping":
             result = {}
         elif method == "tools/list":
             result = tools_list_result(params, version, tools)
         elif method == "tools/call":
             result = tools_call_result(params, version, tools)
+        elif method in RESOURCE_METHODS:
+            result = resources_result(method, params, version, tools)
         else:
             raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
     except ProtocolError as error:
@@ -227,7 +273,8 @@ def legacy_message(message: Any, version: str, tools: Tools) -> dict[str, Any] |
 
 
 # Methods and tools outside these are counted as "other": a client cannot add label values.
-OBSERVED_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "server/discover"})
+RESOURCE_METHODS = frozenset({"resources/list", "resources/templates/list", "resources/read", "completion/complete"})
+OBSERVED_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "server/discover", *RESOURCE_METHODS})
 
 
 def observe_call(method: str, params: Any, tools: Tools, result: dict[str, Any] | None) -> None:
@@ -250,7 +297,7 @@ def _id_or_none(message: Any) -> Any:
     return request_id if _valid_id(request_id) else None
 
 
-def initialize_result(params: dict[str, Any]) -> dict[str, Any]:
+def initialize_result(params: dict[str, Any], tools: Tools) -> dict[str, Any]:
     requested = params.get("protocolVersion")
     if not isinstance(requested, str):
         raise ProtocolError(INVALID_PARAMS, "initialize needs params.protocolVersion")
@@ -258,8 +305,8 @@ def initialize_result(params: dict[str, Any]) -> dict[str, Any]:
     version = requested if requested in LEGACY_VERSIONS else LATEST_LEGACY
     return {
         "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": False}},
-        "serverInfo": SERVER_INFO,
+        "capabilities": CAPABILITIES,
+        "serverInfo": tools.server_info(version),
         "instructions": INSTRUCTIONS,
     }
 
@@ -283,6 +330,27 @@ def tools_call_result(params: dict[str, Any], version: str, tools: Tools) -> dic
     if not isinstance(arguments, dict):
         raise ProtocolError(INVALID_PARAMS, "params.arguments must be an object")
     return tools.call(name, arguments, version)
+
+
+def resources_result(method: str, params: dict[str, Any], version: str, tools: Tools) -> dict[str, Any]:
+    """resources/list, resources/templates/list, resources/read and completion/complete, in
+    either era (the caching fields are added by the modern one)."""
+    resources = tools.resources
+    if method == "resources/templates/list":
+        if params.get("cursor") is not None:
+            raise ProtocolError(INVALID_PARAMS, "Invalid cursor: resources/templates/list has a single page")
+        return {"resourceTemplates": resources.templates(version)}
+    if method == "resources/list":
+        cursor = params.get("cursor")
+        if cursor is not None and not isinstance(cursor, str):
+            raise ProtocolError(INVALID_PARAMS, "params.cursor must be a string")
+        return resources.list(cursor, version)
+    if method == "resources/read":
+        uri = params.get("uri")
+        if not isinstance(uri, str) or not uri:
+            raise ProtocolError(INVALID_PARAMS, "resources/read needs params.uri")
+        return resources.read(uri, version)
+    return resources.complete(params)
 
 
 # --- 2026-07-28 -------------------------------------------------------------------------------
@@ -311,11 +379,11 @@ def respond_modern(headers: Mapping[str, str], message: Any, tools: Tools, dupli
         observe_call(message["method"], params, tools, None)
         if error.code == UNSUPPORTED_PROTOCOL_VERSION:
             return unsupported_version(error.data, request_id)
-        status = MODERN_ERROR_STATUS.get(error.code, 200)
+        status = error.status or MODERN_ERROR_STATUS.get(error.code, 200)
         return Reply(status, error_object(error.code, error.message, error.data, request_id))
     observe_call(message["method"], params, tools, result)
     meta = result.setdefault("_meta", {})
-    meta[META_SERVER_INFO] = SERVER_INFO
+    meta[META_SERVER_INFO] = tools.server_info(MODERN_VERSION)
     return Reply(200, {"jsonrpc": "2.0", "id": request_id, "result": {"resultType": "complete", **result}})
 
 
@@ -352,7 +420,7 @@ def modern_result(method: str, params: dict[str, Any], tools: Tools) -> dict[str
     if method == "server/discover":
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": CAPABILITIES,
             "instructions": INSTRUCTIONS,
             "ttlMs": LIST_TTL_MS,
             "cacheScope": "public",
@@ -361,6 +429,14 @@ def modern_result(method: str, params: dict[str, Any], tools: Tools) -> dict[str
         return {**tools_list_result(params, MODERN_VERSION, tools), "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
     if method == "tools/call":
         return tools_call_result(params, MODERN_VERSION, tools)
+    if method == "resources/templates/list":
+        result = resources_result(method, params, MODERN_VERSION, tools)
+        return {**result, "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
+    if method in ("resources/list", "resources/read"):
+        result = resources_result(method, params, MODERN_VERSION, tools)
+        return {**result, "ttlMs": RESOURCE_TTL_MS, "cacheScope": "private"}
+    if method == "completion/complete":
+        return resources_result(method, params, MODERN_VERSION, tools)
     # initialize, ping, logging/setLevel … are gone in this revision (changelog.mdx).
     raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
 

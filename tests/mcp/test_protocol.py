@@ -29,6 +29,11 @@ class FakeTools:
     def call(self, name, arguments, version):
         return {"content": [{"type": "text", "text": json.dumps(arguments)}], "isError": False}
 
+    def server_info(self, version):
+        return protocol.SERVER_INFO
+
+    resources = None  # the protocol tests call no resource method
+
 
 TOOLS = FakeTools()
 
@@ -96,7 +101,7 @@ def test_initialize_echoes_a_supported_version(version):
     assert reply.status == 200
     result = reply.body["result"]
     assert result["protocolVersion"] == version
-    assert result["capabilities"] == {"tools": {"listChanged": False}}
+    assert result["capabilities"] == protocol.CAPABILITIES
     assert result["serverInfo"]["name"] == "connect"
 
 
@@ -151,7 +156,7 @@ def test_unsupported_version_header_is_400_with_the_supported_list(header):
 
 
 def test_unknown_method_is_method_not_found():
-    reply = post(request("resources/list"), {"MCP-Protocol-Version": "2025-11-25"})
+    reply = post(request("prompts/list"), {"MCP-Protocol-Version": "2025-11-25"})
     assert (reply.status, reply.body["error"]["code"]) == (200, -32601)
 
 
@@ -223,7 +228,8 @@ def test_discover_names_versions_capabilities_and_identity():
     assert result["resultType"] == "complete"
     assert result["supportedVersions"] == list(protocol.SUPPORTED_VERSIONS)
     assert MODERN in result["supportedVersions"] and "2025-03-26" in result["supportedVersions"]
-    assert result["capabilities"] == {"tools": {"listChanged": False}}
+    assert result["capabilities"] == {"tools": {"listChanged": False}, "completions": {},
+                                      "resources": {"subscribe": False, "listChanged": False}}
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "connect"
     assert isinstance(result["ttlMs"], int) and result["ttlMs"] >= 0 and result["cacheScope"] == "public"
 
@@ -313,7 +319,7 @@ def test_duplicated_routing_header_is_header_mismatch():
     assert reply.status == 400 and reply.body["error"]["code"] == -32020
 
 
-@pytest.mark.parametrize("method", ["initialize", "ping", "logging/setLevel", "resources/list"])
+@pytest.mark.parametrize("method", ["initialize", "ping", "logging/setLevel", "prompts/list"])
 def test_removed_and_unknown_methods_are_404_method_not_found(method):
     reply = modern(method, rid="r")
     assert reply.status == 404

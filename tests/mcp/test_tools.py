@@ -13,7 +13,6 @@ from django.utils import timezone
 from jsonschema import Draft202012Validator
 from oauth2_provider.models import set_token_value
 
-from apps.mcp import tools as tool_module
 from apps.mcp.consumer import answer
 from apps.mcp.tools import TOOLS
 from apps.oauth.models import AccessToken
@@ -176,8 +175,9 @@ def test_2025_03_26_gets_text_content_without_structured_content(alice_key, meet
 
 
 @pytest.fixture
-def long_meeting(acme, monkeypatch):
-    monkeypatch.setattr(tool_module, "TRANSCRIPT_PAGE_SEGMENTS", 4)
+def long_meeting(acme, settings):
+    # A budget whose room (budget less the reserve) holds a few of these segments.
+    settings.CONNECT_MCP_RESULT_BUDGET_BYTES = 3_000
     return factories.session(acme, committed=[f"line {i}" for i in range(10)])
 
 
@@ -185,7 +185,8 @@ def test_long_transcript_returns_the_first_page_and_says_how_to_get_the_rest(api
     rest = api.get(f"/api/v1/sessions/{long_meeting.id}/transcript", alice_key).json()["transcript"]
     first = call(alice_key, "get_transcript", {"sessionId": long_meeting.id})
     body = ok(first)
-    assert body["transcript"] == rest[:4] and body["totalSegments"] == 10 and body["nextCursor"]
+    assert 1 < len(body["transcript"]) < 10 and body["totalSegments"] == 10 and body["nextCursor"]
+    assert body["transcript"] == rest[: len(body["transcript"])]
     assert "not the whole transcript" in body["note"] and "cursor" in first["content"][0]["text"]
     pages, cursor = body["transcript"], body["nextCursor"]
     for _ in range(5):
@@ -502,3 +503,44 @@ def test_every_tool_schema_is_portable(alice_key, version):
         for kind in ("inputSchema", "outputSchema"):
             assert portability_findings(tool[kind], kind) == [], tool["name"]
             assert '"type": [' not in json.dumps(tool[kind])
+
+
+# --- Transcript formats and windows --------------------------------------------------------------
+
+
+def test_transcript_as_text_is_the_lines_and_the_cursor_when_paged(alice_key, meeting):
+    result = call(alice_key, "get_transcript", {"sessionId": meeting.id, "format": "text", "limit": 2})
+    lines = ["[00:00:00.000] Speaker 1: We discuss the budget.", "[00:00:02.000] Speaker 1: And hiring."]
+    assert result["structuredContent"]["text"] == "\n".join(lines) + "\n"
+    cursor = result["structuredContent"]["nextCursor"]
+    text = result["content"][0]["text"]
+    assert text.startswith("\n".join(lines)) and cursor in text and "Segments 1-2 of 3" in text
+    last = call(alice_key, "get_transcript", {"sessionId": meeting.id, "format": "text", "cursor": cursor})
+    assert last["content"][0]["text"] == "[00:00:04.000] Speaker 1: Then lunch.\n"
+
+
+def test_transcript_window_and_its_cursor_are_bound_together(alice_key, meeting):
+    body = ok(call(alice_key, "get_transcript", {"sessionId": meeting.id, "from": 2000, "limit": 1}))
+    assert [s["text"] for s in body["transcript"]] == ["And hiring."] and body["totalSegments"] == 2
+    error = tool_error(call(alice_key, "get_transcript", {"sessionId": meeting.id, "cursor": body["nextCursor"]}))
+    assert error["argument"] == "cursor"  # issued for another window
+
+
+@pytest.mark.parametrize(("arguments", "argument"), [({"format": "xml"}, "format"), ({"from": -1}, "from"),
+                                                     ({"from": 10, "to": 10}, "to"), ({"to": "5"}, "to")])
+def test_bad_format_or_window_is_an_invalid_argument(alice_key, meeting, arguments, argument):
+    error = tool_error(call(alice_key, "get_transcript", {"sessionId": meeting.id, **arguments}))
+    assert (error["error"], error["argument"]) == ("invalid_request", argument)
+
+
+def test_a_memo_larger_than_a_result_is_cut_and_the_note_says_where_it_is_whole(alice_key, acme, settings):
+    settings.CONNECT_MCP_RESULT_BUDGET_BYTES = 5_000
+    memo = "\u0001é" * 4_000  # escapes make a character up to six bytes of JSON
+    session = services.create_session(workspace=acme, label="Long memo", memo=memo)
+    result = call(alice_key, "get_session", {"sessionId": session.id})
+    body = ok(result)
+    assert len(result["content"][0]["text"].encode()) <= 5_000
+    assert memo.startswith(body["session"]["memo"]) and 0 < len(body["session"]["memo"]) < len(memo)
+    assert f"GET /api/v1/sessions/{session.id}" in body["note"]
+    page = ok(call(alice_key, "list_sessions", {"limit": 5}))
+    assert [item["id"] for item in page["items"]] == [session.id] and "memo" in page["note"].lower()
