@@ -86,7 +86,7 @@ PINS: list[tuple[str, str, Callable[[], object]]] = [
     ("engine/lanes.py", "ThreadSensitiveContext(executor=…)",
      lambda: "executor" in _parameters("asgiref.sync:ThreadSensitiveContext.__init__")),
     # --- Django REST framework -----------------------------------------------------------------
-    ("apps/access/rest.py, apps/recordings/api.py", "rest_framework Request._request (the Django HttpRequest)",
+    ("apps/access/rest.py", "rest_framework Request._request (the Django HttpRequest)",
      lambda: _source_has("rest_framework.request:Request.__init__", "self._request = request")),
     # --- django-oauth-toolkit -------------------------------------------------------------------
     ("apps/oauth/views.py", "oauth2_provider.oauth2_backends._add_iss_to_redirect(uri, issuer)",
