@@ -20,7 +20,8 @@ from apps.recordings.models import RevisionKind, Segment, Session, SessionStatus
 from apps.recordings.representations import transcript_segment_created_data
 from apps.recordings.services.sessions import lock_session
 
-# A segment row's columns, in the order the fast paths write them (here and the backfill's).
+# A segment row's columns, in the model's field order (`Segment.from_db` relies on it); the fast
+# paths write them in this order (here and the backfill's).
 SEGMENT_COLUMNS = (
     "id", "workspace_id", "transcript_id", "sequence", "session_committed_index", "timestamp_start",
     "timestamp_end", "speaker_label", "text", "confidence", "created_at",
@@ -168,13 +169,14 @@ def _insert_numbered(*, workspace_id, transcript_id: str, segments: list[Segment
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             numbers = {segment_id: (seq, idx) for segment_id, seq, idx in cursor.fetchall()}
+        # The rows as stored, built the way Django builds the rows it loads (saved, in this
+        # database): every column, in SEGMENT_COLUMNS' order, which is the model's field order.
         for segment_id, s in zip(ids, batch):
             seq, idx = numbers[segment_id]
-            row = _segment(s, sequence=seq, commit_index=idx, now=now,
-                           id=segment_id, workspace_id=workspace_id, transcript_id=transcript_id)
-            row._state.adding = False
-            row._state.db = connection.alias
-            rows.append(row)
+            rows.append(Segment.from_db(connection.alias, SEGMENT_COLUMNS, (
+                segment_id, workspace_id, transcript_id, seq, idx, s.timestamp_start, s.timestamp_end,
+                s.speaker_label, s.text, s.confidence, now,
+            )))  # fmt: skip
     return rows
 
 
