@@ -16,7 +16,7 @@ from apps.recordings.models import Session, SessionStatus
 from apps.recordings.representations import session_created_data, session_status_changed_data
 from apps.tenancy.models import Workspace
 
-# DESIGN.md §1: recording→processing→completed, recording→completed, recording/processing→failed.
+# docs/api/sessions.md: recording→processing→completed, recording→completed, recording/processing→failed.
 STATUS_TRANSITIONS: dict[str, set[str]] = {
     SessionStatus.RECORDING: {SessionStatus.PROCESSING, SessionStatus.COMPLETED, SessionStatus.FAILED},
     SessionStatus.PROCESSING: {SessionStatus.COMPLETED, SessionStatus.FAILED},
