@@ -1,5 +1,5 @@
 """SSE benchmark: 1,000 concurrent `GET /api/v1/events/stream` readers while a separate producer
-process commits 50 events/s for 60 s through the services (apps/recordings/services.py:
+process commits 50 events/s for 60 s through the services (apps/recordings/services/transcripts.py:
 `append_committed_segments`, one segment per transaction), and in the same run the same load
 through nchan (nginx + libnginx-mod-nchan on loopback, EventSource subscribers, its HTTP
 publish endpoint) as the fan-out reference.

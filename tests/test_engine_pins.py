@@ -72,7 +72,7 @@ PINS: list[tuple[str, str, Callable[[], object]]] = [
      and _source_has("django.db.backends.postgresql.base:DatabaseWrapper.get_new_connection", "self.pool.getconn()")),
     ("apps/oauth/views.py", "HttpRequest._body is what HttpRequest.body returns once set",
      _django_request_body_is_read_from__body),
-    ("apps/recordings/services.py, apps/tenancy/admin.py", "Model._state.adding and ._state.db",
+    ("apps/tenancy/admin.py", "Model._state.adding and ._state.db",
      _django_model_state_has_adding_and_db),
     ("engine/lanes.py", "ASGIHandler.handle(scope, receive, send)",
      lambda: _parameters("django.core.handlers.asgi:ASGIHandler.handle") == ["self", "scope", "receive", "send"]),
@@ -86,7 +86,7 @@ PINS: list[tuple[str, str, Callable[[], object]]] = [
     ("engine/lanes.py", "ThreadSensitiveContext(executor=…)",
      lambda: "executor" in _parameters("asgiref.sync:ThreadSensitiveContext.__init__")),
     # --- Django REST framework -----------------------------------------------------------------
-    ("apps/access/rest.py, apps/recordings/api.py", "rest_framework Request._request (the Django HttpRequest)",
+    ("apps/access/rest.py", "rest_framework Request._request (the Django HttpRequest)",
      lambda: _source_has("rest_framework.request:Request.__init__", "self._request = request")),
     # --- django-oauth-toolkit -------------------------------------------------------------------
     ("engine/authorization_response.py", "oauth2_provider.oauth2_backends._add_iss_to_redirect(uri, issuer)",

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
-from django.http import HttpResponse, HttpResponseNotModified
+from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 from django.utils.cache import patch_vary_headers
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
@@ -92,20 +92,32 @@ def tagged(response: HttpResponse, etag: str, vary: Iterable[str] = ()) -> HttpR
     return response
 
 
-def not_modified(request: Request, etag: str, vary: Iterable[str] = ()) -> HttpResponse:
-    """`304` with no body; the request's hit is given back to the rate limit when it named the
-    tag (`If-None-Match: *` proves no earlier answer, and is not free)."""
-    if names_tag(request.META.get("HTTP_IF_NONE_MATCH"), etag):
-        rate = getattr(request._request, "rate_limit", None)
-        request._request.rate_limit = refund_sync(request.auth, rate)
-    return tagged(HttpResponseNotModified(), etag, vary)
+class ConditionalApi(APIView):
+    """A view whose answers carry a strong `ETag` and may be `304 Not Modified`. A `304` that
+    names the tag gives the request's hit back to the rate limit, and the headers showing that
+    are written by RateLimitHeadersMiddleware from Django's HttpRequest, which DRF's Request
+    wraps: reads go through to it (DRF documents the proxy), writes do not. So `setup`, Django's
+    hook before `dispatch`, keeps the HttpRequest the view was called with."""
 
+    http_request: HttpRequest
 
-def conditional(request: Request, etag: str, build: Callable[[], HttpResponse]) -> HttpResponse:
-    """`build()`'s answer, tagged, unless `If-None-Match` already holds `etag`: then a 304."""
-    if none_match(request.META.get("HTTP_IF_NONE_MATCH"), etag):
-        return not_modified(request, etag)
-    return tagged(build(), etag)
+    def setup(self, request: HttpRequest, *args: Any, **kwargs: Any) -> None:
+        super().setup(request, *args, **kwargs)
+        self.http_request = request
+
+    def not_modified(self, request: Request, etag: str, vary: Iterable[str] = ()) -> HttpResponse:
+        """`304` with no body; the request's hit is given back to the rate limit when it named the
+        tag (`If-None-Match: *` proves no earlier answer, and is not free)."""
+        if names_tag(request.META.get("HTTP_IF_NONE_MATCH"), etag):
+            rate = getattr(self.http_request, "rate_limit", None)
+            self.http_request.rate_limit = refund_sync(request.auth, rate)
+        return tagged(HttpResponseNotModified(), etag, vary)
+
+    def conditional(self, request: Request, etag: str, build: Callable[[], HttpResponse]) -> HttpResponse:
+        """`build()`'s answer, tagged, unless `If-None-Match` already holds `etag`: then a 304."""
+        if none_match(request.META.get("HTTP_IF_NONE_MATCH"), etag):
+            return self.not_modified(request, etag)
+        return tagged(build(), etag)
 
 
 # --- Views ----------------------------------------------------------------------------------
@@ -144,7 +156,7 @@ class SessionListApi(APIView):
         return json_response({"items": [session_row_repr(s) for s in sessions], "nextCursor": next_cursor})
 
 
-class SessionDetailApi(APIView):
+class SessionDetailApi(ConditionalApi):
     permission_classes = [SESSIONS_READ]
 
     @extend_schema(
@@ -159,7 +171,7 @@ class SessionDetailApi(APIView):
         session = selectors.session_row(workspace=request.auth.workspace, session_id=id)
         # Every field the answer shows, in wire form, read already: the tag costs no query.
         tag = strong_etag("session", *session)
-        return conditional(request, tag, lambda: json_response({"session": session_row_repr(session)}))
+        return self.conditional(request, tag, lambda: json_response({"session": session_row_repr(session)}))
 
 
 class TranscriptQuery(serializers.Serializer):
@@ -188,14 +200,14 @@ def transcript_format(request: Request, query: dict[str, Any]) -> str:
     if "format" in query:
         fmt = query["format"]
     else:
-        preferred = request._request.get_preferred_type(list(TRANSCRIPT_FORMATS.values()))
+        preferred = request.get_preferred_type(list(TRANSCRIPT_FORMATS.values()))
         fmt = next((name for name, media in TRANSCRIPT_FORMATS.items() if media == preferred), "json")
     if "maxCueChars" in query and fmt not in ("vtt", "srt"):
         raise invalid("maxCueChars", "applies to format vtt or srt only")
     return fmt
 
 
-class TranscriptApi(APIView):
+class TranscriptApi(ConditionalApi):
     """Both transcript paths, every format: one fast path. Segments are read as rows of the
     columns the answer needs and the body is encoded once (orjson for JSON, the exports' writers
     for the rest). The tag comes from the revisions' ids, segment counts and last sequences
@@ -219,7 +231,7 @@ class TranscriptApi(APIView):
             )
             etag = tag(session, version)
             if none_match(request.META["HTTP_IF_NONE_MATCH"], etag):
-                return not_modified(request, etag, vary=("Accept",))
+                return self.not_modified(request, etag, vary=("Accept",))
         rows = selectors.transcript_rows(
             workspace=workspace, session_id=id, revision_kind=revision_kind, flat=self.flat
         )
@@ -332,7 +344,7 @@ class TranscriptSearchApi(APIView):
         return json_response({"items": [search_hit_repr(h) for h in hits], "nextCursor": next_cursor})
 
 
-class BoardListApi(APIView):
+class BoardListApi(ConditionalApi):
     permission_classes = [BOARDS_READ]
 
     @extend_schema(
@@ -347,10 +359,10 @@ class BoardListApi(APIView):
         boards = selectors.session_boards(workspace=request.auth.workspace, session_id=sessionId)
         # The summaries' fields (the payload stays in the database): all the list shows.
         tag = strong_etag("boards", sessionId, [[getattr(b, f) for f in BOARD_SUMMARY_FIELDS] for b in boards])
-        return conditional(request, tag, lambda: json_response({"items": [board_summary_repr(b) for b in boards]}))
+        return self.conditional(request, tag, lambda: json_response({"items": [board_summary_repr(b) for b in boards]}))
 
 
-class BoardDetailApi(APIView):
+class BoardDetailApi(ConditionalApi):
     permission_classes = [BOARDS_READ]
 
     @extend_schema(
@@ -368,4 +380,4 @@ class BoardDetailApi(APIView):
         board = selectors.current_board(workspace=request.auth.workspace, session_id=sessionId, board_id=boardSpecId)
         # A version's payload never changes (payloadHash names it); the rest is in the row.
         tag = strong_etag("board", *(getattr(board, f) for f in BOARD_SUMMARY_FIELDS), board.payload_hash)
-        return conditional(request, tag, lambda: json_response({"board": board_repr(board)}))
+        return self.conditional(request, tag, lambda: json_response({"board": board_repr(board)}))

@@ -45,7 +45,7 @@ def transcript_revision_rows_repr(stamp=None):
     return shapes.TRANSCRIPT_REVISION.encode_with_rows(stamp)
 
 
-# Event data (docs/api/events-and-stream.md), recorded by apps/recordings/services.py.
+# Event data (docs/api/events-and-stream.md), recorded by apps/recordings/services/.
 session_created_data = shapes.SESSION_CREATED_DATA.encode
 session_status_changed_data = shapes.SESSION_STATUS_CHANGED_DATA.encode
 transcript_segment_created_data = shapes.TRANSCRIPT_SEGMENT_CREATED_DATA.encode

@@ -115,7 +115,7 @@ SEARCH_PAGE = page_of(SEARCH_HIT, "SearchPage", cursor_description=NEXT_CURSOR)
 BOARD_LIST = envelope("BoardList", "items", BOARD_SUMMARY, many=True)
 BOARD_ENVELOPE = envelope("BoardEnvelope", "board", BOARD)
 
-# --- Event data (docs/api/events-and-stream.md): what the events recorded by apps/recordings/services.py carry ---
+# --- Event data (docs/api/events-and-stream.md): what the events recorded by apps/recordings/services/ carry ---
 
 SESSION_CREATED_DATA = Shape(
     "SessionCreatedData",

@@ -85,7 +85,7 @@ def test_segments_and_events_roll_back_together(acme):
 
 def test_an_append_larger_than_one_statement_is_numbered_contiguously(acme):
     session = factories.session(acme, committed=["first"])
-    texts = [f"segment {i}" for i in range(1, services._APPEND_BATCH * 2 + 2)]
+    texts = [f"segment {i}" for i in range(1, services.transcripts._APPEND_BATCH * 2 + 2)]
     rows = services.append_committed_segments(session=session, segments=factories.segments(texts))
     assert [r.sequence for r in rows] == list(range(1, len(texts) + 1))
     assert stored(session) == [(i, i, t) for i, t in enumerate(["first", *texts])]
