@@ -25,19 +25,14 @@ from apps.access.principal import Principal
 from apps.access.ratelimit import RateDecision, check_rate_limits
 from apps.access.render import error_headers
 from apps.core import context, metrics
-from apps.core.errors import ApiError, InsufficientScope, RateLimited
-from apps.tenancy.models import INGEST_SCOPE
-
-READ_CREDENTIAL_AT_INGEST = (
-    "the ingest API takes an ingest key only (scope svc:ingest:write, issued by `manage.py issue_ingest_key`), "
-    "never a read key or an OAuth token"
+from apps.core.errors import (
+    READ_CREDENTIAL_AT_INGEST,
+    ApiError,
+    InsufficientScope,
+    RateLimited,
+    ingest_key_reads_nothing,
 )
-
-
-def ingest_key_reads_nothing(needs: Collection[str]) -> str:
-    wanted = f" with {' '.join(needs)}" if needs else ""
-    return f"an ingest key writes through the ingest API only and reads nothing; read with an API key or OAuth " \
-           f"access token{wanted}"
+from apps.tenancy.models import INGEST_SCOPE
 
 
 def wrong_door(*, ingest: bool, needs: Collection[str] = ()) -> InsufficientScope:

@@ -84,7 +84,10 @@ UNAUTHORIZED_DETAILS = {
 
 
 class Unauthorized(ApiError):
-    """`reason` picks the `detail` (`UNAUTHORIZED_DETAILS`); the doorkeeper's challenge reads it
+    """No valid Bearer credential; `detail` says whether the Authorization header is missing, is
+    not a Bearer credential, or holds one that is invalid, expired or revoked.
+
+    `reason` picks the `detail` (`UNAUTHORIZED_DETAILS`); the doorkeeper's challenge reads it
     (apps/access/render.py): only an `invalid` credential was one the request presented."""
 
     status, code = 401, "unauthorized"
@@ -100,10 +103,25 @@ class Forbidden(ApiError):
     status, code = 403, "forbidden"
 
 
+# The refusal of a credential at the other door (apps/access/admission.wrong_door).
+READ_CREDENTIAL_AT_INGEST = (
+    "the ingest API takes an ingest key only (scope svc:ingest:write, issued by `manage.py issue_ingest_key`), "
+    "never a read key or an OAuth token"
+)
+
+
+def ingest_key_reads_nothing(needs: Iterable[str]) -> str:
+    wanted = " ".join(needs)
+    return ("an ingest key writes through the ingest API only and reads nothing; read with an API key or OAuth "
+            "access token" + (f" with {wanted}" if wanted else " with this operation's scope"))
+
+
 class InsufficientScope(ApiError):
-    """The credential lacks a scope the request needs. `required`: every scope the request needs
-    (granted or not), in the body as `requiredScopes` and in the challenge's `scope` (RFC 6750
-    §3, the MCP authorization spec's step-up), so a client can ask for exactly those."""
+    """The credential lacks a scope the request needs; `requiredScopes` names every scope it
+    needs, as the `WWW-Authenticate` challenge's `scope` does.
+
+    `required`: every scope the request needs, granted or not (RFC 6750 §3; the MCP
+    authorization spec's scope step-up), so a client can ask for exactly those."""
 
     status, code = 403, "insufficient_scope"
 

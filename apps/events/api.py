@@ -140,7 +140,8 @@ class EventDetailApi(APIView):
         operation_id="getEvent",
         summary="Read one event of the log (extension)",
         description="The same object as a `GET /api/v1/events` item. `404 not_found` for another workspace's "
-        "event and once the event is past retention. " + RETENTION_NOTE,
+        "event and once the event is past retention. Needs the scope of the event's type (`svc:sessions:read` for "
+        "session.*, `svc:transcripts:read` for transcript.segment.created). " + RETENTION_NOTE,
         responses={200: shapes.EVENT.ref(), **error_responses(400)},
     )
     def get(self, request: Request, id: str) -> Response:

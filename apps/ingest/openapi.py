@@ -13,7 +13,12 @@ from apps.recordings.models import BoardStatus, RevisionKind
 
 SCOPE_NOTE = (
     "Needs an ingest key (scope `svc:ingest:write`, issued by `manage.py issue_ingest_key`); a read "
-    "credential is `403 insufficient_scope`, and an ingest key is refused the same way on every read path."
+    "credential is `403 insufficient_scope` with `requiredScopes: [\"svc:ingest:write\"]`, and an ingest key is "
+    "refused the same way on every read path, naming the read scopes that path needs."
+)
+CONFLICT = (
+    "`conflict`: the request contradicts what is stored, or a request with the same `Idempotency-Key` is in "
+    "progress; `detail` says what to do"
 )
 IDEMPOTENCY = OpenApiParameter(
     idempotency.HEADER,
@@ -100,6 +105,9 @@ BOARD_OUT = {"$ref": "#/components/schemas/BoardOut"}
 
 def _operation(operation_id: str, summary: str, description: str, request: dict, responses: dict[int, Any],
                *parameters: OpenApiParameter, errors: tuple[int, ...] = (400,)):
+    refusals = error_responses(*errors)
+    if 409 in refusals:  # the ingest API's 409 is always `conflict`, never the webhooks' `not_allowed`
+        refusals[409] = OpenApiResponse(refusals[409].response, description=CONFLICT)
     return extend_schema(
         operation_id=operation_id,
         summary=summary,
@@ -107,7 +115,7 @@ def _operation(operation_id: str, summary: str, description: str, request: dict,
         parameters=[*parameters, IDEMPOTENCY, REPLAYED],
         request={"application/json": request},
         responses={**{status: OpenApiResponse(schema, description=text) for status, (schema, text) in responses.items()},
-                   **error_responses(*errors)},
+                   **refusals},
     )
 
 

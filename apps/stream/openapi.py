@@ -181,17 +181,14 @@ def _operation(heartbeat: int, resume: int, max_streams: int) -> dict[str, Any]:
             ),
             "401": _error(
                 "`unauthorized`: Bearer credential missing, invalid, expired, of another audience or without a "
-                "workspace",
-                headers={"WWW-Authenticate": {
-                    "description": 'Bearer resource_metadata="{base_url}/.well-known/oauth-protected-resource"',
-                    "schema": {"type": "string"},
-                }},
+                "workspace; `detail` says which of missing, not Bearer, or not valid",
             ),
             "403": _error(
                 "`forbidden`: the credential's issuer is no longer an active member (checked before `filters`); "
                 "`insufficient_scope`: a filter entry subscribes to a type whose scope the credential lacks "
-                "(`svc:sessions:read` for session.*, `svc:transcripts:read` for transcript.*). Without `filters` "
-                "there is no 403."
+                "(`svc:sessions:read` for session.*, `svc:transcripts:read` for transcript.*), with "
+                "`requiredScopes` (every scope the filters need) and the challenge's `scope`. Without `filters` "
+                "a read credential gets no 403; an ingest key always does."
             ),
             "404": _error("`workspace_not_found`: the credential's workspace cannot be resolved"),
             "405": _error("`method_not_allowed`: only GET"),
