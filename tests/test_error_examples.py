@@ -61,7 +61,7 @@ def test_the_contract_table_is_what_the_error_classes_answer():
 
 
 def test_every_example_carries_a_code_its_status_can_carry(doc):
-    table = allowed()
+    table, codes = allowed(), wire_codes()
     checked = 0
     for where, status, response, _ in error_responses(doc):
         for media in response.get("content", {}).values():
@@ -71,6 +71,8 @@ def test_every_example_carries_a_code_its_status_can_carry(doc):
                     continue  # a JSON-RPC error object (/mcp), not an error code
                 assert isinstance(error, str), where
                 assert error in table.get(status, set()), f"{where}: example says {error}"
+                component = doc["components"]["schemas"][codes[error][1]]
+                assert set(component["required"]) <= set(value), f"{where}: {error} lacks a required field"
                 checked += 1
     assert checked > 100
 

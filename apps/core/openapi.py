@@ -3,7 +3,9 @@
 Error bodies: every wire code of apps/core/errors.py has one schema component (`NotFoundError`
 for `not_found`, …; `filter_cost_exceeded` is the event stream's `FilterCostExceeded`), and
 `Error` is exactly one of them, so an error response that refers to `Error` refers to every code
-once. A 400 code's component requires `detail` (which parameter or field, and why).
+once. A 400 code's component requires `detail` (which parameter or field, and why), as do
+`unauthorized`, `insufficient_scope` and `resync_required` (what to do). Each error response
+shows examples of its own codes (`document_error_examples`), not `Error`'s first branch.
 """
 
 from __future__ import annotations
@@ -26,8 +28,7 @@ ERROR_DESCRIPTIONS = {
     "request needs) or `forbidden` (issuer no longer an active member)",
     404: "`not_found`, or `workspace_not_found` when the credential's workspace cannot be resolved",
     405: "`method_not_allowed`",
-    409: "`not_allowed`, or `conflict` (the request contradicts what is stored, or a request with the same "
-    "`Idempotency-Key` is in progress); `detail` says what to do",
+    409: "`not_allowed`: not allowed in the resource's present state; the operation's description says when",
     410: "`resync_required`: `after` is older than the event log's retention for the requested types; re-read "
     "the resources, then read the log again without `after` and follow `nextCursor` (`detail` says so)",
     422: "`idempotency_key_reused`: the `Idempotency-Key` came with a different request before",

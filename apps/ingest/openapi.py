@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 
 from apps.core.openapi import error_responses
 from apps.ingest import idempotency, inputs, shapes
@@ -107,7 +107,15 @@ def _operation(operation_id: str, summary: str, description: str, request: dict,
                *parameters: OpenApiParameter, errors: tuple[int, ...] = (400,)):
     refusals = error_responses(*errors)
     if 409 in refusals:  # the ingest API's 409 is always `conflict`, never the webhooks' `not_allowed`
-        refusals[409] = OpenApiResponse(refusals[409].response, description=CONFLICT)
+        refusals[409] = OpenApiResponse(refusals[409].response, description=CONFLICT, examples=[OpenApiExample(
+            "conflict", {"error": "conflict", "detail": f"{idempotency.HEADER}: a request with this key is still in "
+                         "progress; retry once it has finished"})])
+    if 422 in refusals:
+        refusals[422] = OpenApiResponse(refusals[422].response, description=refusals[422].description,
+                                        examples=[OpenApiExample("idempotency_key_reused", {
+                                            "error": "idempotency_key_reused", "detail": f"{idempotency.HEADER}: "
+                                            "already used with a different request in the last 24 hours; send a "
+                                            "new key for a new request"})])
     return extend_schema(
         operation_id=operation_id,
         summary=summary,
