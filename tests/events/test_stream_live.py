@@ -140,9 +140,10 @@ def test_unauthenticated_gets_401_with_the_rest_header(servers, acme):
     for key in (None, "svc_not-a-key", "garbage-token"):
         response = _get(a, key)
         assert response.status_code == 401 and response.json()["error"] == "unauthorized"
-        assert response.headers["www-authenticate"] == (
+        assert response.headers["www-authenticate"].startswith(
             f'Bearer resource_metadata="{settings.CONNECT_BASE_URL}/.well-known/oauth-protected-resource"'
         )
+        assert ('error="invalid_token"' in response.headers["www-authenticate"]) == (key is not None)
 
 
 @pytest.mark.parametrize(
