@@ -214,7 +214,8 @@ def example_bodies(code: str, operation: dict[str, Any]) -> list[tuple[str, dict
     if code == "unauthorized":
         said = {"missing": "no Authorization header", "not_bearer": "not a Bearer credential",
                 "invalid": "invalid, expired or revoked credential"}
-        return [(f"{code}: {said[reason]}", body(detail=detail)) for reason, detail in errors.UNAUTHORIZED_DETAILS.items()]
+        details = errors.UNAUTHORIZED_DETAILS
+        return [(f"{code}: {said[reason]}", body(detail=detail)) for reason, detail in details.items()]
     if code == "insufficient_scope":
         scopes = operation_scopes(operation)
         bearer_scopes = [s for r in operation.get("security", []) for s in r.get("bearerAuth", [])]

@@ -64,8 +64,8 @@ def extend(schema: dict[str, Any]) -> None:
             "summary": "Model Context Protocol tool endpoint (Streamable HTTP, stateless, JSON responses)",
             "description": (
                 f"Protocol revisions {', '.join(SUPPORTED_VERSIONS)}. Tools: {tools}. A credential without a "
-                "tool's scope gets a tool result with `isError: true` and `{\"error\":\"insufficient_scope\", \"detail\": …, "
-                "\"requiredScopes\": [the tool's scope]}`. "
+                "tool's scope gets a tool result with `isError: true` and `{\"error\":\"insufficient_scope\", "
+                "\"detail\": …, \"requiredScopes\": [the tool's scope]}`. "
                 "GET and DELETE answer 405. See docs/mcp.md."
             ),
             "tags": ["mcp"],
