@@ -7,30 +7,44 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from apps.core.errors import scope_detail
 from apps.tenancy import services as tenancy
 from apps.tenancy.models import ApiKey
 from tests import factories
 
 SESSIONS = "/api/v1/sessions"
 RESOURCE_METADATA = 'Bearer resource_metadata="http://127.0.0.1:8000/.well-known/oauth-protected-resource"'
+INVALID_TOKEN = RESOURCE_METADATA + ', error="invalid_token", error_description="The credential is invalid, expired or revoked"'
+DETAIL = {
+    "missing": "Authorization: missing; send `Authorization: Bearer <credential>`, an API key (`svc_…`) or an "
+    "OAuth access token",
+    "not_bearer": "Authorization: not a Bearer credential; send `Authorization: Bearer <credential>`, an API key "
+    "(`svc_…`) or an OAuth access token",
+    "invalid": "Authorization: the Bearer credential is invalid, expired or revoked; use a current API key, or an "
+    "access token from the authorization server (refresh it, or authorize again)",
+}
 
 
-def assert_unauthorized(response) -> None:
+def assert_unauthorized(response, reason: str = "invalid") -> None:
+    """A 401 says which of three things is wrong, never which kind of invalid nor any part of
+    the credential; the challenge has `error="invalid_token"` only when a credential was
+    presented (RFC 6750 §3.1)."""
     assert response.status_code == 401
-    assert response.json() == {"error": "unauthorized"}
-    assert response["WWW-Authenticate"] == RESOURCE_METADATA
+    assert response.json() == {"error": "unauthorized", "detail": DETAIL[reason]}
+    assert response["WWW-Authenticate"] == (INVALID_TOKEN if reason == "invalid" else RESOURCE_METADATA)
 
 
 def test_missing_header_is_unauthorized_with_resource_metadata_challenge(api, db):
-    assert_unauthorized(api.get(SESSIONS))
+    assert_unauthorized(api.get(SESSIONS), "missing")
 
 
 @pytest.mark.parametrize(
-    "header",
-    ["Bearer", "Bearer ", "Basic dXNlcjpwYXNz", "svc_abc", "Bearer a b", "Token svc_x"],
+    "header, reason",
+    [("Bearer", "not_bearer"), ("Bearer ", "not_bearer"), ("Basic dXNlcjpwYXNz", "not_bearer"),
+     ("svc_abc", "not_bearer"), ("Token svc_x", "not_bearer"), ("Bearer a b", "invalid")],
 )
-def test_malformed_header_is_unauthorized(api, db, header):
-    assert_unauthorized(api.client.get(SESSIONS, headers={"Authorization": header}))
+def test_malformed_header_is_unauthorized(api, db, header, reason):
+    assert_unauthorized(api.client.get(SESSIONS, headers={"Authorization": header}), reason)
 
 
 def test_unknown_api_key_is_unauthorized(api, db):
@@ -39,6 +53,13 @@ def test_unknown_api_key_is_unauthorized(api, db):
 
 def test_unknown_oauth_token_is_unauthorized(api, db):
     assert_unauthorized(api.get(SESSIONS, "not-a-token"))
+
+
+def test_no_401_repeats_any_part_of_the_credential(api, db):
+    for credential in ("svc_" + "q7" * 20, "tok-secretvalue-9z"):
+        response = api.client.get(SESSIONS, headers={"Authorization": f"Bearer {credential}"})
+        seen = response.content.decode() + response["WWW-Authenticate"]
+        assert not any(credential[i:i + 6] in seen for i in range(len(credential) - 5))
 
 
 def test_scheme_is_case_insensitive(api, alice_key):
@@ -108,7 +129,11 @@ def test_each_endpoint_needs_its_scope(api, acme, alice, path, scope):
     without = factories.api_key(alice, others)
     response = api.client.get(url, headers={"Authorization": f"Bearer {without}"})
     assert response.status_code == 403
-    assert response.json() == {"error": "insufficient_scope"}
+    assert response.json() == {"error": "insufficient_scope", "detail": scope_detail((scope,)), "requiredScopes": [scope]}
+    assert response["WWW-Authenticate"] == (
+        f'{RESOURCE_METADATA}, error="insufficient_scope", scope="{scope}", '
+        'error_description="The credential lacks a scope this request needs"'
+    )
     only = factories.api_key(alice, [scope])
     assert api.client.get(url, headers={"Authorization": f"Bearer {only}"}).status_code in (200, 404)
 
@@ -121,7 +146,8 @@ def test_scope_is_checked_after_credential(api, alice):
 
 def test_webhook_scopes_alone_read_nothing(api, alice):
     key = factories.api_key(alice, ["svc:webhooks:read", "svc:webhooks:write"])
-    assert api.get(SESSIONS, key).json() == {"error": "insufficient_scope"}
+    body = api.get(SESSIONS, key).json()
+    assert (body["error"], body["requiredScopes"]) == ("insufficient_scope", ["svc:sessions:read"])
 
 
 def test_last_used_is_recorded_but_not_on_every_request(api, alice, alice_key):

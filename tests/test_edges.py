@@ -354,7 +354,7 @@ def test_heads_within_the_limits_are_served(limits_server):
         assert http.get("/healthz", params={"x": "a" * 15_000}).status_code == 200
         assert http.get("/healthz", headers={f"X-{i}": "v" for i in range(400)}).status_code == 200
         response = http.post("/api/v1/webhooks", content=b"{}", headers={"Content-Type": "application/json"})
-        assert response.status_code == 401 and without_request_id(response.json()) == {"error": "unauthorized"}  # same connection
+        assert response.status_code == 401 and response.json()["error"] == "unauthorized"  # same connection
 
 
 def test_the_private_names_the_adaptation_relies_on_exist():

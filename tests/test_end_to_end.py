@@ -48,7 +48,7 @@ def test_live_server_answers_the_contract(live_server_daphne, workspace_with_dat
 
     anonymous = live_server_daphne.client().get("/api/v1/sessions")
     assert anonymous.status_code == 401
-    assert without_request_id(anonymous.json()) == {"error": "unauthorized"}
+    assert anonymous.json()["error"] == "unauthorized"
     assert anonymous.headers["www-authenticate"] == (
         f'Bearer resource_metadata="{live_server_daphne.url}/.well-known/oauth-protected-resource"'
     )

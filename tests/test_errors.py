@@ -7,6 +7,7 @@ import logging
 import pytest
 from django.test import Client
 
+from apps.core.errors import UNAUTHORIZED_DETAILS
 from apps.recordings import selectors
 
 
@@ -105,5 +106,6 @@ def test_a_form_holding_nul_is_invalid_request(db):
 @pytest.mark.parametrize("credential", ["svc_\x00", "opaque-oauth-token\x00"])
 def test_a_bearer_credential_holding_nul_is_unauthorized(api, credential):
     response = api.client.get("/api/v1/sessions", headers={"Authorization": f"Bearer {credential}"})
-    assert response.status_code == 401 and response.json() == {"error": "unauthorized"}
+    assert response.status_code == 401 and response.json() == {"error": "unauthorized", "detail": UNAUTHORIZED_DETAILS["invalid"]}
     assert response["WWW-Authenticate"].startswith("Bearer resource_metadata=")
+    assert 'error="invalid_token"' in response["WWW-Authenticate"]

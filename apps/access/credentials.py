@@ -60,12 +60,17 @@ def workspace_is_available(suspended_at: datetime | None) -> bool:
 
 
 def bearer_credential(header: str | None) -> str:
+    """The credential of a `Bearer` header. Refused: no header (`missing`); another scheme, or
+    `Bearer` with nothing after it (`not_bearer`: no credential was presented); a malformed
+    one (`invalid`: a credential was presented, and it is not one)."""
     if not header:
-        raise Unauthorized()
+        raise Unauthorized("missing")
     scheme, _, credential = header.partition(" ")
     credential = credential.strip()
-    if scheme.lower() != "bearer" or not credential or " " in credential or NUL in credential:
-        raise Unauthorized()
+    if scheme.lower() != "bearer" or not credential:
+        raise Unauthorized("not_bearer")
+    if " " in credential or NUL in credential:
+        raise Unauthorized("invalid")
     return credential
 
 
@@ -75,11 +80,11 @@ def principal_for_api_key(key: str) -> Principal:
     once per `CONNECT_API_KEY_TOUCH_SECONDS`."""
     row = _lookup_key(hash_api_key(key))
     if row is None:
-        raise Unauthorized()
+        raise Unauthorized("invalid")
     key_id, scopes, revoked_at, expires_at, last_used_at = row[:5]
     now = timezone.now()
     if not key_holds(_aware(revoked_at), _aware(expires_at), now):
-        raise Unauthorized()
+        raise Unauthorized("invalid")
     workspace = Workspace.from_db(connection.alias, KEY_LOOKUP.workspace_fields, row[5:10])
     workspace.suspended_at = _aware(workspace.suspended_at)
     workspace.created_at = _aware(workspace.created_at)
@@ -182,7 +187,7 @@ def principal_for_access_token(token: str, *, audience: str | Collection[str]) -
         or access_token.user_id is None
         or served is None
     ):
-        raise Unauthorized()
+        raise Unauthorized("invalid")
     workspace = access_token.workspace
     if not workspace_is_available(workspace.suspended_at):
         raise WorkspaceNotFound()
@@ -212,9 +217,10 @@ def authenticate_bearer(header: str | None, *, audience: str | Collection[str] |
     return principal_for_access_token(credential, audience=audiences)
 
 
-def require_scope(principal: Principal, scope: str) -> None:
-    if not principal.has_scope(scope):
-        raise InsufficientScope()
+def require_scope(principal: Principal, *scopes: str) -> None:
+    """`403 insufficient_scope` naming every one of `scopes` unless the principal holds them all."""
+    if not all(principal.has_scope(scope) for scope in scopes):
+        raise InsufficientScope(scopes)
 
 
 # --- Many admitted credentials at once -------------------------------------------------------

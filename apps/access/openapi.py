@@ -6,14 +6,15 @@ from __future__ import annotations
 from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
+from apps.access.rest import view_scopes
+
 
 class BearerScheme(OpenApiAuthenticationExtension):
     target_class = "apps.access.rest.BearerAuthentication"
     name = ["bearerAuth", "oauth2"]
 
     def get_security_requirement(self, auto_schema):
-        scopes = [getattr(p, "scope", "") for p in auto_schema.view.get_permissions()]
-        scopes = [s for s in scopes if s]
+        scopes = list(view_scopes(auto_schema.view, auto_schema.method))
         if getattr(auto_schema.view, "ingest", False):
             # The ingest API takes an ingest key only, never an OAuth token; OpenAPI 3.1 lets a
             # non-OAuth scheme name the roles (here: the scope) it needs.

@@ -24,6 +24,17 @@ from apps.oauth.audience import rest_audiences
 logger = logging.getLogger("connect.errors")
 
 
+def view_scopes(view: Any, method: str | None = None) -> tuple[str, ...]:
+    """The scopes a view needs, as it declares them: its `HasScope` permission classes, or, for a
+    view that checks scopes in code per method, `required_scopes = {"get": (…), …}`. Read by
+    the door (named when it refuses an ingest key) and by /openapi.json (the operation's security)."""
+    declared = [getattr(permission, "scope", "") for permission in getattr(view, "permission_classes", ())]
+    by_method = getattr(view, "required_scopes", {})
+    if method is not None:
+        declared += by_method.get(method.lower(), ())
+    return tuple(scope for scope in dict.fromkeys(declared) if scope)
+
+
 class BearerAuthentication(BaseAuthentication):
     """Admission for a DRF view: the credential, then the rate limit (before the view's scopes)."""
 
@@ -32,7 +43,8 @@ class BearerAuthentication(BaseAuthentication):
         view = (request.parser_context or {}).get("view")
         audiences = rest_audiences(settings.CONNECT_BASE_URL)
         admission = admit(
-            request.META.get("HTTP_AUTHORIZATION"), audiences=audiences, ingest=getattr(view, "ingest", False)
+            request.META.get("HTTP_AUTHORIZATION"), audiences=audiences, ingest=getattr(view, "ingest", False),
+            needs=view_scopes(view, request.method),
         )
         request._request.rate_limit = admission.rate  # read by RateLimitHeadersMiddleware
         if admission.error is not None:

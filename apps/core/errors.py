@@ -72,16 +72,73 @@ class UnsupportedGrantType(ApiError):
     status, code = 400, "unsupported_grant_type"
 
 
+# What a 401's `detail` says: which of three things is wrong, never which of the last (unknown,
+# expired, revoked, of another audience, without a workspace), never any part of the credential.
+BEARER_FORM = "send `Authorization: Bearer <credential>`, an API key (`svc_…`) or an OAuth access token"
+UNAUTHORIZED_DETAILS = {
+    "missing": f"Authorization: missing; {BEARER_FORM}",
+    "not_bearer": f"Authorization: not a Bearer credential; {BEARER_FORM}",
+    "invalid": "Authorization: the Bearer credential is invalid, expired or revoked; use a current API key, or "
+    "an access token from the authorization server (refresh it, or authorize again)",
+}
+
+
 class Unauthorized(ApiError):
+    """No valid Bearer credential; `detail` says whether the Authorization header is missing, is
+    not a Bearer credential, or holds one that is invalid, expired or revoked.
+
+    `reason` picks the `detail` (`UNAUTHORIZED_DETAILS`); the doorkeeper's challenge reads it
+    (apps/access/render.py): only an `invalid` credential was one the request presented."""
+
     status, code = 401, "unauthorized"
+
+    def __init__(self, reason: str | None = None, **extra: Any) -> None:
+        if reason is not None:
+            extra = {"detail": UNAUTHORIZED_DETAILS[reason], **extra}
+        super().__init__(**extra)
+        self.reason = reason
 
 
 class Forbidden(ApiError):
     status, code = 403, "forbidden"
 
 
+# The refusal of a credential at the other door (apps/access/admission.wrong_door).
+READ_CREDENTIAL_AT_INGEST = (
+    "the ingest API takes an ingest key only (scope svc:ingest:write, issued by `manage.py issue_ingest_key`), "
+    "never a read key or an OAuth token"
+)
+
+
+def ingest_key_reads_nothing(needs: Iterable[str]) -> str:
+    wanted = " ".join(needs)
+    return ("an ingest key writes through the ingest API only and reads nothing; read with an API key or OAuth "
+            "access token" + (f" with {wanted}" if wanted else " with this operation's scope"))
+
+
 class InsufficientScope(ApiError):
+    """The credential lacks a scope the request needs; `requiredScopes` names every scope it
+    needs, as the `WWW-Authenticate` challenge's `scope` does.
+
+    `required`: every scope the request needs, granted or not (RFC 6750 §3; the MCP
+    authorization spec's scope step-up), so a client can ask for exactly those."""
+
     status, code = 403, "insufficient_scope"
+
+    def __init__(self, required: Iterable[str] = (), *, detail: str | None = None, **extra: Any) -> None:
+        self.required = tuple(dict.fromkeys(required))
+        if self.required:
+            extra = {"detail": detail or scope_detail(self.required), "requiredScopes": list(self.required), **extra}
+        elif detail is not None:
+            extra = {"detail": detail, **extra}
+        super().__init__(**extra)
+
+
+def scope_detail(required: tuple[str, ...]) -> str:
+    them = "it" if len(required) == 1 else "them"
+    return (f"this request needs {'scope' if len(required) == 1 else 'scopes'} {' '.join(required)}, which the "
+            f"credential does not hold; use an API key with {them}, or authorize again asking for {them} (the "
+            "`scope` of the WWW-Authenticate challenge)")
 
 
 class NotFound(ApiError):
@@ -115,12 +172,22 @@ class IdempotencyKeyReused(ApiError):
     status, code = 422, "idempotency_key_reused"
 
 
+RESYNC_DETAIL = (
+    "after: older than the event log keeps events of these types, so some after it may be gone; re-read the "
+    "resources you keep (GET /api/v1/sessions and what you read of each), then read the log again from its "
+    "start: GET /api/v1/events without `after` (it starts at the oldest event kept), and follow `nextCursor`"
+)
+
+
 class ResyncRequired(ApiError):
     """`after` is older than the event log's retention for the requested types: events after it
     may have been purged, so the log can no longer say everything that changed since. Re-read
     the resources themselves, then poll the log from a fresh `nextCursor`."""
 
     status, code = 410, "resync_required"
+
+    def __init__(self, **extra: Any) -> None:
+        super().__init__(**{"detail": RESYNC_DETAIL, **extra})
 
 
 class PayloadTooLarge(ApiError):
@@ -196,8 +263,8 @@ async def send_error(send: Callable[[dict], Awaitable[None]], error: ApiError) -
 
 # DRF's own exceptions, translated to our codes. Anything else is a 500.
 _DRF_CODES: dict[type[Exception], ApiError] = {
-    drf.NotAuthenticated: Unauthorized(),
-    drf.AuthenticationFailed: Unauthorized(),
+    drf.NotAuthenticated: Unauthorized("missing"),
+    drf.AuthenticationFailed: Unauthorized("invalid"),
     drf.PermissionDenied: Forbidden(),
     drf.NotFound: NotFound(),
     drf.MethodNotAllowed: MethodNotAllowed(),

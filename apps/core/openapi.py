@@ -3,7 +3,9 @@
 Error bodies: every wire code of apps/core/errors.py has one schema component (`NotFoundError`
 for `not_found`, …; `filter_cost_exceeded` is the event stream's `FilterCostExceeded`), and
 `Error` is exactly one of them, so an error response that refers to `Error` refers to every code
-once. A 400 code's component requires `detail` (which parameter or field, and why).
+once. A 400 code's component requires `detail` (which parameter or field, and why), as do
+`unauthorized`, `insufficient_scope` and `resync_required` (what to do). Each error response
+shows examples of its own codes (`document_error_examples`), not `Error`'s first branch.
 """
 
 from __future__ import annotations
@@ -19,20 +21,23 @@ from apps.core import errors, shapes
 ERROR_DESCRIPTIONS = {
     400: "`invalid_request`: query parameters or request shape fail validation; `detail` says which parameter "
     "or field and why, e.g. `limit: must be an integer from 1 to 100`",
-    401: "`unauthorized`: Bearer credential missing, invalid, expired, of another audience or without a workspace",
-    403: "`insufficient_scope` (scope missing) or `forbidden` (issuer no longer an active member)",
+    401: "`unauthorized`: Bearer credential missing, invalid, expired, of another audience or without a workspace; "
+    "`detail` says whether the header is missing, is not a Bearer credential, or holds a credential that is not "
+    "valid (never which kind, nor any part of it), and `WWW-Authenticate` is the RFC 6750 challenge",
+    403: "`insufficient_scope` (a scope missing: `requiredScopes` and the challenge's `scope` name what this "
+    "request needs) or `forbidden` (issuer no longer an active member)",
     404: "`not_found`, or `workspace_not_found` when the credential's workspace cannot be resolved",
     405: "`method_not_allowed`",
-    409: "`not_allowed`, or `conflict` (the request contradicts what is stored, or a request with the same "
-    "`Idempotency-Key` is in progress); `detail` says what to do",
+    409: "`not_allowed`: not allowed in the resource's present state; the operation's description says when",
     410: "`resync_required`: `after` is older than the event log's retention for the requested types; re-read "
-    "the resources, then poll from a fresh `nextCursor`",
+    "the resources, then read the log again without `after` and follow `nextCursor` (`detail` says so)",
     422: "`idempotency_key_reused`: the `Idempotency-Key` came with a different request before",
     413: "`payload_too_large`: the request body is over the upload limit (`DATA_UPLOAD_MAX_MEMORY_SIZE`)",
     429: "`rate_limited`: the credential's or the workspace's request limit for this window is spent "
-    "(see `Retry-After`); on the event stream also `connection_limit` (too many open streams)",
+    "(see `Retry-After`)",
     500: "`internal_server_error`",
-    503: "`timeout`: the request's database work took longer than the per-request limit",
+    503: "`unavailable`: a dependency (the database, Redis) cannot be reached or the server is saturated; retry "
+    "after `Retry-After` seconds; or `timeout`: the request's database work took longer than the per-request limit",
 }
 
 
@@ -105,8 +110,19 @@ DETAIL = {"type": "string", "description": "which parameter or field, and why, e
           "service issued`; never the value that was sent"}
 
 
-# Codes beside the 400s whose body always says what was wrong (the ingest API's refusals).
-DETAILED_CODES = {"conflict", "idempotency_key_reused"}
+# Codes beside the 400s whose body always says what was wrong and what to do.
+DETAILED_CODES = {
+    "conflict": DETAIL,
+    "idempotency_key_reused": DETAIL,
+    "unauthorized": {"type": "string", "description": "whether the Authorization header is missing, is not a "
+                     "Bearer credential, or holds one that is invalid, expired or revoked (never which, never any "
+                     "part of it), and what to send"},
+    "insufficient_scope": {"type": "string", "description": "the scopes this request needs and how to get them"},
+    "resync_required": {"type": "string", "description": "what to re-read, and how to read the log again"},
+}
+REQUIRED_SCOPES = {"type": "array", "items": {"type": "string"}, "description": "every scope this request needs "
+                   "(granted or not), as in the `scope` of the `WWW-Authenticate` challenge; absent only when an "
+                   "ingest key is refused at an operation that declares no scope"}
 
 
 def wire_codes() -> dict[str, tuple[int, str, str]]:
@@ -133,10 +149,13 @@ def document_error_codes(result: dict[str, Any]) -> None:
             continue
         properties: dict[str, Any] = {"error": {"type": "string", "const": code}}
         if status == 400 or code in DETAILED_CODES:
-            properties["detail"] = DETAIL
+            properties["detail"] = DETAILED_CODES.get(code, DETAIL)
+        required = list(properties)
+        if code == "insufficient_scope":
+            properties["requiredScopes"] = REQUIRED_SCOPES
         description = f"`{code}` (HTTP {status})" + (f": {meaning}" if meaning else "")
         schemas[name] = {"type": "object", "description": description, "properties": properties,
-                         "required": list(properties)}
+                         "required": required}
     schemas["Error"] = {"description": "An error body: `{\"error\": code}`, with extra fields for some codes.",
                         "oneOf": refs}
 
@@ -152,6 +171,105 @@ def document_payload_limit(result: dict[str, Any]) -> None:
                     "description": ERROR_DESCRIPTIONS[413],
                     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/PayloadTooLargeError"}}},
                 })
+
+
+# --- Error examples -----------------------------------------------------------------------------
+# Swagger UI shows a response's `examples` (else one it makes from the schema: for `Error`, the
+# first branch of its oneOf, whatever the status). Each error response gets the codes its own
+# description names (every description here and in the apps' modules names its codes in
+# backticks), each with a body as the service sends it, for this operation.
+
+EXAMPLE_REQUEST_ID = "req_3f9a1c0d5e7b2a4c6d8e0f1a"
+SCOPE = re.compile(r"svc:[a-z]+:[a-z]+")
+CHALLENGE_HEADER = {
+    "description": "The RFC 6750 challenge: `Bearer resource_metadata=\"{base_url}/.well-known/oauth-protected-"
+    "resource\"`; after it, `error=\"invalid_token\"` when the request presented a credential that is not valid (on "
+    "a 401), or `error=\"insufficient_scope\", scope=\"…\"` naming the scopes this request needs (on a 403 "
+    "`insufficient_scope`)",
+    "schema": {"type": "string"},
+}
+
+
+def error_codes_named(status: int, description: str, codes: dict[str, tuple[int, str, str]]) -> list[str]:
+    """The wire codes of `status` that `description` names in backticks, in its order."""
+    named = re.findall(r"`([a-z_]+)`", description)
+    return [code for code in dict.fromkeys(named) if code in codes and codes[code][0] == status]
+
+
+def operation_scopes(operation: dict[str, Any]) -> list[str]:
+    """The scopes the operation's security names (the first requirement that names any: all of
+    its scopes are needed), else those its description names."""
+    for requirement in operation.get("security", []):
+        for scopes in requirement.values():
+            if scopes:
+                return list(scopes)
+    return list(dict.fromkeys(SCOPE.findall(operation.get("description") or "")))
+
+
+def example_bodies(code: str, operation: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(summary, body) of each example of `code` for `operation`."""
+    def body(**fields: Any) -> dict[str, Any]:
+        return {"error": code, **fields, "requestId": EXAMPLE_REQUEST_ID}
+
+    if code == "unauthorized":
+        said = {"missing": "no Authorization header", "not_bearer": "not a Bearer credential",
+                "invalid": "invalid, expired or revoked credential"}
+        details = errors.UNAUTHORIZED_DETAILS
+        return [(f"{code}: {said[reason]}", body(detail=detail)) for reason, detail in details.items()]
+    if code == "insufficient_scope":
+        scopes = operation_scopes(operation)
+        bearer_scopes = [s for r in operation.get("security", []) for s in r.get("bearerAuth", [])]
+        if bearer_scopes:  # a door that takes one kind of key only: the ingest API
+            return [(code, body(detail=errors.READ_CREDENTIAL_AT_INGEST, requiredScopes=bearer_scopes))]
+        if scopes:
+            return [(code, body(detail=errors.scope_detail(tuple(scopes)), requiredScopes=scopes))]
+        return [(code, body(detail=errors.ingest_key_reads_nothing(())))]
+    if code == "invalid_request":
+        return [(code, body(detail=_invalid_request_detail(operation)))]
+    if code == "resync_required":
+        return [(code, body(detail=errors.RESYNC_DETAIL))]
+    return [(code, body())]
+
+
+def _invalid_request_detail(operation: dict[str, Any]) -> str:
+    query = [p["name"] for p in operation.get("parameters", []) if p.get("in") == "query"]
+    if "limit" in query:
+        return "limit: must be an integer from 1 to 100"
+    if "requestBody" in operation:
+        return "body: must be a JSON object"
+    takes = f"the parameters are {', '.join(query)}" if query else "this operation takes no query parameters"
+    return f"page: unknown query parameter; {takes}"
+
+
+def _refers_to_error(schema: Any, names: set[str]) -> bool:
+    text = repr(schema)
+    return any(f"#/components/schemas/{name}'" in text for name in names)
+
+
+def document_error_examples(result: dict[str, Any]) -> None:
+    codes = wire_codes()
+    names = {"Error", *(name for _, name, _ in codes.values())}
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            if not isinstance(operation, dict):
+                continue
+            for status, response in operation.get("responses", {}).items():
+                if not status.isdigit() or int(status) < 400:
+                    continue
+                if status in ("401", "403") and operation.get("security"):
+                    response.setdefault("headers", {}).setdefault("WWW-Authenticate", CHALLENGE_HEADER)
+                media = response.get("content", {}).get("application/json")
+                if media is None or "example" in media or "examples" in media:
+                    continue
+                if not _refers_to_error(media.get("schema"), names):
+                    continue
+                examples = {}
+                for code in error_codes_named(int(status), response.get("description", ""), codes):
+                    for summary, value in example_bodies(code, operation):
+                        examples[summary.replace(" ", "_").replace(":", "").replace(",", "")] = {
+                            "summary": summary, "value": value}
+                if examples:
+                    media["examples"] = examples
 
 
 OPENAPI_PATH = "/openapi.json"
@@ -246,6 +364,7 @@ def postprocess(result: dict[str, Any], generator, request, public) -> dict[str,
     document_rate_limits(result)
     document_payload_limit(result)
     document_error_codes(result)
+    document_error_examples(result)
     group_by_resource(result)
     name_components(result)
     return result

@@ -39,14 +39,20 @@ def requested_types(request: Request, allowed: frozenset[str]) -> frozenset[str]
     raw = [part for value in request.query_params.getlist("type") for part in value.split(",")]
     if not raw:
         if not allowed:
-            raise InsufficientScope()
+            # Without `type` a reader needs one type at least: the session events, as on the stream.
+            raise InsufficientScope(type_scopes(filters.DEFAULT_TYPES))
         return allowed
     if any(t not in TYPES for t in raw):
         raise invalid("type", "each must be one of " + ", ".join(TYPES))
     types = frozenset(raw)
     if not types <= allowed:
-        raise InsufficientScope()
+        raise InsufficientScope(type_scopes(types))
     return types
+
+
+def type_scopes(types) -> list[str]:
+    """The scopes that receiving `types` needs, in the order of `filters.TYPE_SCOPES`."""
+    return [scope for t, scope in filters.TYPE_SCOPES.items() if t in types]
 
 
 def place_after(*, workspace_id: int, after: str | None, types: frozenset[str]) -> positions.Position | None:
@@ -134,7 +140,8 @@ class EventDetailApi(APIView):
         operation_id="getEvent",
         summary="Read one event of the log (extension)",
         description="The same object as a `GET /api/v1/events` item. `404 not_found` for another workspace's "
-        "event and once the event is past retention. " + RETENTION_NOTE,
+        "event and once the event is past retention. Needs the scope of the event's type (`svc:sessions:read` for "
+        "session.*, `svc:transcripts:read` for transcript.segment.created). " + RETENTION_NOTE,
         responses={200: shapes.EVENT.ref(), **error_responses(400)},
     )
     def get(self, request: Request, id: str) -> Response:
@@ -143,5 +150,5 @@ class EventDetailApi(APIView):
         if event is None or (positions.event_id_ms(event.id) or 0) < retention.cutoff_ms(event.type):
             raise NotFound()
         if event.type not in allowed_types(request.auth):
-            raise InsufficientScope()
+            raise InsufficientScope(type_scopes({event.type}))
         return Response(event_item(event))

@@ -54,7 +54,18 @@ class FilterCostExceeded(ValueError):
 
 
 class MissingScope(ValueError):
-    """`403 insufficient_scope`: an entry subscribes to a type the credential may not receive."""
+    """`403 insufficient_scope`: an entry subscribes to a type the credential may not receive.
+    `scopes`: every scope the whole subscription needs."""
+
+    def __init__(self, scopes: list[str]) -> None:
+        super().__init__(" ".join(scopes))
+        self.scopes = scopes
+
+
+def needed_scopes(types: Iterable[str]) -> list[str]:
+    """The scopes receiving `types` needs, once each, in the order of `TYPE_SCOPES`."""
+    wanted = set(types)
+    return list(dict.fromkeys(scope for type, scope in TYPE_SCOPES.items() if type in wanted))
 
 
 @dataclass(frozen=True)
@@ -117,9 +128,9 @@ def check_cost(entries: Iterable[FilterEntry], budget: int = COST_BUDGET) -> int
 
 
 def check_scopes(entries: Iterable[FilterEntry], scopes: frozenset[str] | set[str]) -> None:
-    for entry in entries:
-        if TYPE_SCOPES[entry.type] not in scopes:
-            raise MissingScope(entry.type)
+    entries = list(entries)
+    if any(TYPE_SCOPES[entry.type] not in scopes for entry in entries):
+        raise MissingScope(needed_scopes(entry.type for entry in entries))
 
 
 @dataclass(frozen=True)

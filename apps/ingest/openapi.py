@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 
 from apps.core.openapi import error_responses
 from apps.ingest import idempotency, inputs, shapes
@@ -13,7 +13,12 @@ from apps.recordings.models import BoardStatus, RevisionKind
 
 SCOPE_NOTE = (
     "Needs an ingest key (scope `svc:ingest:write`, issued by `manage.py issue_ingest_key`); a read "
-    "credential is `403 insufficient_scope`, and an ingest key is refused the same way on every read path."
+    "credential is `403 insufficient_scope` with `requiredScopes: [\"svc:ingest:write\"]`, and an ingest key is "
+    "refused the same way on every read path, naming the read scopes that path needs."
+)
+CONFLICT = (
+    "`conflict`: the request contradicts what is stored, or a request with the same `Idempotency-Key` is in "
+    "progress; `detail` says what to do"
 )
 IDEMPOTENCY = OpenApiParameter(
     idempotency.HEADER,
@@ -100,6 +105,17 @@ BOARD_OUT = {"$ref": "#/components/schemas/BoardOut"}
 
 def _operation(operation_id: str, summary: str, description: str, request: dict, responses: dict[int, Any],
                *parameters: OpenApiParameter, errors: tuple[int, ...] = (400,)):
+    refusals = error_responses(*errors)
+    if 409 in refusals:  # the ingest API's 409 is always `conflict`, never the webhooks' `not_allowed`
+        refusals[409] = OpenApiResponse(refusals[409].response, description=CONFLICT, examples=[OpenApiExample(
+            "conflict", {"error": "conflict", "detail": f"{idempotency.HEADER}: a request with this key is still in "
+                         "progress; retry once it has finished"})])
+    if 422 in refusals:
+        refusals[422] = OpenApiResponse(refusals[422].response, description=refusals[422].description,
+                                        examples=[OpenApiExample("idempotency_key_reused", {
+                                            "error": "idempotency_key_reused", "detail": f"{idempotency.HEADER}: "
+                                            "already used with a different request in the last 24 hours; send a "
+                                            "new key for a new request"})])
     return extend_schema(
         operation_id=operation_id,
         summary=summary,
@@ -107,7 +123,7 @@ def _operation(operation_id: str, summary: str, description: str, request: dict,
         parameters=[*parameters, IDEMPOTENCY, REPLAYED],
         request={"application/json": request},
         responses={**{status: OpenApiResponse(schema, description=text) for status, (schema, text) in responses.items()},
-                   **error_responses(*errors)},
+                   **refusals},
     )
 
 

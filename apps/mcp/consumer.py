@@ -37,7 +37,7 @@ def answer(headers: dict[str, str], body: bytes, duplicated: set[str]) -> tuple[
     # /mcp accepts tokens for `{base_url}` (REST's credentials: docs/api/mcp.md) and for
     # `{base_url}/mcp`, and counts in REST's buckets (tools.mdx: servers MUST rate limit).
     audiences = accepted_audiences(settings.CONNECT_BASE_URL)
-    admission = admit(headers.get("authorization"), audiences=audiences)
+    admission = admit(headers.get("authorization"), audiences=audiences, needs=settings.CONNECT_READ_SCOPES)
     if admission.error is not None:
         # Credential and rate errors are HTTP answers with the REST error body, before any JSON-RPC.
         status, error_headers, error_body = render(admission.error, admission.rate)

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
+from apps.core.errors import ingest_key_reads_nothing
+from apps.core.openapi import EXAMPLE_REQUEST_ID
 from apps.mcp.protocol import SUPPORTED_VERSIONS
 from apps.mcp.tools import TOOLS
 
@@ -40,6 +44,16 @@ def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
+def _refusal_examples() -> dict[str, Any]:
+    """/mcp's HTTP 403s (a tool's missing scope is a tool result, not a 403)."""
+    scopes = settings.CONNECT_READ_SCOPES
+    ingest_key = {"error": "insufficient_scope", "detail": ingest_key_reads_nothing(scopes), "requiredScopes": scopes,
+                  "requestId": EXAMPLE_REQUEST_ID}
+    forbidden = {"error": "forbidden", "requestId": EXAMPLE_REQUEST_ID}
+    return {"insufficient_scope": {"summary": "insufficient_scope: an ingest key", "value": ingest_key},
+            "forbidden": {"summary": "forbidden", "value": forbidden}}
+
+
 def extend(schema: dict[str, Any]) -> None:
     error = {"$ref": "#/components/schemas/Error"}
     tools = ", ".join(f"`{tool.name}` ({tool.scope})" for tool in TOOLS)
@@ -50,7 +64,8 @@ def extend(schema: dict[str, Any]) -> None:
             "summary": "Model Context Protocol tool endpoint (Streamable HTTP, stateless, JSON responses)",
             "description": (
                 f"Protocol revisions {', '.join(SUPPORTED_VERSIONS)}. Tools: {tools}. A credential without a "
-                "tool's scope gets a tool result with `isError: true` and `{\"error\":\"insufficient_scope\"}`. "
+                "tool's scope gets a tool result with `isError: true` and `{\"error\":\"insufficient_scope\", "
+                "\"detail\": …, \"requiredScopes\": [the tool's scope]}`. "
                 "Resources (`connect://sessions/{sessionId}`, its transcript and boards; `resources/templates/list`) "
                 "need the scope of the REST read they mirror. Every result fits `CONNECT_MCP_RESULT_BUDGET_BYTES`, "
                 "paging with a note. GET and DELETE answer 405. See docs/mcp.md."
@@ -77,12 +92,15 @@ def extend(schema: dict[str, Any]) -> None:
                 "202": {"description": "notification or client response accepted"},
                 "400": _json("JSON-RPC error: parse error, invalid request or params, header mismatch (-32020), "
                              "unsupported protocol version (-32022)", JSONRPC_RESPONSE),
-                "401": {**_json("`unauthorized`; WWW-Authenticate names the /mcp protected-resource document",
-                                error),
+                "401": {**_json("`unauthorized`; `detail` says what is wrong with the Authorization header, and "
+                                "WWW-Authenticate names the protected-resource document", error),
                         "headers": {"WWW-Authenticate": {"schema": header}}},
-                "403": _json("`forbidden` (issuer no longer an active member), or a JSON-RPC error when the "
-                             "Origin or Host is not allowed, or a resource read the credential's scopes do not "
-                             "allow (-32600, `data.error` insufficient_scope)", {"oneOf": [error, JSONRPC_RESPONSE]}),
+                "403": {**_json("`forbidden` (issuer no longer an active member), `insufficient_scope` (an "
+                                "ingest key, which reads nothing), or a JSON-RPC error when the Origin or Host is "
+                                "not allowed, or a resource read the credential's scopes do not allow (-32600, "
+                                "`data.error` insufficient_scope)", {"oneOf": [error, JSONRPC_RESPONSE]}),
+                        "content": {"application/json": {"schema": {"oneOf": [error, JSONRPC_RESPONSE]},
+                                                         "examples": _refusal_examples()}}},
                 "404": _json("`workspace_not_found`, or (2026-07-28) JSON-RPC method not found",
                              {"oneOf": [error, JSONRPC_RESPONSE]}),
                 "405": _json("`method_not_allowed` (GET, DELETE: no SSE stream, no sessions)", error),

@@ -19,7 +19,7 @@ from rest_framework import serializers
 
 from apps.access.principal import Principal
 from apps.core.cursors import decode_cursor, encode_cursor
-from apps.core.errors import InvalidRequest, NotFound
+from apps.core.errors import InsufficientScope, InvalidRequest, NotFound
 from apps.core.params import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
@@ -437,7 +437,7 @@ class WorkspaceTools:
     def call(self, name: str, arguments: dict[str, Any], version: str) -> dict[str, Any]:
         tool = TOOLS_BY_NAME[name]
         if not self.principal.has_scope(tool.scope):
-            return text_result({"error": "insufficient_scope"}, is_error=True)
+            return text_result(InsufficientScope((tool.scope,)).body(request_id=False), is_error=True)
         try:
             body = tool.run(self.principal, arguments)
         except (NotFound, InvalidRequest) as error:

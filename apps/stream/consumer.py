@@ -23,6 +23,7 @@ from channels.exceptions import StopConsumer
 from django.conf import settings
 
 from apps.access import door
+from apps.access.admission import wrong_door
 from apps.access.credentials import CredentialRef
 from apps.oauth.audience import rest_audiences
 from apps.access.principal import Principal
@@ -91,8 +92,19 @@ def _parse_subscription(query_string: bytes, scopes: frozenset[str]) -> filters.
         raise InvalidFilters(detail=invalid_filters.detail) from None
     except filters.FilterCostExceeded as exceeded:
         raise FilterCostExceeded(**exceeded.body_fields()) from None
-    except filters.MissingScope:
-        raise InsufficientScope() from None
+    except filters.MissingScope as missing:
+        raise InsufficientScope(missing.scopes) from None
+
+
+def wanted_scopes(query_string: bytes) -> list[str]:
+    """The scopes the subscription this query asks for needs, whatever the credential holds:
+    named when the door refuses an ingest key (its `filters` not yet checked; when they do not
+    parse, the default subscription's)."""
+    try:
+        subscription = _parse_subscription(query_string, frozenset(filters.TYPE_SCOPES.values()))
+    except ApiError:
+        return filters.needed_scopes(filters.DEFAULT_TYPES)
+    return filters.needed_scopes(type for type, _ in subscription.routes())
 
 
 class EventStreamConsumer(LayerlessHttpConsumer):
@@ -162,6 +174,8 @@ class EventStreamConsumer(LayerlessHttpConsumer):
         audiences = rest_audiences(settings.CONNECT_BASE_URL)
         admission = await hub.admit(self._header(b"authorization"), audiences=audiences)
         self.rate = admission.rate
+        if isinstance(admission.error, InsufficientScope):  # an ingest key (admission.wrong_door)
+            raise wrong_door(ingest=False, needs=wanted_scopes(self.scope.get("query_string", b"")))
         if admission.error is not None:
             raise admission.error
         principal: Principal = admission.principal

@@ -97,9 +97,28 @@ def _cost_exceeded() -> dict[str, Any]:
     }
 
 
-def _error(description: str, schema: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema or {"$ref": ERROR_REF}}},
-            **extra}
+def _error(description: str, schema: dict[str, Any] | None = None, examples: dict[str, Any] | None = None,
+           **extra: Any) -> dict[str, Any]:
+    media: dict[str, Any] = {"schema": schema or {"$ref": ERROR_REF}}
+    if examples:
+        media["examples"] = examples
+    return {"description": description, "content": {"application/json": media}, **extra}
+
+
+def _bad_request_examples() -> dict[str, Any]:
+    """The 400s as the stream answers them, made by the filter checks themselves."""
+    try:
+        filters.subscription_for("[", set())
+    except filters.InvalidFilters as invalid:
+        not_json = {"error": "invalid_filters", "detail": invalid.detail}
+    entries = [{"type": "session.created", "sessionId": f"s{i}"} for i in range(filters.COST_BUDGET // 10 + 1)]
+    try:
+        filters.check_cost(filters.parse_entries(entries))
+    except filters.FilterCostExceeded as exceeded:
+        over = {"error": "filter_cost_exceeded", **exceeded.body_fields()}
+    too_long = {"error": "invalid_request", "detail": "Last-Event-ID: at most 64 characters"}
+    return {name: {"summary": name, "value": value} for name, value in
+            (("invalid_filters", not_json), ("filter_cost_exceeded", over), ("invalid_request", too_long))}
 
 
 def _event_schemas() -> dict[str, str]:
@@ -178,20 +197,18 @@ def _operation(heartbeat: int, resume: int, max_streams: int) -> dict[str, Any]:
                 "the budget, with `cost`, `budget` and each entry's cost; `invalid_request`: `Last-Event-ID` too "
                 "long. Checked after authentication and the rate limit, in that order, before scopes.",
                 {"anyOf": [{"$ref": ERROR_REF}, {"$ref": "#/components/schemas/FilterCostExceeded"}]},
+                examples=_bad_request_examples(),
             ),
             "401": _error(
                 "`unauthorized`: Bearer credential missing, invalid, expired, of another audience or without a "
-                "workspace",
-                headers={"WWW-Authenticate": {
-                    "description": 'Bearer resource_metadata="{base_url}/.well-known/oauth-protected-resource"',
-                    "schema": {"type": "string"},
-                }},
+                "workspace; `detail` says which of missing, not Bearer, or not valid",
             ),
             "403": _error(
                 "`forbidden`: the credential's issuer is no longer an active member (checked before `filters`); "
                 "`insufficient_scope`: a filter entry subscribes to a type whose scope the credential lacks "
-                "(`svc:sessions:read` for session.*, `svc:transcripts:read` for transcript.*). Without `filters` "
-                "there is no 403."
+                "(`svc:sessions:read` for session.*, `svc:transcripts:read` for transcript.*), with "
+                "`requiredScopes` (every scope the filters need) and the challenge's `scope`. Without `filters` "
+                "a read credential gets no 403; an ingest key always does."
             ),
             "404": _error("`workspace_not_found`: the credential's workspace cannot be resolved"),
             "405": _error("`method_not_allowed`: only GET"),

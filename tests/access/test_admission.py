@@ -37,12 +37,21 @@ def token_for(membership, resource: str, raw: str = "tok-" + "a" * 40) -> str:
     return raw
 
 
-@pytest.mark.parametrize("header", [None, "", "Bearer", "Bearer ", "Basic abc", "Bearer a b", "Bearer svc_unknown",
-                                    "Bearer not-a-token", "Bearer svc_\x00"])
-def test_no_valid_credential_is_401_with_the_one_challenge_and_no_count(db, header):
+INVALID_TOKEN = CHALLENGE + ', error="invalid_token", error_description="The credential is invalid, expired or revoked"'
+
+
+@pytest.mark.parametrize(("header", "reason"), [
+    (None, "missing"), ("", "missing"), ("Bearer", "not_bearer"), ("Bearer ", "not_bearer"),
+    ("Basic abc", "not_bearer"), ("svc_" + "x" * 40, "not_bearer"), ("Bearer a b", "invalid"),
+    ("Bearer svc_unknown", "invalid"), ("Bearer not-a-token", "invalid"), ("Bearer svc_\x00", "invalid"),
+])
+def test_no_valid_credential_is_401_with_the_one_challenge_and_no_count(db, header, reason):
+    """RFC 6750 §3.1: a request that presented no Bearer credential gets the challenge without
+    an `error`; one that presented a credential that is not valid, `invalid_token`."""
     admission = admit(header, audiences=rest())
     assert isinstance(admission.error, Unauthorized) and admission.principal is None and admission.rate is None
-    assert admission.headers() == [("WWW-Authenticate", CHALLENGE)]
+    assert admission.error.reason == reason
+    assert admission.headers() == [("WWW-Authenticate", INVALID_TOKEN if reason == "invalid" else CHALLENGE)]
 
 
 def test_the_order_is_credential_then_workspace_then_member(alice, alice_key):
@@ -52,7 +61,7 @@ def test_the_order_is_credential_then_workspace_then_member(alice, alice_key):
     assert isinstance(admit(f"Bearer {alice_key}", audiences=rest()).error, WorkspaceNotFound)
     tenancy.revoke_api_key(api_key=ApiKey.objects.get(issued_by=alice))
     refused = admit(f"Bearer {alice_key}", audiences=rest())
-    assert isinstance(refused.error, Unauthorized) and ("WWW-Authenticate", CHALLENGE) in refused.headers()
+    assert isinstance(refused.error, Unauthorized) and ("WWW-Authenticate", INVALID_TOKEN) in refused.headers()
 
 
 def test_an_admitted_request_carries_its_principal_and_rate_headers(alice, alice_key):

@@ -146,4 +146,6 @@ def test_openapi_documents_429_and_the_headers_on_every_bearer_operation(db):
                 assert not rate_headers & set(response.get("headers", {})), operation["operationId"]
             else:
                 assert rate_headers <= set(response["headers"]), (operation["operationId"], status)
-    assert "connection_limit" in doc["paths"]["/api/v1/sessions"]["get"]["responses"]["429"]["description"]
+    # `connection_limit` is the event stream's alone: a REST operation's 429 never names it.
+    assert "connection_limit" not in doc["paths"]["/api/v1/sessions"]["get"]["responses"]["429"]["description"]
+    assert "connection_limit" in doc["paths"]["/api/v1/events/stream"]["get"]["responses"]["429"]["description"]

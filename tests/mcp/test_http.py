@@ -52,7 +52,7 @@ async def test_unlisted_origin_is_403_before_anything_else(origin):
 @pytest.mark.parametrize("origin", ["http://localhost:6274", "http://127.0.0.1:3000", settings.CONNECT_BASE_URL])
 async def test_listed_origins_reach_the_credential_check(origin):
     status, headers, body = await send(headers={"origin": origin})
-    assert (status, body) == (401, {"error": "unauthorized"})
+    assert (status, body["error"]) == (401, "unauthorized")
 
 
 @pytest.mark.anyio
@@ -96,7 +96,7 @@ async def test_methods_other_than_post_are_405(method):
 async def test_missing_credential_is_401_naming_the_protected_resource_metadata():
     # docs/api/errors.md: every MCP request's 401 names {base_url}/.well-known/oauth-protected-resource.
     status, headers, body = await send()
-    assert (status, body) == (401, {"error": "unauthorized"})
+    assert (status, body["error"]) == (401, "unauthorized")
     assert headers["www-authenticate"] == (
         f'Bearer resource_metadata="{settings.CONNECT_BASE_URL}/.well-known/oauth-protected-resource"'
     )

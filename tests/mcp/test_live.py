@@ -21,7 +21,6 @@ from mcp.shared.exceptions import MCPError
 from apps.recordings import services
 from tests import factories
 from tests.oauth.flow import AUTHORIZE, REDIRECT_URI, Browser, query_of
-from tests.servers import without_request_id
 
 pytestmark = pytest.mark.anyio
 
@@ -114,7 +113,7 @@ async def test_sdk_client_calls_every_tool_and_gets_what_rest_gives(data, mode, 
 async def test_sdk_client_sees_scope_errors_as_tool_results(data, mode):
     async with client_for(data["url"], data["sessions_only_key"], mode) as client:
         result = await client.call_tool("search_transcripts", {"query": "budget"})
-        assert result.is_error and result.content[0].text == '{"error":"insufficient_scope"}'
+        assert result.is_error and json.loads(result.content[0].text)["requiredScopes"] == ["svc:transcripts:read"]
         assert (await call(client, "get_session", {"sessionId": data["meeting"].id}))["session"]["label"]
 
 
@@ -131,7 +130,7 @@ async def test_legacy_ping_works_and_no_session_id_is_minted(data):
 
 async def test_unauthenticated_client_is_told_where_to_start_oauth(data):
     response = httpx.post(f"{data['url']}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-    assert response.status_code == 401 and without_request_id(response.json()) == {"error": "unauthorized"}
+    assert response.status_code == 401 and response.json()["error"] == "unauthorized"
     metadata_url = response.headers["www-authenticate"].split('resource_metadata="')[1].rstrip('"')
     assert metadata_url == f"{data['url']}/.well-known/oauth-protected-resource"  # docs/api/errors.md
     document = httpx.get(metadata_url).json()
@@ -260,4 +259,4 @@ async def test_a_logged_in_cookie_never_authenticates_mcp(data):
                                      json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     finally:
         browser.http.close()
-    assert response.status_code == 401 and without_request_id(response.json()) == {"error": "unauthorized"}
+    assert response.status_code == 401 and response.json()["error"] == "unauthorized"

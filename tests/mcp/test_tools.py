@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import orjson
 import pytest
 from django.conf import settings
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 from oauth2_provider.models import set_token_value
 
+from apps.core.errors import UNAUTHORIZED_DETAILS, scope_detail
+from apps.mcp import tools as tool_module
 from apps.mcp.consumer import answer
 from apps.mcp.tools import TOOLS
 from apps.oauth.models import AccessToken
@@ -237,7 +240,9 @@ def test_missing_scope_is_an_insufficient_scope_result(alice, tool, granted, arg
     key = factories.api_key(alice, [granted])
     result = call(key, tool, arguments)
     assert result["isError"] is True
-    assert result["content"] == [{"type": "text", "text": '{"error":"insufficient_scope"}'}]
+    needed = {t.name: t.scope for t in TOOLS}[tool]
+    assert result["content"] == [{"type": "text", "text": orjson.dumps(
+        {"error": "insufficient_scope", "detail": scope_detail((needed,)), "requiredScopes": [needed]}).decode()}]
 
 
 @pytest.mark.parametrize(
@@ -355,8 +360,9 @@ def test_tools_list_validates_against_the_sdks_schema_types(alice_key):
 def test_missing_or_invalid_credential_is_401_pointing_at_the_protected_resource_document(db):
     for key in (None, "svc_" + "x" * 40, "not-a-key"):
         reply, extra = post(key, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-        assert (reply.status, reply.body) == (401, {"error": "unauthorized"})
-        assert extra["WWW-Authenticate"] == (
+        assert (reply.status, reply.body["error"]) == (401, "unauthorized")
+        assert reply.body["detail"] == UNAUTHORIZED_DETAILS["missing" if key is None else "invalid"]
+        assert extra["WWW-Authenticate"].startswith(
             f'Bearer resource_metadata="{settings.CONNECT_BASE_URL}/.well-known/oauth-protected-resource"'
         )
 

@@ -166,13 +166,13 @@ def test_exports_need_the_transcripts_scope(api, meeting, alice, fmt):
     key = factories.api_key(alice, scopes=["svc:sessions:read", "svc:boards:read"])
     for path in ("transcript", "transcripts"):
         response = get(api, f"/api/v1/sessions/{meeting.id}/{path}", key, format=fmt)
-        assert response.status_code == 403 and response.json() == {"error": "insufficient_scope"}
+        assert response.status_code == 403 and response.json()["error"] == "insufficient_scope"
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_no_credential_is_401_in_every_format(api, meeting, fmt):
     response = api.client.get(f"/api/v1/sessions/{meeting.id}/transcript", {"format": fmt})
-    assert response.status_code == 401 and response.json() == {"error": "unauthorized"}
+    assert response.status_code == 401 and response.json()["error"] == "unauthorized"
 
 
 @pytest.mark.parametrize("path", ["/api/v1/sessions/{id}/transcript", "/api/v1/sessions/{id}/transcripts"])
