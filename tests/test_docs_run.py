@@ -129,6 +129,8 @@ INLINE: dict[str, tuple[str, str]] = {
     "make run HOST=0.0.0.0": ("not run", "every interface of the test machine; HOST is what the port check and "
                               "serve bind, the tests bind 127.0.0.1"),
     "make run WORKERS=4": ("substitute", f"{HERE}::test_make_run_serves_and_its_curl_lines_answer"),
+    "make run NEW_KEY=1": ("substitute", "tests/webhooks/test_demo_key.py::"
+                           "test_the_demo_key_is_kept_across_runs_and_a_new_one_says_what_it_revokes"),
     'python -c "import os,base64; print(base64.urlsafe_b64encode(os.urandom(32)).decode())"':
         ("run", f"{HERE}::test_operator_commands_in_order"),
     'manage.py shell -c "from apps.recordings.services import compact_search_index; compact_search_index()"':
@@ -537,7 +539,7 @@ class MakeRun:
         return [line.strip() for line in self.output().splitlines() if line.strip().startswith("curl ")]
 
     def key(self) -> str:
-        return re.search(r"^API key \(shown once\): (svc_\S+)$", self.output(), re.M).group(1)
+        return re.search(r"^API key: (svc_\S+)$", self.output(), re.M).group(1)
 
     def stop(self) -> None:
         """SIGTERM to `serve` itself (operations.md: not to its process group), then whatever is left."""
