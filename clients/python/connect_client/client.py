@@ -42,6 +42,7 @@ OPERATIONS: dict[str, str] = {
     "deleteWebhook": "webhooks.delete",
     "testWebhook": "webhooks.test",
     "recoverWebhook": "webhooks.recover",
+    "rotateWebhookSecret": "webhooks.rotate_secret",
     "listWebhookDeliveries": "deliveries.list",
     "getWebhookDelivery": "deliveries.get",
     "replayWebhookDelivery": "deliveries.replay",
@@ -149,8 +150,12 @@ class Webhooks(_Resource):
         return self._list(ListCall("/api/v1/webhooks", {"limit": limit}, models.Webhook.from_wire))
 
     def create(self, *, name: str, url: str,
-               filters: Iterable[Mapping[str, Any] | models.WebhookFilter]) -> models.Webhook:
-        body = {"name": name, "url": url, "filters": _filters(filters)}
+               filters: Iterable[Mapping[str, Any] | models.WebhookFilter],
+               signing: str | None = None) -> models.Webhook:
+        """`signing="standard-webhooks"`: the result's `signing_secret` (shown this once)."""
+        body: dict[str, Any] = {"name": name, "url": url, "filters": _filters(filters)}
+        if signing is not None:
+            body["signing"] = signing
         return self._call("POST", "/api/v1/webhooks", _one(models.Webhook), json=body)
 
     def get(self, webhook_id: str) -> models.Webhook:
@@ -158,8 +163,10 @@ class Webhooks(_Resource):
 
     def update(self, webhook_id: str, *, name: str | None = None, url: str | None = None,
                filters: Iterable[Mapping[str, Any] | models.WebhookFilter] | None = None,
-               active: bool | None = None) -> models.Webhook:
+               active: bool | None = None, signing: str | None = None) -> models.Webhook:
         body: dict[str, Any] = {}
+        if signing is not None:
+            body["signing"] = signing
         if name is not None:
             body["name"] = name
         if url is not None:
@@ -172,6 +179,13 @@ class Webhooks(_Resource):
 
     def delete(self, webhook_id: str) -> None:
         return self._call("DELETE", f"/api/v1/webhooks/{_seg(webhook_id)}", _nothing)
+
+    def rotate_secret(self, webhook_id: str, *, grace_seconds: int | None = None) -> models.Webhook:
+        """A new Standard Webhooks secret (`signing_secret`); the old one signs beside it for
+        `grace_seconds` (the server's default: one day)."""
+        body = {"graceSeconds": grace_seconds} if grace_seconds is not None else {}
+        return self._call("POST", f"/api/v1/webhooks/{_seg(webhook_id)}/rotate-secret", _one(models.Webhook),
+                          json=body)
 
     def test(self, webhook_id: str) -> models.Delivery:
         """Send one signed test request; the test delivery."""
