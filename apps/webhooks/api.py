@@ -99,13 +99,17 @@ class EndpointPatchIn(serializers.Serializer):
     )
 
 
-class RotateSecretIn(serializers.Serializer):
-    graceSeconds = serializers.IntegerField(
-        required=False, min_value=0, max_value=services.MAX_SECRET_GRACE_SECONDS,
-        default=services.DEFAULT_SECRET_GRACE_SECONDS,
-        help_text="how long the previous secret keeps signing beside the new one (default one day; 0 stops it now, "
-        "e.g. after a leak)",
-    )
+# An inline schema, not a serializer: its one field needs no component of its own.
+ROTATE_SECRET_BODY = {"application/json": {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"graceSeconds": {
+        "type": "integer", "minimum": 0, "maximum": services.MAX_SECRET_GRACE_SECONDS,
+        "default": services.DEFAULT_SECRET_GRACE_SECONDS,
+        "description": "how long the previous secret keeps signing beside the new one (default one day; 0 stops "
+        "it now, e.g. after a leak)",
+    }},
+}}
 
 
 # --- Endpoints --------------------------------------------------------------------------------
@@ -211,7 +215,7 @@ class EndpointRotateSecretApi(APIView):
             "receiver verifies with either while it deploys the new one. Rotating again during a grace period ends "
             "the older secret at once."
         ),
-        request=RotateSecretIn,
+        request=ROTATE_SECRET_BODY,
         responses={200: shapes.ENDPOINT.ref(), **error_responses(400, 409)},
     )
     def post(self, request: Request, id: str) -> Response:
