@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import timedelta
-from typing import Callable
+from typing import Callable, Sequence
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -243,7 +243,7 @@ def _stop_reason(endpoint: WebhookEndpoint) -> str | None:
 
 
 def request_headers(
-    delivery: Delivery, body: bytes, material: keys.SigningMaterial | None = None, secrets: list[bytes] = ()
+    delivery: Delivery, body: bytes, material: keys.SigningMaterial | None = None, secrets: Sequence[bytes] = ()
 ) -> list[tuple[str, str]]:
     """The contract's headers, always; with `secrets` (an endpoint that opted in), the Standard
     Webhooks ones too, at the same timestamp (apps/webhooks/standard.py)."""
