@@ -8,6 +8,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 WORKERS ?= 2
 DEMO ?= demo
+NEW_KEY ?=
 
 export CONNECT_DEVELOPMENT := 1
 
@@ -49,8 +50,10 @@ port-free:
 
 # Links the service prints (`/`, OAuth metadata) name the address it was started on. The embedded
 # default accepts loopback webhook receivers (the walkthrough's local receiver); a deployment
-# never runs `make run`. The demo key replaces the previous run's (revoked), so runs do not pile
-# up keys; it has the webhook scopes, so README's walkthrough runs with it.
+# never runs `make run`. The demo key is kept in var/demo-keys.json (per database) and printed
+# again by the next run, so the webhooks made with it keep delivering across restarts;
+# `make run NEW_KEY=1` revokes it, says so, and issues another (docs/webhooks.md: what that does
+# to webhooks). It has the webhook scopes, so README's walkthrough runs with it.
 run: export CONNECT_BASE_URL ?= http://$(HOST):$(PORT)
 run: export CONNECT_WEBHOOKS_ALLOW_PRIVATE ?= 1
 run: port-free seed
@@ -58,15 +61,16 @@ run: port-free seed
 	$(BIN)/python -m compileall -q connect engine apps
 	@key=$$($(BIN)/python manage.py issue_api_key $(DEMO) --member demo@example.com --replace \
 	    --scopes svc:sessions:read,svc:transcripts:read,svc:boards:read,svc:webhooks:read,svc:webhooks:write \
-	    --name "make run" | tail -n 1); \
+	    --name "make run" --keep-in var/demo-keys.json $(if $(NEW_KEY),--reissue,) | tail -n 1); \
 	session=$$($(BIN)/python manage.py shell -v 0 -c "from apps.recordings.models import Session; print(Session.objects.filter(workspace__slug='$(DEMO)', status='completed').order_by('-created_at').values_list('id', flat=True).first())"); \
 	echo ""; \
 	echo "Connect is starting on http://$(HOST):$(PORT)"; \
 	echo "  API docs:  http://$(HOST):$(PORT)/docs   (OpenAPI: /openapi.json; index of links: /)"; \
 	echo "  Admin:     http://$(HOST):$(PORT)/admin/   log in as demo@example.com / demo-password"; \
 	echo "  Health:    http://$(HOST):$(PORT)/healthz  and  /readyz"; \
-	echo "API key (shown once): $$key"; \
-	echo "  reads everything and manages webhooks; the previous make run's key is revoked"; \
+	echo "API key: $$key"; \
+	echo "  reads everything and manages webhooks; kept in var/demo-keys.json, so the next make run prints it again"; \
+	echo "  (make run NEW_KEY=1 revokes it and issues another: webhooks made with it turn inactive until re-enabled)"; \
 	echo ""; \
 	echo "  curl -H 'Authorization: Bearer $$key' 'http://$(HOST):$(PORT)/api/v1/sessions?limit=5'"; \
 	echo "  curl -H 'Authorization: Bearer $$key' 'http://$(HOST):$(PORT)/api/v1/sessions/$$session/transcript'"; \

@@ -141,6 +141,7 @@ INLINE: dict[str, tuple[str, str]] = {
     "make run HOST=0.0.0.0": ("not run", "every interface of the test machine; HOST is what the port check and "
                               "serve bind, the tests bind 127.0.0.1"),
     "make run WORKERS=4": ("substitute", f"{HERE}::test_make_run_serves_and_its_curl_lines_answer"),
+    "make run NEW_KEY=1": ("run", f"{HERE}::test_a_second_make_run_keeps_the_key_and_new_key_replaces_it"),
     'python -c "import os,base64; print(base64.urlsafe_b64encode(os.urandom(32)).decode())"':
         ("run", f"{HERE}::test_operator_commands_in_order"),
     'manage.py shell -c "from apps.recordings.services import compact_search_index; compact_search_index()"':
@@ -525,7 +526,7 @@ def _operations_commands(env: dict[str, str]) -> None:
 class MakeRun:
     """`make run` on a scratch database and a free port: what it printed, the server it started."""
 
-    def __init__(self, folder: Path, log: str = "make-run.log") -> None:
+    def __init__(self, folder: Path, log: str = "make-run.log", extra: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = folder / log
@@ -534,7 +535,7 @@ class MakeRun:
         assert "CONNECT_DEVELOPMENT" not in env  # the Makefile exports it
         # `-o .venv/.base-installed`: `make test` installed requirements/test.txt (which includes
         # base.txt) into .venv; the test never installs anything. WORKERS=1: one daphne process.
-        command = ["make", "-o", ".venv/.base-installed", "run", f"PORT={self.port}", "WORKERS=1"]
+        command = ["make", "-o", ".venv/.base-installed", "run", f"PORT={self.port}", "WORKERS=1", *extra]
         with self.log.open("w") as out:
             self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                             start_new_session=True)
@@ -551,7 +552,7 @@ class MakeRun:
         return [line.strip() for line in self.output().splitlines() if line.strip().startswith("curl ")]
 
     def key(self) -> str:
-        return re.search(r"^API key \(shown once\): (svc_\S+)$", self.output(), re.M).group(1)
+        return re.search(r"^API key: (svc_\S+)$", self.output(), re.M).group(1)
 
     def stop(self) -> None:
         """SIGTERM to `serve` itself (operations.md: not to its process group), then whatever is left."""
@@ -650,17 +651,25 @@ def test_make_run_on_a_taken_port_stops_before_anything(make_run, tmp_path):
     assert "make run PORT=8001" in docs.code_spans(README)
 
 
-def test_a_second_make_run_replaces_the_first_runs_key(make_run, tmp_path_factory):
-    """Repeated `make run`s on one database leave one live demo key: the second run's key works,
-    the first run's answers 401 (a failed run, above, issues none)."""
+def test_a_second_make_run_keeps_the_key_and_new_key_replaces_it(make_run, tmp_path_factory):
+    """Repeated `make run`s on one database keep one live demo key: the second run prints the
+    first run's key again (kept in var/demo-keys.json, so webhooks made with it keep delivering);
+    `make run NEW_KEY=1` revokes it, says so, and prints a new one (a failed run, above, issues none)."""
     first_key = make_run.key()
     folder = Path(make_run.env["DATABASE_URL"].removeprefix("sqlite:///")).parent
+    sessions = f"{make_run.url}/api/v1/sessions?limit=1"
     again = MakeRun(folder, log="make-run-again.log")
     try:
         again.wait_ready()
-        second_key = again.key()
+        assert again.key() == first_key
+    finally:
+        again.stop()
+    renewed = MakeRun(folder, log="make-run-new-key.log", extra=("NEW_KEY=1",))
+    try:
+        renewed.wait_ready()
+        second_key = renewed.key()
         assert second_key != first_key
-        sessions = f"{make_run.url}/api/v1/sessions?limit=1"
+        assert f"revoked API key {first_key[:10]}…" in renewed.output()
         assert httpx.get(sessions, headers={"Authorization": f"Bearer {second_key}"}, timeout=30).status_code == 200
         assert httpx.get(sessions, headers={"Authorization": f"Bearer {first_key}"}, timeout=30).status_code == 401
         live = subprocess.run(
@@ -670,7 +679,7 @@ def test_a_second_make_run_replaces_the_first_runs_key(make_run, tmp_path_factor
             cwd=ROOT, env=make_run.env, capture_output=True, text=True, timeout=COMMAND_SECONDS)
         assert live.stdout.strip() == "1", live.stderr
     finally:
-        again.stop()
+        renewed.stop()
     make_run.key = lambda: second_key  # the tests that follow use the live key
 
 

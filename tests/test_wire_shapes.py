@@ -74,9 +74,10 @@ GOLDEN = {
         ':"sha256:ab"}'
     ),
     'endpoint': (
-        '{"id":"wh_1","name":"n","url":"https://x.example/h","filters":[{"type":"session.status_changed",'
-        '"status":["completed"]}],"active":true,"createdAt":"2026-01-05T09:30:00.123Z","updatedAt":"2026-'
-        '01-05T09:30:00.123Z"}'
+        '{"id":"wh_1","name":"n","url":"https://x.example/h","filters":[{"type":"session.status_changed","s'
+        'tatus":["completed"]}],"active":true,"disabledReason":null,"signing":"svc","signingSecret":null,"p'
+        'reviousSecretExpiresAt":null,"createdAt":"2026-01-05T09:30:00.123Z","updatedAt":"2026-01-05T09:30:'
+        '00.123Z"}'
     ),
     'delivery': (
         '{"id":"dlv_1","eventId":"evt_1","eventType":"session.created","endpointId":"wh_1","endpointName"'
@@ -91,14 +92,14 @@ GOLDEN = {
         'reatedAt":"2026-01-05T09:30:00.123Z","updatedAt":"2026-01-05T09:30:00.123Z"}'
     ),
     'with_attempts': (
-        '{"id":"dlv_1","eventId":"evt_1","eventType":"session.created","endpointId":"wh_1","endpointName"'
-        ':"n","endpointUrl":"https://x.example/h","kind":"event","status":"dead_letter","attemptCount":7,'
-        '"lastHttpStatus":500,"nextAttemptAt":null,"terminalAt":"2026-01-05T09:30:00.123Z","stopReason":"'
-        'max_attempts","createdAt":"2026-01-05T09:30:00.123Z","updatedAt":"2026-01-05T09:30:00.123Z","att'
-        'empts":[{"attemptNumber":1,"startedAt":"2026-01-05T09:30:00.123Z","completedAt":"2026-01-05T09:3'
-        '0:00.123Z","httpStatus":null,"durationMs":12,"error":"timeout"},{"attemptNumber":2,"startedAt":"'
-        '2026-01-05T09:30:00.123Z","completedAt":"2026-01-05T09:30:00.123Z","httpStatus":204,"durationMs"'
-        ':3,"error":null}]}'
+        '{"id":"dlv_1","eventId":"evt_1","eventType":"session.created","endpointId":"wh_1","endpointName":"'
+        'n","endpointUrl":"https://x.example/h","kind":"event","status":"dead_letter","attemptCount":7,"las'
+        'tHttpStatus":500,"nextAttemptAt":null,"terminalAt":"2026-01-05T09:30:00.123Z","stopReason":"max_at'
+        'tempts","createdAt":"2026-01-05T09:30:00.123Z","updatedAt":"2026-01-05T09:30:00.123Z","attempts":['
+        '{"attemptNumber":1,"startedAt":"2026-01-05T09:30:00.123Z","completedAt":"2026-01-05T09:30:00.123Z"'
+        ',"httpStatus":null,"durationMs":12,"error":"timeout","errorDetail":null},{"attemptNumber":2,"start'
+        'edAt":"2026-01-05T09:30:00.123Z","completedAt":"2026-01-05T09:30:00.123Z","httpStatus":204,"durati'
+        'onMs":3,"error":null,"errorDetail":null}]}'
     ),
     'body': (
         '{"id":"evt_1","type":"session.created","occurredAt":"2026-01-05T09:30:00.123Z","data":{"sessionI'

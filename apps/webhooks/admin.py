@@ -40,9 +40,14 @@ class EventTypeFilter(admin.SimpleListFilter):
 
 class AttemptInline(ReadOnlyMixin, admin.TabularInline):
     model = DeliveryAttempt
-    fields = ["number", "started_at", "completed_at", "http_status", "duration_ms", "error"]
+    fields = ["number", "started_at", "completed_at", "http_status", "duration_ms", "what_happened"]
     readonly_fields = fields
     extra = 0
+
+    @admin.display(description="error")
+    def what_happened(self, obj: DeliveryAttempt) -> str:
+        """The sentence (host, port, what failed); the code alone for attempts recorded before it."""
+        return obj.error_detail or obj.get_error_display() or "-"
 
 
 def short_time(value) -> str:
@@ -123,6 +128,7 @@ class DeliveryAdmin(ReadOnlyMixin, admin.ModelAdmin):
         workspace_id = request.GET.get("workspace") or None
         endpoint_id = request.GET.get("endpoint") or None
         data = health.board(workspace_id=workspace_id, endpoint_id=endpoint_id)
+        services.reconcile_installations([row.endpoint for row in data.rows])
         changelist = reverse("admin:webhooks_delivery_changelist")
         week = data.week_since.strftime("%Y-%m-%d %H:%M:%S+00:00")
         for row in data.rows:
@@ -161,12 +167,32 @@ class DeliveryAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 @admin.register(WebhookEndpoint)
 class WebhookEndpointAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ["id", "name", "url", "workspace", "active", "deleted_at", "created_at"]
-    list_filter = ["active", "workspace"]
+    list_display = ["id", "name", "url", "workspace", "state", "signing", "deleted_at", "created_at"]
+    list_filter = ["active", "disabled_reason", "signing", "workspace"]
     list_select_related = ["workspace"]
     search_fields = ["=id", "name", "url"]
     show_full_result_count = False
     actions = ["recover"]
+
+    @admin.display(description="state", ordering="active")
+    def state(self, obj: WebhookEndpoint) -> str:
+        """Active, or why not: an installation that stopped holding is said in words, with the
+        way back (the API's PATCH `active: true` with a valid credential)."""
+        if obj.active:
+            return "active"
+        reason = obj.get_disabled_reason_display() if obj.disabled_reason else "inactive"
+        return format_html('<span class="disabled-reason" title="{}">inactive: {}</span>', obj.disabled_reason, reason)
+
+    def get_changelist_instance(self, request):
+        """The page's endpoints are checked first (one batch): an expired installation, which no
+        save announced, reads inactive here as it does in REST."""
+        changelist = super().get_changelist_instance(request)
+        services.reconcile_installations(list(changelist.result_list))
+        return changelist
+
+    def get_object(self, request, object_id, from_field=None):
+        endpoint = super().get_object(request, object_id, from_field)
+        return services.reconcile_installations([endpoint])[0] if endpoint is not None else None
 
     @admin.action(description="Recover missed deliveries of the selected endpoints (whole retention window)")
     def recover(self, request, queryset):

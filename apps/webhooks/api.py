@@ -21,7 +21,7 @@ from apps.core.timestamps import parse_iso
 from apps.recordings.models import SessionStatus
 from apps.webhooks import selectors, services, shapes
 from apps.webhooks.filters import SUBSCRIBABLE_TYPES
-from apps.webhooks.models import DeliveryKind, DeliveryStatus
+from apps.webhooks.models import DeliveryKind, DeliveryStatus, EndpointSigning
 from apps.webhooks.representations import (
     delivery_repr,
     delivery_with_attempts_repr,
@@ -78,13 +78,38 @@ class EndpointIn(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     url = serializers.URLField(help_text="HTTPS; private, loopback, link-local and internal destinations are refused")
     filters = FilterEntry(many=True, help_text="1 to 20 entries; AND within an entry, OR across entries")
+    signing = serializers.ChoiceField(
+        choices=EndpointSigning.values, required=False, default=EndpointSigning.SVC,
+        help_text="`standard-webhooks` adds the Standard Webhooks headers (webhook-id, webhook-timestamp, "
+        "webhook-signature) to the Svc-* ones; the response's `signingSecret` (`whsec_…`) is shown this once",
+    )
 
 
 class EndpointPatchIn(serializers.Serializer):
     name = serializers.CharField(max_length=200, required=False)
     url = serializers.URLField(required=False)
     filters = FilterEntry(many=True, required=False)
-    active = serializers.BooleanField(required=False)
+    active = serializers.BooleanField(
+        required=False, help_text="true on an inactive endpoint re-enables it, and the caller's credential becomes "
+        "its installation (needs svc:sessions:read too)")
+    signing = serializers.ChoiceField(
+        choices=EndpointSigning.values, required=False,
+        help_text="turning `standard-webhooks` on issues a secret, shown in this response only; turning it off "
+        "erases the secrets",
+    )
+
+
+# An inline schema, not a serializer: its one field needs no component of its own.
+ROTATE_SECRET_BODY = {"application/json": {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"graceSeconds": {
+        "type": "integer", "minimum": 0, "maximum": services.MAX_SECRET_GRACE_SECONDS,
+        "default": services.DEFAULT_SECRET_GRACE_SECONDS,
+        "description": "how long the previous secret keeps signing beside the new one (default one day; 0 stops "
+        "it now, e.g. after a leak)",
+    }},
+}}
 
 
 # --- Endpoints --------------------------------------------------------------------------------
@@ -107,6 +132,7 @@ class EndpointListApi(APIView):
         endpoints, next_cursor = selectors.endpoints_page(
             workspace=request.auth.workspace, limit=query.get("limit", DEFAULT_PAGE_SIZE), cursor=query.get("cursor")
         )
+        services.reconcile_installations(endpoints)
         return Response({"items": [endpoint_repr(e) for e in endpoints], "nextCursor": next_cursor})
 
     @extend_schema(
@@ -117,9 +143,10 @@ class EndpointListApi(APIView):
     )
     def post(self, request: Request) -> Response:
         _scopes(request, WEBHOOKS_WRITE, SESSIONS_READ)
-        body = json_body(request, allowed={"name", "url", "filters"}, required={"name", "url", "filters"})
+        body = json_body(request, allowed={"name", "url", "filters", "signing"}, required={"name", "url", "filters"})
         endpoint = services.create_endpoint(
-            principal=request.auth, name=body["name"], url=body["url"], filters=body["filters"]
+            principal=request.auth, name=body["name"], url=body["url"], filters=body["filters"],
+            signing=body.get("signing", EndpointSigning.SVC),
         )
         return Response(endpoint_repr(endpoint), status=201)
 
@@ -130,21 +157,25 @@ class EndpointDetailApi(APIView):
     def get(self, request: Request, id: str) -> Response:
         _scopes(request, WEBHOOKS_READ)
         validate_query(NoQuery, request)
-        return Response(endpoint_repr(selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)))
+        endpoint = selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)
+        return Response(endpoint_repr(services.reconcile_installations([endpoint])[0]))
 
     @extend_schema(
         operation_id="updateWebhook",
-        summary="Update any of name, url, filters, active; deactivating cancels pending deliveries",
+        summary="Update any of name, url, filters, active, signing; deactivating cancels pending deliveries, "
+        "re-enabling makes the caller's credential the endpoint's installation",
         request=EndpointPatchIn,
         responses={200: shapes.ENDPOINT.ref(), **error_responses(400)},
     )
     def patch(self, request: Request, id: str) -> Response:
         _scopes(request, WEBHOOKS_WRITE)
         endpoint = selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)
-        body = json_body(request, allowed={"name", "url", "filters", "active"})
-        if "filters" in body:
+        body = json_body(request, allowed={"name", "url", "filters", "active", "signing"})
+        services.reconcile_installations([endpoint])
+        if "filters" in body or (body.get("active") is True and not endpoint.active):
+            # New filters, or a new installation: what deliveries need, the caller must hold.
             _scopes(request, SESSIONS_READ)
-        endpoint = services.update_endpoint(endpoint=endpoint, changes=body)
+        endpoint = services.update_endpoint(endpoint=endpoint, changes=body, principal=request.auth)
         return Response(endpoint_repr(endpoint))
 
     @extend_schema(
@@ -171,6 +202,29 @@ class EndpointTestApi(APIView):
         endpoint = selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)
         delivery = services.send_test_delivery(endpoint=endpoint)
         return Response(delivery_repr(delivery), status=202)
+
+
+class EndpointRotateSecretApi(APIView):
+    @extend_schema(
+        operation_id="rotateWebhookSecret",
+        summary="Issue a new Standard Webhooks secret; the previous one keeps signing for `graceSeconds`",
+        description=(
+            "Only for an endpoint with `signing: standard-webhooks` (else `409 not_allowed`). The response's "
+            "`signingSecret` is the new `whsec_` secret, shown this once. Until `previousSecretExpiresAt`, every "
+            "delivery's `webhook-signature` carries two space-separated `v1,` signatures, new secret first, so a "
+            "receiver verifies with either while it deploys the new one. Rotating again during a grace period ends "
+            "the older secret at once."
+        ),
+        request=ROTATE_SECRET_BODY,
+        responses={200: shapes.ENDPOINT.ref(), **error_responses(400, 409)},
+    )
+    def post(self, request: Request, id: str) -> Response:
+        _scopes(request, WEBHOOKS_WRITE)
+        endpoint = selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)
+        body = json_body(request, allowed={"graceSeconds"}) if request.body else {}
+        endpoint = services.rotate_secret(
+            endpoint=endpoint, grace_seconds=body.get("graceSeconds", services.DEFAULT_SECRET_GRACE_SECONDS))
+        return Response(endpoint_repr(endpoint))
 
 
 class RecoverIn(serializers.Serializer):

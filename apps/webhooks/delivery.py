@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import timedelta
-from typing import Callable
+from typing import Callable, Sequence
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -28,7 +28,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from apps.core import metrics
-from apps.webhooks import keys, outbound, schedule, signing, ssrf
+from apps.webhooks import keys, outbound, schedule, services, signing, ssrf, standard
 from apps.webhooks.installation import unauthorized_installations
 from apps.webhooks.models import (
     ACTIVE_STATUSES,
@@ -243,11 +243,14 @@ def _stop_reason(endpoint: WebhookEndpoint) -> str | None:
 
 
 def request_headers(
-    delivery: Delivery, body: bytes, material: keys.SigningMaterial | None = None
+    delivery: Delivery, body: bytes, material: keys.SigningMaterial | None = None, secrets: Sequence[bytes] = ()
 ) -> list[tuple[str, str]]:
+    """The contract's headers, always; with `secrets` (an endpoint that opted in), the Standard
+    Webhooks ones too, at the same timestamp (apps/webhooks/standard.py)."""
     material = material or keys.signing_material()
-    signature = signing.sign(material.seed, kid=material.kid, timestamp=int(time.time()), body=body)
-    return [
+    timestamp = int(time.time())
+    signature = signing.sign(material.seed, kid=material.kid, timestamp=timestamp, body=body)
+    headers = [
         ("Content-Type", "application/json"),
         ("User-Agent", USER_AGENT),
         ("Svc-Webhook-Id", delivery.endpoint_id),
@@ -255,6 +258,9 @@ def request_headers(
         ("Svc-Delivery-Id", delivery.id),
         ("Svc-Signature", signature),
     ]
+    if secrets:
+        headers += standard.headers(secrets, msg_id=delivery.event_id, timestamp=timestamp, body=body)
+    return headers
 
 
 def drain_deadline() -> float:
@@ -294,6 +300,10 @@ def attempt_batch(token: str, ids: list[str], *, deadline: float) -> list[tuple[
     endpoint = WebhookEndpoint.objects.select_related("created_by__user", "workspace").get(
         pk=deliveries[0].endpoint_id)
     reason = _stop_reason(endpoint)
+    if reason == StopReason.INSTALLATION_UNAUTHORIZED:
+        # Found here first (an expiry, or a path no receiver saw): the endpoint reads inactive,
+        # with the reason, from now on, and stops getting new deliveries.
+        services.disable_unauthorized(endpoint_ids=[endpoint.id])
     if reason is not None:
         now = timezone.now()
         Delivery.objects.filter(id__in=ids, lease_token=token).update(
@@ -305,10 +315,11 @@ def attempt_batch(token: str, ids: list[str], *, deadline: float) -> list[tuple[
 
     try:
         ssrf.check_url(endpoint.url, policy())
-        blocked = False
-    except ssrf.UnsafeDestination:
-        blocked = True
+        blocked = ""
+    except ssrf.UnsafeDestination as exc:
+        blocked = outbound.describe(endpoint.url, "blocked_destination", exc=exc)
     material = keys.signing_material()
+    secrets = services.standard_secrets(endpoint, now=timezone.now())
     attempted = []
     batch_started = time.monotonic()
     for delivery in deliveries:
@@ -320,10 +331,10 @@ def attempt_batch(token: str, ids: list[str], *, deadline: float) -> list[tuple[
             break
         started_at = timezone.now()
         if blocked:
-            outcome = outbound.Outcome(None, "blocked_destination", 0)
+            outcome = outbound.Outcome(None, "blocked_destination", 0, blocked)
         else:
             body = delivery.body.encode("utf-8")
-            outcome = sender().post(endpoint.url, request_headers(delivery, body, material), body)
+            outcome = sender().post(endpoint.url, request_headers(delivery, body, material, secrets), body)
         attempted.append((delivery, started_at, outcome))
     statuses = _record(token, attempted)
     _observe(endpoint.id, attempted, statuses)
@@ -400,6 +411,7 @@ def _record(attempt_token: str, attempted: list[tuple[Delivery, object, outbound
                 started_at=started_at,
                 completed_at=started_at + timedelta(milliseconds=outcome.duration_ms),
                 http_status=outcome.http_status, duration_ms=outcome.duration_ms, error=outcome.error,
+                error_detail=outcome.detail[:300],
             ))
         for changes, group_ids in groups.values():
             Delivery.objects.filter(id__in=group_ids, lease_token=attempt_token).update(**changes)

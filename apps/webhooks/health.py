@@ -302,7 +302,7 @@ def _fill(rows: dict[str, EndpointHealth], ids: list[str], *, since, week_since,
         failures = (
             DeliveryAttempt.objects.filter(endpoint_id__in=list(last_failed), started_at__in=set(last_failed.values()))
             .exclude(error="")
-            .values("endpoint_id", "delivery_id", "number", "started_at", "error", "http_status")
+            .values("endpoint_id", "delivery_id", "number", "started_at", "error", "error_detail", "http_status")
             .order_by()
         )
         for r in failures:

@@ -28,9 +28,26 @@ def new_delivery_id() -> str:
     return new_id("dlv_")
 
 
+class EndpointSigning(models.TextChoices):
+    # The contract's Svc-* headers and Ed25519 signature only (every delivery carries them).
+    SVC = "svc"
+    # Also `webhook-id`, `webhook-timestamp` and `webhook-signature` (HMAC-SHA256 with the
+    # endpoint's `whsec_` secret), for receivers that verify with a Standard Webhooks library.
+    STANDARD_WEBHOOKS = "standard-webhooks"
+
+
+class DisabledReason(models.TextChoices):
+    ENDPOINT_DISABLED = "endpoint_disabled", "disabled by a caller"
+    INSTALLATION_UNAUTHORIZED = "installation_unauthorized", "its installation's credential no longer holds"
+
+
 class WebhookEndpoint(models.Model):
     """A customer's receiver. Deleting one through the API marks it deleted (its deliveries
-    keep their history until purged) and it answers 404 from then on."""
+    keep their history until purged) and it answers 404 from then on.
+
+    Invariant: `active` is false exactly when `disabled_reason` is set (a deleted endpoint is
+    inactive too, whatever its reason); an endpoint whose installation stops holding is made
+    inactive with `installation_unauthorized` (apps/webhooks/installation.py)."""
 
     id = models.CharField(primary_key=True, max_length=40, default=new_endpoint_id, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="webhook_endpoints")
@@ -38,6 +55,14 @@ class WebhookEndpoint(models.Model):
     url = models.CharField(max_length=2048)
     filters = models.JSONField()
     active = models.BooleanField(default=True)
+    disabled_reason = models.CharField(max_length=32, blank=True, default="", choices=DisabledReason.choices)
+    signing = models.CharField(max_length=24, default=EndpointSigning.SVC, choices=EndpointSigning.choices)
+    # Standard Webhooks secrets (the random bytes behind `whsec_`), sealed like the signing
+    # keys' private halves (apps/webhooks/keys.py), so a database dump alone signs nothing.
+    # The previous secret still signs, beside the current one, until `previous_secret_until`.
+    sealed_secret = models.BinaryField(null=True, blank=True, editable=False)
+    sealed_previous_secret = models.BinaryField(null=True, blank=True, editable=False)
+    previous_secret_until = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     deleted_at = models.DateTimeField(null=True, blank=True)
@@ -217,6 +242,9 @@ class DeliveryAttempt(models.Model):
     http_status = models.PositiveIntegerField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField()
     error = models.CharField(max_length=32, blank=True, default="", choices=AttemptError.choices)
+    # What happened, as a sentence naming the host and port ("connection refused by
+    # example.com:443"); never a header, a body or a secret (apps/webhooks/outbound.py).
+    error_detail = models.CharField(max_length=300, blank=True, default="")
 
     objects = AttemptQuerySet.as_manager()
 

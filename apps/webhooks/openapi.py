@@ -1,5 +1,6 @@
 """OpenAPI for what DRF views do not describe: the public JWKS document and the request
-Connect sends to receivers (OpenAPI 3.1 `webhooks`), with its four Svc-* headers. The request
+Connect sends to receivers (OpenAPI 3.1 `webhooks`), with its four Svc-* headers and, for an
+endpoint with `signing: standard-webhooks`, the three Standard Webhooks ones. The request
 bodies are derived from their declarations (apps/webhooks/shapes.py): a session in a body is
 the `SessionOut` component, as REST shows it."""
 
@@ -17,6 +18,14 @@ HEADERS = {
     "Svc-Signature": "`t=<unix seconds>,kid=<key id>,v1=<base64url Ed25519 signature over \"<t>.<raw body>\">`; "
     "verify with the key of that kid from /.well-known/webhook-signing-keys.json, within ±5 minutes",
 }
+# Sent only to endpoints with `signing: standard-webhooks` (apps/webhooks/standard.py).
+STANDARD_HEADERS = {
+    "webhook-id": "Standard Webhooks: the event id (`evt_` + id), the same across retries and replays",
+    "webhook-timestamp": "Standard Webhooks: unix seconds of this attempt (the same `t` as Svc-Signature)",
+    "webhook-signature": "Standard Webhooks: `v1,<base64 HMAC-SHA256 over \"<webhook-id>.<webhook-timestamp>.<raw body>\">` "
+    "with the endpoint's `whsec_` secret; after a rotation, two such signatures separated by a space "
+    "(new secret first) until `previousSecretExpiresAt`",
+}
 
 
 def _webhook(event_type: str, summary: str) -> dict[str, Any]:
@@ -29,6 +38,9 @@ def _webhook(event_type: str, summary: str) -> dict[str, Any]:
             "parameters": [
                 {"name": name, "in": "header", "required": True, "description": text, "schema": {"type": "string"}}
                 for name, text in HEADERS.items()
+            ] + [
+                {"name": name, "in": "header", "required": False, "description": text, "schema": {"type": "string"}}
+                for name, text in STANDARD_HEADERS.items()
             ],
             "requestBody": {
                 "required": True,

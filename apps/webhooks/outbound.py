@@ -10,7 +10,9 @@ the socket goes to the address that was checked — there is no second lookup to
 Every read and write is bounded by what is left of the attempt's total deadline (10 s), not
 only by a per-operation timeout, so a receiver that drips bytes cannot hold a worker longer.
 Redirects are never followed (httpcore does not follow them); a response body is read only when
-short (≤ 4 KiB, to keep the connection alive) and never stored.
+short (≤ 4 KiB, to keep the connection alive) and never stored. An attempt that fails says what
+happened in a sentence naming the host and port (`describe`), never the URL's path or query,
+a header or the body, which may carry secrets.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import ssl
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
+from urllib.parse import urlsplit
 
 import httpcore
 
@@ -117,6 +120,63 @@ class Outcome:
     http_status: int | None
     error: str  # "" on success; else an AttemptError value
     duration_ms: int
+    detail: str = ""  # what happened, for people (`describe`); "" on success
+
+
+def where(url: str) -> str:
+    """`host:port` of a URL, the port its scheme's default when it names none. Never the
+    user info, path or query."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        host = parts.hostname or "?"
+    except ValueError:
+        return "the endpoint's host"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return seen
+
+
+def describe(url: str, error: str, *, http_status: int | None = None, exc: BaseException | None = None,
+             timeout: float = 10.0) -> str:
+    """A readable sentence for a failed attempt: connection refused to host:port, a TLS
+    failure, a timeout after N s, the HTTP status answered. The text of an exception is used
+    only where it is the network's own (an SSL reason, a blocked address), never a URL."""
+    target = where(url)
+    chain = _chain(exc) if exc is not None else []
+    seconds = f"{timeout:g} s"
+    if error == "http_error":
+        return f"{target} answered HTTP {http_status}; only a 2xx acknowledges a delivery"
+    if error == "redirect":
+        return (f"{target} answered HTTP {http_status} (a redirect, which is never followed); "
+                "set the endpoint's URL to the final address")
+    if error == "blocked_destination":
+        reason = next((str(e) for e in chain if isinstance(e, ssrf.UnsafeDestination)), "")
+        return (f"{target} is not a permitted destination" + (f" ({reason})" if reason else "")
+                + ": private, loopback, link-local and internal addresses are refused")
+    if error == "timeout":
+        if any(isinstance(e, httpcore.ConnectTimeout) for e in chain):
+            return f"no connection to {target} within {seconds}"
+        return f"no complete response from {target} within {seconds}"
+    if any(isinstance(e, ssl.SSLCertVerificationError) for e in chain):
+        why = next(e.verify_message for e in chain if isinstance(e, ssl.SSLCertVerificationError))
+        return f"TLS failure with {target}: its certificate was not accepted ({why})"
+    if any(isinstance(e, ssl.SSLError) for e in chain) or "SSL" in " ".join(str(e) for e in chain):
+        return f"TLS failure with {target}: the handshake did not complete"
+    text = " ".join(str(e) for e in chain)
+    if any(isinstance(e, ConnectionRefusedError) for e in chain) or "Connection refused" in text:
+        return f"connection refused by {target}: nothing listens there"
+    if "cannot resolve" in text:
+        return f"cannot resolve {where(url).rsplit(':', 1)[0]}: the name has no address (DNS)"
+    if any(isinstance(e, (httpcore.RemoteProtocolError, httpcore.ReadError)) for e in chain):
+        return f"{target} closed the connection without a complete HTTP response"
+    return f"network error talking to {target}"
 
 
 class Sender:
@@ -150,15 +210,19 @@ class Sender:
                     if drained > MAX_DRAINED_BODY_BYTES:
                         break
             error = "" if 200 <= status < 300 else ("redirect" if 300 <= status < 400 else "http_error")
-            return Outcome(status, error, _ms_since(started))
-        except BlockedDestination:
-            return Outcome(None, "blocked_destination", _ms_since(started))
-        except httpcore.TimeoutException:
-            return Outcome(None, "timeout", _ms_since(started))
-        except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol, OSError, ssl.SSLError):
-            return Outcome(None, "network_error", _ms_since(started))
+            detail = describe(url, error, http_status=status) if error else ""
+            return Outcome(status, error, _ms_since(started), detail)
+        except BlockedDestination as exc:
+            return self._failed(url, "blocked_destination", exc, started)
+        except httpcore.TimeoutException as exc:
+            return self._failed(url, "timeout", exc, started)
+        except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol, OSError, ssl.SSLError) as exc:
+            return self._failed(url, "network_error", exc, started)
         finally:
             _deadline.reset(token)
+
+    def _failed(self, url: str, error: str, exc: BaseException, started: float) -> Outcome:
+        return Outcome(None, error, _ms_since(started), describe(url, error, exc=exc, timeout=self.timeout))
 
     def close(self) -> None:
         self._pool.close()

@@ -13,7 +13,7 @@ from apps.events.signals import event_recorded
 from apps.tenancy.models import ApiKey, Membership
 from apps.webhooks import services
 from apps.webhooks.installation import INSTALLATION_SCOPE
-from apps.webhooks.models import StopReason, WebhookEndpoint
+from apps.webhooks.models import WebhookEndpoint
 
 
 def on_event_recorded(sender, event, **kwargs) -> None:  # noqa: ARG001
@@ -29,9 +29,11 @@ def on_event_recorded(sender, event, **kwargs) -> None:  # noqa: ARG001
 
 
 def _cancel_for(endpoints) -> None:
+    """The endpoints read inactive (`installation_unauthorized`) and their pending deliveries
+    are cancelled; a caller with a valid credential re-enables them (PATCH `active: true`)."""
     ids = list(endpoints.values_list("id", flat=True))
     if ids:
-        services.cancel_active_deliveries(endpoint_ids=ids, reason=StopReason.INSTALLATION_UNAUTHORIZED)
+        services.disable_unauthorized(endpoint_ids=ids)
 
 
 def on_api_key_saved(sender, instance, **kwargs) -> None:  # noqa: ARG001

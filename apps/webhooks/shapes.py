@@ -11,7 +11,16 @@ from apps.events.models import EventType
 from apps.recordings.models import SessionStatus
 from apps.recordings.shapes import SESSION_CREATED_DATA, SESSION_STATUS_CHANGED_DATA
 from apps.webhooks.filters import SUBSCRIBABLE_TYPES
-from apps.webhooks.models import AttemptError, Delivery, DeliveryKind, DeliveryStatus, StopReason
+from apps.webhooks.models import (
+    AttemptError,
+    Delivery,
+    DeliveryKind,
+    DeliveryStatus,
+    DisabledReason,
+    EndpointSigning,
+    StopReason,
+    WebhookEndpoint,
+)
 
 TEST_EVENT_TYPE = "webhook.test"
 EVENT_TYPES = (*SUBSCRIBABLE_TYPES, TEST_EVENT_TYPE)
@@ -27,6 +36,16 @@ FILTER_ENTRY = Shape(
     component=True,
 )
 
+def _shown_secret(endpoint: WebhookEndpoint) -> str | None:
+    # Set by the service on the instance it just issued a secret for; never read from storage.
+    return getattr(endpoint, "shown_secret", None)
+
+
+def _previous_secret_until(endpoint: WebhookEndpoint) -> str | None:
+    until = endpoint.previous_secret_until
+    return iso_ms(until) if until is not None and endpoint.sealed_previous_secret is not None else None
+
+
 ENDPOINT = Shape(
     "EndpointOut",
     (
@@ -35,7 +54,22 @@ ENDPOINT = Shape(
         Field("url", STRING),
         # Stored normalised by apps/webhooks/filters.validate_filters, as the wire shows it.
         Field("filters", FILTER_ENTRY, many=True, stored=True),
-        Field("active", BOOLEAN),
+        Field("active", BOOLEAN, description="false once a caller disabled it or its installation's credential "
+              "stopped holding (`disabledReason`); nothing is delivered to an inactive endpoint"),
+        Field("disabledReason", STRING, nullable=True, choices=DisabledReason, empty_is_null=True,
+              description="null while active; `endpoint_disabled`: a caller set `active` false; "
+              "`installation_unauthorized`: the credential that created (or last re-enabled) it was revoked, "
+              "expired, lost `svc:sessions:read`, or its member was deactivated. PATCH `active: true` with a "
+              "valid credential re-enables it, and that credential becomes its installation"),
+        Field("signing", STRING, choices=EndpointSigning,
+              description="`svc`: the Svc-* headers and Ed25519 signature only; `standard-webhooks`: also "
+              "`webhook-id`, `webhook-timestamp` and `webhook-signature` (HMAC-SHA256, `whsec_` secret)"),
+        Field("signingSecret", STRING, nullable=True, getter=_shown_secret,
+              description="the `whsec_` secret, only in the response that issued it (create or an update that "
+              "turned `standard-webhooks` on, and `rotate-secret`); null everywhere else: it cannot be shown again"),
+        Field("previousSecretExpiresAt", TIMESTAMP, nullable=True, getter=_previous_secret_until,
+              description="after a rotation, until when the previous secret still signs beside the new one; "
+              "null when only one secret signs"),
         Field("createdAt", TIMESTAMP),
         Field("updatedAt", TIMESTAMP),
     ),
@@ -80,6 +114,9 @@ ATTEMPT = Shape(
         Field("httpStatus", INTEGER, nullable=True),
         Field("durationMs", INTEGER),
         Field("error", STRING, nullable=True, choices=AttemptError, empty_is_null=True),
+        Field("errorDetail", STRING, nullable=True, empty_is_null=True,
+              description="what happened, naming the host and port: `connection refused by example.com:443: nothing "
+              "listens there`, a TLS failure, `no complete response from … within 10 s`, the HTTP status answered"),
     ),
     component=True,
 )

@@ -65,7 +65,9 @@ def test_create_returns_201_with_the_record(alice_http):
     assert response.status_code == 201
     record = response.json()
     assert record["id"].startswith("wh_")
-    assert set(record) == {"id", "name", "url", "filters", "active", "createdAt", "updatedAt"}
+    assert set(record) == {"id", "name", "url", "filters", "active", "disabledReason", "signing", "signingSecret",
+                           "previousSecretExpiresAt", "createdAt", "updatedAt"}
+    assert (record["disabledReason"], record["signing"], record["signingSecret"]) == (None, "svc", None)
     assert record["active"] is True and record["filters"] == FILTERS
 
 
@@ -96,7 +98,7 @@ FILTER_TYPES = "must be one of session.created, session.status_changed"
         (json.dumps({"name": "x", "url": URL, "filters": FILTERS}), "application/x-www-form-urlencoded",
          "Content-Type: must be application/json"),
         (json.dumps({"name": "x", "url": URL, "filters": FILTERS, "secret": "s"}), "application/json",
-         "body: unknown field; the fields are filters, name, url"),
+         "body: unknown field; the fields are filters, name, signing, url"),
         (json.dumps({"name": "x", "url": URL}), "application/json", "filters: required"),
         (json.dumps({"name": "", "url": URL, "filters": FILTERS}), "application/json",
          "name: must be a non-blank string of at most 200 characters"),
@@ -230,7 +232,8 @@ def test_delivery_list_filters_and_read_with_attempts(alice_http, endpoint, monk
                            ).json()["items"][0]["id"] == dead.id
     read = alice_http.call("get", f"/api/v1/webhook-deliveries/{ok.id}").json()
     assert read["attempts"] == [{"attemptNumber": 1, "startedAt": read["createdAt"], "completedAt": read["createdAt"],
-                                 "httpStatus": 204, "durationMs": 3, "error": None}]
+                                 "httpStatus": 204, "durationMs": 3, "error": None,
+                                 "errorDetail": None}]
 
 
 def test_terminal_deliveries_past_retention_are_404_and_purged_but_active_ones_never(alice_http, endpoint):

@@ -158,8 +158,10 @@ def test_openapi_documents_webhook_paths_jwks_and_the_receiver_request(doc):
     assert doc["paths"]["/.well-known/webhook-signing-keys.json"]["get"]["security"] == []
     for event_type in ("session.created", "session.status_changed"):
         operation = doc["webhooks"][event_type]["post"]
-        headers = {p["name"] for p in operation["parameters"] if p["in"] == "header"}
-        assert headers == {"Svc-Webhook-Id", "Svc-Event-Id", "Svc-Delivery-Id", "Svc-Signature"}
+        headers = {p["name"]: p["required"] for p in operation["parameters"] if p["in"] == "header"}
+        assert headers == {"Svc-Webhook-Id": True, "Svc-Event-Id": True, "Svc-Delivery-Id": True,
+                           "Svc-Signature": True, "webhook-id": False, "webhook-timestamp": False,
+                           "webhook-signature": False}  # the last three: Standard Webhooks, on opt-in
         assert "application/json" in operation["requestBody"]["content"]
     listing = {p["name"] for p in doc["paths"]["/api/v1/webhook-deliveries"]["get"]["parameters"]}
     assert {"endpointId", "status", "eventType", "eventId", "kind", "cursor", "limit"} <= listing

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from apps.events.models import Event
 from apps.events.representations import event_envelope
+from apps.tenancy.services import issue_api_key
 from apps.webhooks import services
 from apps.webhooks.models import Delivery, WebhookEndpoint
 from tests import factories
@@ -25,11 +26,14 @@ CREATED = "session.created"
 
 
 def endpoint_for(membership, *, age=timedelta(days=1), filters=None) -> WebhookEndpoint:
+    """An endpoint made `age` ago, installed with a live key of `membership` (one with a made-up
+    credential reads inactive, `installation_unauthorized`, once shown)."""
     now = timezone.now()
+    key = issue_api_key(membership=membership, scopes=["svc:sessions:read"], name="recover").api_key
     return WebhookEndpoint.objects.create(
         workspace=membership.workspace, name="recover", url="https://hooks.example.com/in",
         filters=filters or [{"type": CREATED}], active=True, created_at=now - age, updated_at=now,
-        created_by=membership, credential_kind="api_key", credential_id="test",
+        created_by=membership, credential_kind="api_key", credential_id=str(key.pk),
     )
 
 

@@ -42,6 +42,7 @@ OPERATIONS: dict[str, str] = {
     "deleteWebhook": "webhooks.delete",
     "testWebhook": "webhooks.test",
     "recoverWebhook": "webhooks.recover",
+    "rotateWebhookSecret": "webhooks.rotate_secret",
     "listWebhookDeliveries": "deliveries.list",
     "getWebhookDelivery": "deliveries.get",
     "replayWebhookDelivery": "deliveries.replay",

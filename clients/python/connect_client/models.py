@@ -226,8 +226,11 @@ class WebhookFilter(Model):
 
 @dataclasses.dataclass(frozen=True)
 class Webhook(Model):
+    """`signing_secret` is set only on the response that issued it (create, an update turning
+    `standard-webhooks` on, `rotate_secret`)."""
+
     SCHEMA: ClassVar[str] = "EndpointOut"
-    TIMESTAMPS: ClassVar[frozenset[str]] = _ts("createdAt", "updatedAt")
+    TIMESTAMPS: ClassVar[frozenset[str]] = _ts("createdAt", "updatedAt", "previousSecretExpiresAt")
     NESTED: ClassVar[dict[str, type[Model]]] = {"filters": WebhookFilter}
 
     id: str = ""
@@ -235,6 +238,10 @@ class Webhook(Model):
     url: str = ""
     filters: list[WebhookFilter] = dataclasses.field(default_factory=list)
     active: bool = False
+    disabled_reason: str | None = None
+    signing: str = "svc"
+    signing_secret: str | None = None
+    previous_secret_expires_at: datetime | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -250,6 +257,7 @@ class DeliveryAttempt(Model):
     http_status: int | None = None
     duration_ms: int = 0
     error: str | None = None
+    error_detail: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

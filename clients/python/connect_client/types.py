@@ -18,6 +18,7 @@ DeliveryStatus = Literal["pending", "retrying", "succeeded", "dead_letter", "can
 DeliveryKind = Literal["event", "test"]
 BoardStatus = Literal["generating", "ready", "failed"]
 IngestStatus = Literal["processing", "completed", "failed"]  # what a producer may set
+WebhookSigning = Literal["svc", "standard-webhooks"]  # Standard Webhooks headers beside the Svc-* ones
 
 
 class _FilterType(TypedDict):
@@ -34,5 +35,5 @@ class Filter(_FilterType, total=False):
 
 __all__ = [
     "BoardStatus", "DeliveryKind", "DeliveryStatus", "EventType", "Filter", "IngestStatus", "RevisionKind",
-    "SessionStatus", "TextFormat", "TranscriptFormat",
+    "SessionStatus", "TextFormat", "TranscriptFormat", "WebhookSigning",
 ]
