@@ -28,7 +28,8 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from apps.core import metrics
-from apps.webhooks import keys, outbound, schedule, services, signing, ssrf, standard
+from apps.webhooks import keys, outbound, schedule, services, signing, standard
+from engine import ssrf
 from apps.webhooks.installation import unauthorized_installations
 from apps.webhooks.models import (
     ACTIVE_STATUSES,

@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from apps.core.errors import invalid
-from apps.webhooks import outbound, ssrf
+from apps.webhooks import outbound
+from engine import ssrf
 
 
 def policy() -> ssrf.Policy:

@@ -2,7 +2,7 @@
 
 httpcore lets a connection pool take its own network backend (`ConnectionPool(network_backend=…)`,
 httpcore/_sync/connection_pool.py); `GuardedBackend.connect_tcp` resolves the host once, checks
-every address (apps/webhooks/ssrf.py) and connects to a checked one. The URL keeps the original
+every address (engine/ssrf.py) and connects to a checked one. The URL keeps the original
 host name, so TLS SNI and certificate checks (httpcore/_sync/connection.py passes
 `server_hostname=sni_hostname or host` to `start_tls`) and the `Host` header use the name, while
 the socket goes to the address that was checked — there is no second lookup to rebind.
@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import httpcore
 
-from apps.webhooks import ssrf
+from engine import ssrf
 
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("webhook_deadline", default=None)
 

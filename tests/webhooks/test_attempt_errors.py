@@ -11,7 +11,8 @@ import threading
 import pytest
 
 from apps.webhooks import delivery as engine
-from apps.webhooks import outbound, ssrf
+from apps.webhooks import outbound
+from engine import ssrf
 from apps.webhooks.models import Delivery, DeliveryAttempt
 from tests import factories
 from tests.webhooks.receiver import Receiver

@@ -1,4 +1,4 @@
-"""The address rules (apps/webhooks/ssrf.py): every form the issue names is refused."""
+"""The address rules (engine/ssrf.py): every form the issue names is refused."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from apps.webhooks import ssrf
+from engine import ssrf
 
 STRICT = ssrf.Policy()
 OPEN = ssrf.Policy(allow_private=True)
