@@ -55,6 +55,18 @@ MEASURE = r"""(() => {
       if (tops.size > 1) broken.push(describe(parent) + ': ' + m[0]);
     }
   }
+  // Content cut off by a box that hides its overflow (an ellipsis is a deliberate cut).
+  for (const e of document.querySelectorAll('#content *')) {
+    const style = getComputedStyle(e);
+    if (style.overflowX === 'visible' || style.textOverflow === 'ellipsis') continue;
+    if (e.scrollWidth > e.clientWidth + 1 && e.clientWidth > 0 && !e.matches('.results, input, button, select, textarea') && !e.closest('.visually-hidden'))
+      wide.push('cut off: ' + describe(e) + ' ' + e.scrollWidth + ' > ' + e.clientWidth);
+  }
+  // A table wider than its module (shown under its neighbour).
+  for (const t of document.querySelectorAll('#content .module > table')) {
+    if (t.getBoundingClientRect().right > t.parentElement.getBoundingClientRect().right + 1)
+      wide.push('wider than its module: ' + describe(t.parentElement));
+  }
   const results = document.querySelector('.results');
   if (results && results.scrollWidth > results.clientWidth) wide.push('scrolling .results ' + results.scrollWidth);
   return {inner: W, doc: document.documentElement.scrollWidth, wide: wide.slice(0, 15), broken: broken.slice(0, 15)};
@@ -179,6 +191,11 @@ def test_lists_show_their_important_columns(page_server, browser, back_office, t
         browser.screenshot(tmp_path / f"{width}-{page.strip('/').replace('/', '_')}.png")
         visible = columns_on_screen(browser)
         assert all(column in visible for column in columns), (page, visible)
+    # Issuing a key: each scope's choice takes the row's width, not a field label's.
+    browser.open(page_server.url + "/admin/tenancy/apikey/add/")
+    browser.screenshot(tmp_path / f"{width}-issue-key.png")
+    widths = browser.evaluate("[...document.querySelectorAll('#id_scopes label')].map(l => l.offsetWidth)")
+    assert widths and min(widths) >= 400, widths  # Django's label width (160 px) made them 4 or 5 lines
     browser.open(page_server.url + "/admin/tenancy/apikey/")
     states = browser.evaluate("[...document.querySelectorAll('#result_list td.field-state')].map(e => e.innerText)")
     assert sorted(set(states)) == ["active", "revoked"], states
