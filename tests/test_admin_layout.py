@@ -45,7 +45,8 @@ MEASURE = r"""(() => {
     const node = walker.currentNode;
     const parent = node.parentElement;
     if (!parent || parent.closest('script, style, select, textarea, pre, .readonly')) continue;
-    const re = /[^\s\-\/\u2014,]{2,}/g;
+    // A word ends at a space, or after a hyphen, slash, dash or comma; a list's date is one word.
+    const re = parent.closest('.when') ? /\S{2,}/g : /[^\s\-\/\u2014,]{2,}/g;
     let m;
     while ((m = re.exec(node.textContent))) {
       const range = document.createRange();

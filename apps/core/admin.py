@@ -58,7 +58,8 @@ def short_time(value) -> str:
     if value is None:
         return "-"
     local = timezone.localtime(value)
-    return format_html('<span class="when" title="{}">{}</span>', local.isoformat(), local.strftime("%Y-%m-%d %H:%M"))
+    return format_html('<span class="when" title="{}"><span>{}</span> <span>{}</span></span>', local.isoformat(),
+                       local.strftime("%Y-%m-%d"), local.strftime("%H:%M"))
 
 
 # --- django-q2 ------------------------------------------------------------------------------
