@@ -147,8 +147,20 @@ class Chromium:
             f"getComputedStyle(document.querySelector({json.dumps(selector)})).getPropertyValue({json.dumps(prop)})"
         )
 
-    def screenshot(self, path: Path) -> Path:
-        data = self.call("Page.captureScreenshot", session=True, format="png")["data"]
+    def viewport(self, width: int, height: int) -> None:
+        """Size the page's viewport as a desktop window of that size would (no mobile emulation)."""
+        self.call("Emulation.setDeviceMetricsOverride", session=True, width=width, height=height,
+                  deviceScaleFactor=1, mobile=False)
+
+    def screenshot(self, path: Path, *, full_page: bool = False) -> Path:
+        """The viewport as a person sees it, or with `full_page` the whole page's height."""
+        params: dict[str, Any] = {"format": "png"}
+        if full_page:
+            height = self.evaluate("document.documentElement.scrollHeight")
+            width = self.evaluate("window.innerWidth")
+            params |= {"captureBeyondViewport": True,
+                       "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}}
+        data = self.call("Page.captureScreenshot", session=True, **params)["data"]
         path.write_bytes(base64.b64decode(data))
         return path
 

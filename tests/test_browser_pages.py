@@ -1,7 +1,9 @@
 """The pages a person sees, in headless Chromium against a live server with DEBUG off and the
 static files collected as production does: `/docs` lists the operations, the admin and the
 OAuth login/consent pages have their stylesheets applied, consent names the client, the scopes
-and the workspace choice. Screenshots of each page are kept in the test's temp dir."""
+and the workspace choice, the admin's login asks for an email, and signing in without a `next`
+lands on the signed-in page. Screenshots of each page are kept in the test's temp dir.
+(Every admin page's layout at two screen sizes: tests/test_admin_layout.py.)"""
 
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ def test_docs_lists_the_operations_offline(page_server, browser, tmp_path, trans
 def test_admin_login_is_styled(page_server, browser, tmp_path, transactional_db):
     browser.open(f"{page_server.url}/admin/login/")
     assert browser.evaluate("document.querySelector('#id_username') !== null")
+    # Members sign in with their email, and the field says so.
+    assert browser.evaluate("document.querySelector('label[for=id_username]').innerText") == "Email:"
     # Django admin's header colour, from its base.css (the unstyled page has none).
     assert browser.computed("#header", "background-color") == "rgb(65, 118, 144)"
     assert browser.evaluate("document.querySelector('#site-name').innerText") == "Connect administration"
@@ -104,3 +108,47 @@ def test_static_files_are_compressed_and_cached_for_ever(page_server, transactio
         plain = http.get("/static/admin/css/base.css")
         assert plain.status_code == 200 and "immutable" not in plain.headers["Cache-Control"]
         assert http.get("/static/admin/css/nothing.css").status_code == 404
+
+
+def test_signing_in_without_next_lands_on_the_signed_in_page(page_server, browser, tmp_path, transactional_db):
+    acme = factories.workspace("acme")
+    factories.tenancy.add_member(workspace=acme, email="ops@acme.test", password="ops-password-1", staff=True)
+
+    browser.open(f"{page_server.url}/accounts/login")
+    browser.submit(
+        "document.querySelector('#id_username').value = 'ops@acme.test';"
+        "document.querySelector('#id_password').value = 'ops-password-1';"
+        "document.querySelector('form').submit();"
+    )
+    assert browser.evaluate("location.pathname") == "/accounts/profile/"
+    browser.screenshot(tmp_path / "signed-in.png")
+    assert browser.evaluate("document.querySelector('#signed-in-as').innerText") == "ops@acme.test"
+    assert "Acme" in browser.evaluate("document.querySelector('main').innerText")
+    links = browser.evaluate("[...document.querySelectorAll('main a')].map(a => a.getAttribute('href'))")
+    assert links == ["/admin/", "/docs"], links
+    assert browser.computed("button", "border-radius") == "6px"  # pages.css
+
+    browser.submit("document.querySelector('main form button').click();")  # sign out
+    assert browser.evaluate("location.pathname") == "/accounts/login"
+    browser.open(f"{page_server.url}/accounts/profile/")
+    assert browser.evaluate("location.pathname") == "/accounts/login"  # asked to sign in, not a JSON 404
+    assert browser.evaluate("document.contentType") == "text/html"
+    with page_server.client() as http:
+        for path in ("/accounts/profile/", "/accounts/profile"):
+            answer = http.get(path, follow_redirects=True)
+            assert answer.status_code == 200 and answer.headers["Content-Type"].startswith("text/html"), path
+            assert str(answer.url.path) == "/accounts/login", path
+
+
+def test_signed_in_page_for_a_member_who_is_not_staff(page_server, browser, tmp_path, transactional_db):
+    factories.member(factories.workspace("acme"), "alice@acme.test", password="alice-password-1")
+    browser.open(f"{page_server.url}/accounts/login")
+    browser.submit(
+        "document.querySelector('#id_username').value = 'alice@acme.test';"
+        "document.querySelector('#id_password').value = 'alice-password-1';"
+        "document.querySelector('form').submit();"
+    )
+    assert browser.evaluate("location.pathname") == "/accounts/profile/"
+    links = browser.evaluate("[...document.querySelectorAll('main a')].map(a => a.getAttribute('href'))")
+    assert links == ["/docs"], links  # the admin is for staff only
+    browser.screenshot(tmp_path / "signed-in-member.png")

@@ -13,13 +13,14 @@ import json
 from django.contrib import admin
 from django.utils.html import format_html
 
-from apps.core.admin import CappedCountPaginator, ReadOnlyMixin
+from apps.core.admin import CappedCountPaginator, ReadOnlyMixin, clipped, short_time
 from apps.events.models import Event
 
 
 @admin.register(Event)
 class EventAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ["id", "type", "session_id", "workspace", "occurred_at"]
+    list_display = ["event_id", "type", "session", "workspace", "occurred"]
+    list_display_links = ["event_id"]
     list_filter = ["type", "workspace"]
     list_select_related = ["workspace"]
     search_fields = ["=session_id", "=id"]
@@ -32,6 +33,18 @@ class EventAdmin(ReadOnlyMixin, admin.ModelAdmin):
     show_full_result_count = False
     fields = ["id", "type", "workspace", "session_id", "occurred_at", "pretty_data"]
     readonly_fields = fields
+
+    @admin.display(description="id", ordering="id")
+    def event_id(self, obj: Event) -> str:
+        return clipped(obj.id, width="narrow")
+
+    @admin.display(description="session", ordering="session_id")
+    def session(self, obj: Event) -> str:
+        return clipped(obj.session_id, width="narrow")
+
+    @admin.display(description="occurred", ordering="occurred_at")
+    def occurred(self, obj: Event) -> str:
+        return short_time(obj.occurred_at)
 
     @admin.display(description="data (as sent in the envelope's `data`)")
     def pretty_data(self, obj: Event) -> str:

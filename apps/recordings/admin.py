@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from apps.core.admin import CappedCountPaginator, ReadOnlyMixin
+from apps.core.admin import CappedCountPaginator, ReadOnlyMixin, clipped, short_time
 from apps.recordings.models import BoardContent, Segment, Session, Transcript
 
 
@@ -56,7 +56,7 @@ class BoardInline(ReadOnlyMixin, admin.TabularInline):
 
 @admin.register(Session)
 class SessionAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ["__str__", "workspace", "status", "created_at", "started_at", "ended_at"]
+    list_display = ["__str__", "status", "workspace", "created", "ended"]
     list_filter = ["status", "workspace"]
     list_select_related = ["workspace"]
     search_fields = ["=id", "label"]
@@ -66,10 +66,18 @@ class SessionAdmin(ReadOnlyMixin, admin.ModelAdmin):
     readonly_fields = fields
     inlines = [TranscriptInline, BoardInline]
 
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: Session) -> str:
+        return short_time(obj.created_at)
+
+    @admin.display(description="ended", ordering="ended_at")
+    def ended(self, obj: Session) -> str:
+        return short_time(obj.ended_at)
+
 
 @admin.register(Transcript)
 class TranscriptAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ["id", "session_link", "revision_kind", "created_at", "segments_link"]
+    list_display = ["transcript_id", "session_link", "revision_kind", "created", "segments_link"]
     list_filter = ["revision_kind"]
     list_select_related = ["session"]
     search_fields = ["=id", "=session__id"]
@@ -77,6 +85,14 @@ class TranscriptAdmin(ReadOnlyMixin, admin.ModelAdmin):
     show_full_result_count = False
     fields = ["id", "workspace", "session", "revision_kind", "created_at", "segment_count"]
     readonly_fields = fields
+
+    @admin.display(description="id", ordering="id")
+    def transcript_id(self, obj: Transcript) -> str:
+        return clipped(obj.id, width="narrow")
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: Transcript) -> str:
+        return short_time(obj.created_at)
 
     @admin.display(description="session", ordering="session__label")
     def session_link(self, obj: Transcript) -> str:
@@ -115,7 +131,7 @@ class SegmentAdmin(ReadOnlyMixin, admin.ModelAdmin):
 @admin.register(BoardContent)
 class BoardContentAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = ["board_id", "version", "session_link", "status", "is_current", "source_revision_kind",
-                    "created_at"]  # fmt: skip
+                    "created"]  # fmt: skip
     list_filter = ["board_id", "status", "is_current", "source_revision_kind"]
     list_select_related = ["session"]
     search_fields = ["=id", "=session__id", "board_id"]
@@ -128,6 +144,10 @@ class BoardContentAdmin(ReadOnlyMixin, admin.ModelAdmin):
     @admin.display(description="session", ordering="session__label")
     def session_link(self, obj: BoardContent) -> str:
         return change_link(obj.session)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: BoardContent) -> str:
+        return short_time(obj.created_at)
 
     @admin.display(description="payload")
     def pretty_payload(self, obj: BoardContent) -> str:
