@@ -33,8 +33,11 @@ NOT_FOUND = -32011
 FORBIDDEN = -32012
 UNSUPPORTED = -32014
 
-# A caught-up poller comes back after this long; one with more waiting comes back at once.
+# A caught-up poller comes back after this long; one with more waiting comes back at once, and
+# one whose next events are committed but wait for an older transaction (REST's
+# `Events-Unsettled: true`) shortly.
 NEXT_POLL_MS = 2_000
+UNSETTLED_POLL_MS = 250
 # A `maxAgeMs` floor skips older events: at most this many pages are read past them per poll.
 MAX_SKIPPED_PAGES = 10
 
@@ -127,7 +130,8 @@ def poll(params: dict[str, Any], event_type: str, principal: Principal) -> dict[
     try:
         session_id = validate_arguments(ARGUMENTS[event_type], arguments or {}).get("sessionId")
     except ToolArgumentError as error:
-        raise EventsError(INVALID_PARAMS, f"params.arguments.{error.extra['argument']} {error.extra['detail']}") from None
+        why = f"params.arguments.{error.extra['argument']} {error.extra['detail']}"
+        raise EventsError(INVALID_PARAMS, why) from None
     limit = min(_integer(params, "maxEvents", 1) or MAX_PAGE_SIZE, MAX_PAGE_SIZE)
     max_age_ms = _integer(params, "maxAgeMs", 0)
     cursor = params.get("cursor")
@@ -138,7 +142,7 @@ def poll(params: dict[str, Any], event_type: str, principal: Principal) -> dict[
     if cursor is None:
         # "Start from now" (maxAgeMs is ignored): where the log's settled end is, nothing read.
         _, place = selectors.read_log_rows(after=None, limit=0, **read)
-        return _result([], place, has_more=False, truncated=False)
+        return _result([], place, full=False, truncated=False, read=read)
     try:
         after: positions.Position | None = positions.decode_position(cursor) if cursor.startswith(
             positions.POSITION_PREFIX) else None
@@ -163,17 +167,21 @@ def poll(params: dict[str, Any], event_type: str, principal: Principal) -> dict[
             break
         rows, place = selectors.read_log_rows(after=place, limit=limit, **read)
         full = len(rows) == limit
-    return _result(rows, place, has_more=full, truncated=truncated)
+    return _result(rows, place, full=full, truncated=truncated, read=read)
 
 
-def _result(rows: list[selectors.LogRow], place: positions.Position, *, has_more: bool,
-            truncated: bool) -> dict[str, Any]:
+def _result(rows: list[selectors.LogRow], place: positions.Position, *, full: bool, truncated: bool,
+            read: dict[str, Any]) -> dict[str, Any]:
+    if full:
+        next_poll_ms = 0
+    else:
+        next_poll_ms = UNSETTLED_POLL_MS if selectors.unsettled_after(place=place, **read) else NEXT_POLL_MS
     return {
         "events": [occurrence(row) for row in rows],
         "cursor": positions.encode_position(place),
-        "hasMore": has_more,
+        "hasMore": full,
         "truncated": truncated,
-        "nextPollMs": 0 if has_more else NEXT_POLL_MS,
+        "nextPollMs": next_poll_ms,
     }
 
 
