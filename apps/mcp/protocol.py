@@ -393,6 +393,8 @@ def routing_headers(raw: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], set
 EVENTS_EXTENSION = "io.modelcontextprotocol/events"
 EVENTS_SETTINGS = {"listChanged": False}  # the catalog changes only with a deploy
 EVENTS_METHODS = frozenset({"events/list", "events/poll", "events/stream", "events/subscribe", "events/unsubscribe"})
+EVENTS_FORBIDDEN = -32012  # the extension's Forbidden: a type the credential's scopes do not allow
+MODERN_ERROR_STATUS[EVENTS_FORBIDDEN] = 403  # as REST and the stream answer insufficient_scope
 
 
 def serves_events(tools: Tools) -> bool:
