@@ -252,6 +252,8 @@ def legacy_message(message: Any, version: str, tools: Tools) -> dict[str, Any] |
     request_id = message["id"]
     if not _valid_id(request_id):
         return error_object(INVALID_REQUEST, "id must be a string or an integer", None, None)
+    if method in EVENTS_METHODS and serves_events(tools):
+        return events_message(method, params, tools, request_id)
     try:
         if method == "initialize":
             result = initialize_result(params, tools)
@@ -268,6 +270,7 @@ def legacy_message(message: Any, version: str, tools: Tools) -> dict[str, Any] |
     except ProtocolError as error:
         observe_call(method, params, tools, None)
         return error_object(error.code, error.message, error.data, request_id)
+    declare_extensions(result, tools)
     observe_call(method, params, tools, result)
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
@@ -375,6 +378,7 @@ def respond_modern(headers: Mapping[str, str], message: Any, tools: Tools, dupli
     try:
         check_envelope(headers, message, duplicated)
         result = modern_result(message["method"], params, tools)
+        declare_extensions(result, tools)
     except ProtocolError as error:
         observe_call(message["method"], params, tools, None)
         if error.code == UNSUPPORTED_PROTOCOL_VERSION:
@@ -417,6 +421,8 @@ def check_envelope(headers: Mapping[str, str], message: dict[str, Any], duplicat
 
 
 def modern_result(method: str, params: dict[str, Any], tools: Tools) -> dict[str, Any]:
+    if method in EVENTS_METHODS and serves_events(tools):
+        return events_result(method, params, tools)
     if method == "server/discover":
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
@@ -453,3 +459,44 @@ def routing_headers(raw: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], set
         headers[name] = value_bytes.decode("latin-1").strip()
     return headers, duplicated
 
+
+
+# --- Extensions (SEP-2133 "Extension Negotiation") ----------------------------------------------
+# The MCP Events extension: its methods answer in both eras, and initialize and server/discover
+# declare it under `capabilities.extensions`, when the registry carries the caller's principal
+# (apps/mcp/tools.WorkspaceTools: the log is read as that principal may read it). Its reads are
+# Django's, so apps/mcp/events_extension.py is imported when first called.
+EVENTS_EXTENSION = "io.modelcontextprotocol/events"
+EVENTS_SETTINGS = {"listChanged": False}  # the catalog changes only with a deploy
+EVENTS_METHODS = frozenset({"events/list", "events/poll", "events/stream", "events/subscribe", "events/unsubscribe"})
+EVENTS_FORBIDDEN = -32012  # the extension's Forbidden: a type the credential's scopes do not allow
+MODERN_ERROR_STATUS[EVENTS_FORBIDDEN] = 403  # as REST and the stream answer insufficient_scope
+
+
+def serves_events(tools: Tools) -> bool:
+    return hasattr(tools, "principal")
+
+
+def declare_extensions(result: dict[str, Any], tools: Tools) -> None:
+    if "capabilities" in result and serves_events(tools):  # a copy: the capabilities may be a shared constant
+        result["capabilities"] = {**result["capabilities"], "extensions": {EVENTS_EXTENSION: EVENTS_SETTINGS}}
+
+
+def events_result(method: str, params: dict[str, Any], tools: Tools) -> dict[str, Any]:
+    from apps.mcp import events_extension
+
+    try:
+        return events_extension.answer(method, params, tools.principal)  # type: ignore[attr-defined]
+    except events_extension.EventsError as error:
+        raise ProtocolError(error.code, error.message, error.data) from None
+
+
+def events_message(method: str, params: dict[str, Any], tools: Tools, request_id: Any) -> dict[str, Any]:
+    """A legacy request's answer, as legacy_message answers the core methods."""
+    try:
+        result = events_result(method, params, tools)
+    except ProtocolError as error:
+        observe_call(method, params, tools, None)
+        return error_object(error.code, error.message, error.data, request_id)
+    observe_call(method, params, tools, result)
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
