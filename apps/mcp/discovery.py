@@ -86,7 +86,8 @@ def server_json() -> dict[str, Any]:
             "io.modelcontextprotocol.registry/publisher-provided": {
                 "serverInfo": info,
                 "supportedVersions": list(protocol.SUPPORTED_VERSIONS),
-                "capabilities": protocol.CAPABILITIES,
+                "capabilities": {**protocol.CAPABILITIES,
+                                 "extensions": {protocol.EVENTS_EXTENSION: protocol.EVENTS_SETTINGS}},
             }
         },
     }
