@@ -97,9 +97,14 @@ def append_committed_segments(
     one statement locks the session and finds its committed revision, one statement per 500
     segments numbers and inserts them, and one records their events (one per segment).
     The search index follows per inserted row (triggers, generated column), never per revision."""
-    now = at or timezone.now()
     segments = list(segments)
-    transcript_id = _lock_for_append(session)
+    return _append_locked(session, _lock_for_append(session), segments, at or timezone.now())
+
+
+def _append_locked(session: Session, transcript_id: str | None, segments: list[SegmentInput],
+                   now: datetime) -> list[Segment]:
+    """The append under the session lock the caller holds: the revision made if it is the first
+    segment, the segments numbered and inserted, their events recorded."""
     if transcript_id is None:
         transcript_id = _transcript(session, RevisionKind.COMMITTED, now).id
     rows = _insert_numbered(workspace_id=session.workspace_id, transcript_id=transcript_id, segments=segments, now=now)
@@ -229,7 +234,7 @@ def append_sequenced_segments(
         return SequencedAppend(created=[], acknowledged=stored_count, next_sequence=expected)
     if session.status != SessionStatus.RECORDING:
         raise SessionClosed(f"the session is {session.status}; committed segments are appended while recording")
-    created = append_committed_segments(session=session, segments=new, at=at)
+    created = _append_locked(session, transcript_id, new, at or timezone.now())
     return SequencedAppend(created=created, acknowledged=stored_count, next_sequence=expected + len(new))
 
 
