@@ -17,7 +17,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from apps.core.admin import CappedCountPaginator, ReadOnlyMixin
+from apps.core.admin import CappedCountPaginator, ReadOnlyMixin, short_time
 from apps.core.errors import NotAllowed
 from apps.events.models import EventType
 from apps.events.retention import retention as event_retention
@@ -48,14 +48,6 @@ class AttemptInline(ReadOnlyMixin, admin.TabularInline):
     def what_happened(self, obj: DeliveryAttempt) -> str:
         """The sentence (host, port, what failed); the code alone for attempts recorded before it."""
         return obj.error_detail or obj.get_error_display() or "-"
-
-
-def short_time(value) -> str:
-    """A list cell's time to the minute; the full time is the cell's title."""
-    if value is None:
-        return "-"
-    local = timezone.localtime(value)
-    return format_html('<span title="{}">{}</span>', local.isoformat(), local.strftime("%Y-%m-%d %H:%M"))
 
 
 @admin.register(Delivery)
@@ -167,12 +159,17 @@ class DeliveryAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 @admin.register(WebhookEndpoint)
 class WebhookEndpointAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ["id", "name", "url", "workspace", "state", "signing", "deleted_at", "created_at"]
-    list_filter = ["active", "disabled_reason", "signing", "workspace"]
+    list_display = ["id", "name", "url", "workspace", "state", "created"]
+    list_filter = ["active", "disabled_reason", "signing", ("deleted_at", admin.EmptyFieldListFilter), "workspace"]
     list_select_related = ["workspace"]
     search_fields = ["=id", "name", "url"]
     show_full_result_count = False
     actions = ["recover"]
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: WebhookEndpoint) -> str:
+        deleted = f" (deleted {timezone.localtime(obj.deleted_at):%Y-%m-%d %H:%M})" if obj.deleted_at else ""
+        return format_html("{}{}", short_time(obj.created_at), deleted)
 
     @admin.display(description="state", ordering="active")
     def state(self, obj: WebhookEndpoint) -> str:
@@ -181,7 +178,10 @@ class WebhookEndpointAdmin(ReadOnlyMixin, admin.ModelAdmin):
         if obj.active:
             return "active"
         reason = obj.get_disabled_reason_display() if obj.disabled_reason else "inactive"
-        return format_html('<span class="disabled-reason" title="{}">inactive: {}</span>', obj.disabled_reason, reason)
+        short = {"installation_unauthorized": "installation gone", "endpoint_disabled": "disabled"}.get(
+            obj.disabled_reason or "", "inactive")
+        return format_html('<span class="disabled-reason" title="{}: {}">inactive: {}</span>', obj.disabled_reason,
+                           reason, short)
 
     def get_changelist_instance(self, request):
         """The page's endpoints are checked first (one batch): an expired installation, which no
