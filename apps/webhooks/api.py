@@ -55,11 +55,6 @@ def json_body(request: Request, *, allowed: set[str], required: set[str] = froze
     return body
 
 
-def _scopes(request: Request, *scopes: str) -> None:
-    for scope in scopes:
-        require_scope(request.auth, scope)
-
-
 # --- Documented request bodies (response bodies are the components of apps/webhooks/shapes.py,
 # the declarations the representations are generated from) ----------------------------------
 
@@ -116,6 +111,10 @@ ROTATE_SECRET_BODY = {"application/json": {
 
 
 class EndpointListApi(APIView):
+    # Each method's scopes, checked in the method (`require_scope`) and declared here for the door
+    # (named when it refuses an ingest key) and /openapi.json (apps/access/rest.py `view_scopes`).
+    required_scopes = {"get": (WEBHOOKS_READ,), "post": (WEBHOOKS_WRITE, SESSIONS_READ)}
+
     class QueryIn(serializers.Serializer):
         cursor = CursorField()
         limit = LimitField()
@@ -127,7 +126,7 @@ class EndpointListApi(APIView):
         responses={200: shapes.ENDPOINT_PAGE.ref(), **error_responses(400)},
     )
     def get(self, request: Request) -> Response:
-        _scopes(request, WEBHOOKS_READ)
+        require_scope(request.auth, WEBHOOKS_READ)
         query = validate_query(self.QueryIn, request)
         endpoints, next_cursor = selectors.endpoints_page(
             workspace=request.auth.workspace, limit=query.get("limit", DEFAULT_PAGE_SIZE), cursor=query.get("cursor")
@@ -142,7 +141,7 @@ class EndpointListApi(APIView):
         responses={201: shapes.ENDPOINT.ref(), **error_responses(400)},
     )
     def post(self, request: Request) -> Response:
-        _scopes(request, WEBHOOKS_WRITE, SESSIONS_READ)
+        require_scope(request.auth, WEBHOOKS_WRITE, SESSIONS_READ)
         body = json_body(request, allowed={"name", "url", "filters", "signing"}, required={"name", "url", "filters"})
         endpoint = services.create_endpoint(
             principal=request.auth, name=body["name"], url=body["url"], filters=body["filters"],
@@ -152,10 +151,13 @@ class EndpointListApi(APIView):
 
 
 class EndpointDetailApi(APIView):
+    required_scopes = {"get": (WEBHOOKS_READ,), "patch": (WEBHOOKS_WRITE,),
+                       "delete": (WEBHOOKS_WRITE,)}  # fmt: skip
+
     @extend_schema(operation_id="getWebhook", summary="Read a webhook endpoint",
                    responses={200: shapes.ENDPOINT.ref(), **error_responses(400)})
     def get(self, request: Request, id: str) -> Response:
-        _scopes(request, WEBHOOKS_READ)
+        require_scope(request.auth, WEBHOOKS_READ)
         validate_query(NoQuery, request)
         endpoint = selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)
         return Response(endpoint_repr(services.reconcile_installations([endpoint])[0]))
@@ -168,13 +170,13 @@ class EndpointDetailApi(APIView):
         responses={200: shapes.ENDPOINT.ref(), **error_responses(400)},
     )
     def patch(self, request: Request, id: str) -> Response:
-        _scopes(request, WEBHOOKS_WRITE)
+        require_scope(request.auth, WEBHOOKS_WRITE)
         endpoint = selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)
         body = json_body(request, allowed={"name", "url", "filters", "active", "signing"})
         services.reconcile_installations([endpoint])
         if "filters" in body or (body.get("active") is True and not endpoint.active):
             # New filters, or a new installation: what deliveries need, the caller must hold.
-            _scopes(request, SESSIONS_READ)
+            require_scope(request.auth, SESSIONS_READ)
         endpoint = services.update_endpoint(endpoint=endpoint, changes=body, principal=request.auth)
         return Response(endpoint_repr(endpoint))
 
@@ -184,13 +186,15 @@ class EndpointDetailApi(APIView):
         responses={204: OpenApiResponse(description="deleted"), **error_responses()},
     )
     def delete(self, request: Request, id: str) -> Response:
-        _scopes(request, WEBHOOKS_WRITE)
+        require_scope(request.auth, WEBHOOKS_WRITE)
         endpoint = selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)
         services.delete_endpoint(endpoint=endpoint)
         return Response(status=204)
 
 
 class EndpointTestApi(APIView):
+    required_scopes = {"post": (WEBHOOKS_WRITE,)}
+
     @extend_schema(
         operation_id="testWebhook",
         summary="Send one signed test delivery (kind `test`, event type `webhook.test`, one attempt)",
@@ -198,13 +202,15 @@ class EndpointTestApi(APIView):
         responses={202: shapes.DELIVERY.ref(), **error_responses()},
     )
     def post(self, request: Request, id: str) -> Response:
-        _scopes(request, WEBHOOKS_WRITE)
+        require_scope(request.auth, WEBHOOKS_WRITE)
         endpoint = selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)
         delivery = services.send_test_delivery(endpoint=endpoint)
         return Response(delivery_repr(delivery), status=202)
 
 
 class EndpointRotateSecretApi(APIView):
+    required_scopes = {"post": (WEBHOOKS_WRITE,)}
+
     @extend_schema(
         operation_id="rotateWebhookSecret",
         summary="Issue a new Standard Webhooks secret; the previous one keeps signing for `graceSeconds`",
@@ -219,7 +225,7 @@ class EndpointRotateSecretApi(APIView):
         responses={200: shapes.ENDPOINT.ref(), **error_responses(400, 409)},
     )
     def post(self, request: Request, id: str) -> Response:
-        _scopes(request, WEBHOOKS_WRITE)
+        require_scope(request.auth, WEBHOOKS_WRITE)
         endpoint = selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)
         body = json_body(request, allowed={"graceSeconds"}) if request.body else {}
         endpoint = services.rotate_secret(
@@ -247,6 +253,8 @@ def _timestamp(body: dict[str, Any], name: str) -> datetime | None:
 
 
 class EndpointRecoverApi(APIView):
+    required_scopes = {"post": (WEBHOOKS_WRITE,)}
+
     @extend_schema(
         operation_id="recoverWebhook",
         summary="Queue again what this endpoint missed in a window (extension)",
@@ -263,7 +271,7 @@ class EndpointRecoverApi(APIView):
         responses={202: shapes.RECOVERY.ref(), **error_responses(400, 409)},
     )
     def post(self, request: Request, id: str) -> Response:
-        _scopes(request, WEBHOOKS_WRITE)
+        require_scope(request.auth, WEBHOOKS_WRITE)
         endpoint = selectors.get_endpoint(workspace=request.auth.workspace, endpoint_id=id)
         body = json_body(request, allowed={"since", "until"}, required={"since"})
         queued, more = services.recover_deliveries(
@@ -276,6 +284,8 @@ class EndpointRecoverApi(APIView):
 
 
 class DeliveryListApi(APIView):
+    required_scopes = {"get": (WEBHOOKS_READ,)}
+
     class QueryIn(serializers.Serializer):
         endpointId = serializers.CharField(required=False, min_length=1)
         status = serializers.ChoiceField(choices=DeliveryStatus.values, required=False)
@@ -292,7 +302,7 @@ class DeliveryListApi(APIView):
         responses={200: shapes.DELIVERY_PAGE.ref(), **error_responses(400)},
     )
     def get(self, request: Request) -> Response:
-        _scopes(request, WEBHOOKS_READ)
+        require_scope(request.auth, WEBHOOKS_READ)
         query = validate_query(self.QueryIn, request)
         deliveries, next_cursor = selectors.deliveries_page(
             workspace=request.auth.workspace,
@@ -308,19 +318,23 @@ class DeliveryListApi(APIView):
 
 
 class DeliveryDetailApi(APIView):
+    required_scopes = {"get": (WEBHOOKS_READ,)}
+
     @extend_schema(
         operation_id="getWebhookDelivery",
         summary="Read a delivery with its attempts (404 after the 30-day retention window)",
         responses={200: shapes.DELIVERY_WITH_ATTEMPTS.ref(), **error_responses(400)},
     )
     def get(self, request: Request, id: str) -> Response:
-        _scopes(request, WEBHOOKS_READ)
+        require_scope(request.auth, WEBHOOKS_READ)
         validate_query(NoQuery, request)
         delivery = selectors.get_delivery(workspace=request.auth.workspace, delivery_id=id)
         return Response(delivery_with_attempts_repr(delivery, selectors.delivery_attempts(delivery=delivery)))
 
 
 class DeliveryReplayApi(APIView):
+    required_scopes = {"post": (WEBHOOKS_WRITE,)}
+
     @extend_schema(
         operation_id="replayWebhookDelivery",
         summary="Queue a new delivery of the same event (new dlv_ id, same evt_ id, normal retry policy)",
@@ -328,7 +342,7 @@ class DeliveryReplayApi(APIView):
         responses={202: shapes.DELIVERY.ref(), **error_responses(409)},
     )
     def post(self, request: Request, id: str) -> Response:
-        _scopes(request, WEBHOOKS_WRITE)
+        require_scope(request.auth, WEBHOOKS_WRITE)
         delivery = selectors.get_delivery(workspace=request.auth.workspace, delivery_id=id)
         replay = services.replay_delivery(delivery=delivery)
         return Response(delivery_repr(replay), status=202)

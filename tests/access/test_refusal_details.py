@@ -53,6 +53,8 @@ def ingest_key(alice) -> str:
     ("/api/v1/sessions/{id}/transcript", "svc:transcripts:read"),
     ("/api/v1/transcripts/search?query=budget", "svc:transcripts:read"),
     ("/api/v1/sessions/{id}/boards", "svc:boards:read"),
+    ("/api/v1/webhooks", "svc:webhooks:read"),
+    ("/api/v1/webhook-deliveries", "svc:webhooks:read"),
 ])
 def test_an_ingest_key_on_a_read_path_is_told_the_read_scope_that_path_needs(api, acme, ingest_key, path, scope):
     session = factories.session(acme, committed=["budget"])
@@ -71,6 +73,14 @@ def test_a_webhook_operation_names_each_scope_it_checks(api, alice):
     key = factories.api_key(alice, ["svc:sessions:read"])
     status, headers, body = rest(api.get("/api/v1/webhooks", key))
     assert_step_up(status, headers, body, ["svc:webhooks:read"], scope_detail(("svc:webhooks:read",)))
+
+
+def test_creating_a_webhook_names_both_scopes_it_needs_at_once(api, alice):
+    key = factories.api_key(alice, ["svc:boards:read"])
+    response = Client().post("/api/v1/webhooks", data="{}", content_type="application/json",
+                             headers={"Authorization": f"Bearer {key}"})
+    required = ("svc:webhooks:write", "svc:sessions:read")
+    assert_step_up(*rest(response), list(required), scope_detail(required))
 
 
 def test_the_event_log_names_the_scope_of_the_types_asked_for(api, alice):
