@@ -3,7 +3,7 @@
 # Inspector CLI against a live Connect server. Too slow for the test suite (npm install, a
 # server, ~40 s of scenarios), so it lives here; results are recorded in bench/README.md.
 #
-#   bench/mcp_conformance.sh            # scenarios that apply to a tools-only server
+#   bench/mcp_conformance.sh            # scenarios that apply to a server of tools and resources
 #   WORK=/tmp/mcp-conf bench/mcp_conformance.sh
 #
 # Needs npm (registry access) and Node >= 22 for the runner; on an older Node it installs the
@@ -58,11 +58,13 @@ run() {  # scenario, spec version
   timeout 120 "$NODE" "$RUNNER" server --url "$URL" --scenario "$1" --spec-version "$2" -o "$OUT/$2/$1" >/dev/null 2>&1 || true
 }
 for scenario in server-initialize ping tools-list server-session-lifecycle dns-rebinding-protection \
-                tools-call-error json-schema-2020-12; do
+                tools-call-error json-schema-2020-12 resources-list resources-templates-read resources-read-text \
+                sep-2164-resource-not-found completion-complete; do
   run "$scenario" 2025-11-25
 done
 for scenario in server-stateless http-header-validation http-custom-header-server-validation caching \
-                tools-list dns-rebinding-protection tools-call-error; do
+                tools-list dns-rebinding-protection tools-call-error resources-list resources-templates-read \
+                resources-read-text sep-2164-resource-not-found completion-complete; do
   run "$scenario" 2026-07-28
 done
 
