@@ -15,12 +15,12 @@ import pytest
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 from mcp.shared.exceptions import MCPError
 
 from apps.recordings import services
 from tests import factories
-from tests.oauth.flow import AUTHORIZE, REDIRECT_URI, Browser, query_of
+from tests.oauth.flow import AUTHORIZE, REDIRECT_URI, Browser, MemoryStorage, query_of
 
 pytestmark = pytest.mark.anyio
 
@@ -147,24 +147,6 @@ async def test_live_origin_check_refuses_a_foreign_page(data):
                                                          "Authorization": f"Bearer {data['key']}"},
                           json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert response.status_code == 403 and response.json()["error"]["code"] == -32600
-
-
-class MemoryStorage:
-    def __init__(self) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client_info: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self):
-        return self.tokens
-
-    async def set_tokens(self, tokens):
-        self.tokens = tokens
-
-    async def get_client_info(self):
-        return self.client_info
-
-    async def set_client_info(self, client_info):
-        self.client_info = client_info
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

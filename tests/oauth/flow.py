@@ -164,3 +164,23 @@ def start(live, email: str, password: str) -> Flow:
 
 def authorize_url(base_url: str, params: dict) -> str:
     return f"{base_url}{AUTHORIZE}?{urlencode(params)}"
+
+
+class MemoryStorage:
+    """The MCP SDK's `TokenStorage`, in memory: what an OAuth client provider keeps between calls."""
+
+    def __init__(self) -> None:
+        self.tokens = None
+        self.client_info = None
+
+    async def get_tokens(self):
+        return self.tokens
+
+    async def set_tokens(self, tokens):
+        self.tokens = tokens
+
+    async def get_client_info(self):
+        return self.client_info
+
+    async def set_client_info(self, client_info):
+        self.client_info = client_info

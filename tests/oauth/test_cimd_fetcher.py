@@ -16,7 +16,7 @@ from oauth2_provider.cimd import CIMDError
 from oauth2_provider.settings import oauth2_settings
 
 from apps.oauth.cimd import GuardedMetadataFetcher, testing_ca_file
-from tests.oauth.cimd_server import Route, document, document_server
+from tests.oauth.cimd_server import Route, document
 from tests.servers import ROOT
 from tests.webhooks import test_ssrf as webhook_ssrf
 
@@ -28,19 +28,6 @@ def webhook_refused_urls() -> list[str]:
     test = webhook_ssrf.test_private_and_internal_destinations_are_refused
     urls = next(mark.args[1] for mark in test.pytestmark if mark.name == "parametrize")
     return [url + "client.json" if url.endswith("/") else url for url in urls]
-
-
-@pytest.fixture
-def server(tmp_path):
-    with document_server(tmp_path) as s:
-        yield s
-
-
-@pytest.fixture
-def testing(settings, server):
-    """Loopback allowed and the test CA trusted, as only a test's settings can arrange."""
-    settings.CONNECT_CIMD_TESTING_CA_FILE = str(server.ca_file)
-    return server
 
 
 @pytest.fixture

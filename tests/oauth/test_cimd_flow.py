@@ -17,23 +17,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
 from apps.oauth.models import Application
-from tests.oauth.cimd_server import Route, document, document_server
-from tests.oauth.flow import AUTHORIZE, REDIRECT_URI, REGISTER, Browser, authorize_params, pkce_pair, query_of
+from tests.oauth.cimd_server import Route, document
+from tests.oauth.flow import (
+    AUTHORIZE, REDIRECT_URI, REGISTER, Browser, MemoryStorage, authorize_params, pkce_pair, query_of,
+)
 from tests.servers import serve
 
 DOCUMENT = "/agent/client.json"
-
-
-@pytest.fixture
-def server(tmp_path):
-    with document_server(tmp_path) as s:
-        yield s
-
-
-@pytest.fixture
-def testing(settings, server):
-    settings.CONNECT_CIMD_TESTING_CA_FILE = str(server.ca_file)
-    return server
 
 
 def authorize(client, settings, client_id: str):
@@ -86,24 +76,6 @@ def test_a_refused_document_is_an_unknown_client_and_leaves_no_row(client, alice
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
-
-
-class MemoryStorage:
-    def __init__(self) -> None:
-        self.tokens = None
-        self.client_info = None
-
-    async def get_tokens(self):
-        return self.tokens
-
-    async def set_tokens(self, tokens):
-        self.tokens = tokens
-
-    async def get_client_info(self):
-        return self.client_info
-
-    async def set_client_info(self, client_info):
-        self.client_info = client_info
 
 
 @pytest.fixture
