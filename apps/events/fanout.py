@@ -1,5 +1,5 @@
 """How a committed event reaches every server process (`announce_committed`, run after commit by
-`services.record_event`). Two carriers, one per deployment (docs/operations.md):
+`services.record_events`, once per transaction). Two carriers, one per deployment (docs/operations.md):
 
 - production (`REDIS_URL` set): the committing process publishes the ready-made envelope on one
   Redis pub/sub channel, to which every server process holds exactly one subscription

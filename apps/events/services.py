@@ -23,8 +23,8 @@ def record_event(*, workspace_id: int, type: str, session_id: str, occurred_at: 
 def record_events(*, workspace_id: int, session_id: str, occurred_at: datetime,
                   items: list[tuple[str, dict]]) -> list[Event]:
     """Events of one session, in their order (one, or a batch of appended segments' own): one
-    INSERT for all their outbox rows, then each one's `event_recorded` and, after commit, each
-    one announced. Their `position` is the same, as every event of one
+    INSERT for all their outbox rows, then each one's `event_recorded` and, after commit, all
+    announced together (`fanout.announce_committed`). Their `position` is the same, as every event of one
     transaction's is on PostgreSQL; the log orders them by id (monotonic)."""
     events = [
         Event(workspace_id=workspace_id, type=type, session_id=session_id, occurred_at=occurred_at, data=data)
