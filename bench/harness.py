@@ -492,15 +492,20 @@ def cpu_seconds(pid: int) -> float:
 
 def pid_holding_socket(pids: list[int], inodes: set[str]) -> int | None:
     """The first of `pids` with a descriptor on one of the sockets `inodes`; None when none has
-    (a process that exits meanwhile is passed over)."""
+    (a process that exits meanwhile is passed over, and so is a descriptor closed between the
+    listing and its reading: a busy process must not hide the one it still holds)."""
     for pid in pids:
         try:
-            for fd in Path(f"/proc/{pid}/fd").iterdir():
-                target = os.readlink(fd)
-                if target.startswith("socket:[") and target[8:-1] in inodes:
-                    return pid
+            descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
         except OSError:
             continue
+        for fd in descriptors:
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:[") and target[8:-1] in inodes:
+                return pid
     return None
 
 

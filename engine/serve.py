@@ -9,8 +9,9 @@ task side beside them, supervised until SIGINT/SIGTERM (docs/decisions/serve-liv
   `liveness_seconds` (frozen, its loop blocked) is killed and replaced, as is one that exits;
   a silent server's socket is closed at once and its replacement gets a fresh one, bound but
   not listening, so new connections go to the other servers meanwhile.
-- Each child leads a process group, killed whole if it does not stop within STOP_SECONDS, and
-  gets SIGTERM when `serve` dies, however it dies (PR_SET_PDEATHSIG).
+- Each child leads a process group, killed whole if it has not stopped STOP_SECONDS after the
+  stop began (one deadline for all of them), and gets SIGTERM when `serve` dies, however it
+  dies (PR_SET_PDEATHSIG).
 
 Relies on: daphne's `--fd` (Twisted's `fd:` endpoint), Linux's SO_REUSEPORT and PR_SET_PDEATHSIG.
 """
@@ -170,9 +171,13 @@ def supervise(
         for child in everyone:
             if child.poll() is None:
                 child.terminate()
+        # One deadline for them all: waiting STOP_SECONDS for each in turn let a stop take a
+        # multiple of it, long enough for a supervisor to kill `serve` first and leave the
+        # children's own children (the task cluster's sentinel and workers) running, orphaned.
+        deadline = time.monotonic() + STOP_SECONDS
         for child in everyone:
             try:
-                child.wait(timeout=STOP_SECONDS)
+                child.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
             kill_group(child)

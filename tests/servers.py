@@ -4,8 +4,10 @@ port, this worker's test database, ready when `/healthz` answers), to stop it, a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -90,6 +92,12 @@ def alive(pid: int) -> bool:
     return bool(fields) and fields[0] != "Z"
 
 
+def started_at(pid: int) -> str | None:
+    """When `pid` started (clock ticks after boot): with the pid, names one process for good."""
+    fields = _stat_fields(pid)
+    return fields[19] if fields else None
+
+
 def cmdline_of(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -125,6 +133,11 @@ class LiveServer:
         return httpx.Client(base_url=self.url, timeout=10, **kwargs)
 
     def stop(self) -> None:
+        """Stops `serve`, then kills whatever of its processes outlived it. A `serve` killed
+        before it had stopped its task cluster left the cluster's sentinel and workers running,
+        orphaned, on the test database: they went on claiming the deliveries of later tests,
+        which then saw attempts made by processes of no server of theirs."""
+        family = {pid: started_at(pid) for pid in descendants(self.process.pid)}
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -132,6 +145,11 @@ class LiveServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=5)
+        for pid, started in family.items():
+            if alive(pid) and started_at(pid) == started:  # the same process, not a reused pid
+                print(f"serve {self.process.pid} left {pid} running: {cmdline_of(pid)!r}; killed", file=sys.stderr)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 def start(

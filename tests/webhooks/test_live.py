@@ -102,23 +102,31 @@ def test_key_rotation_mid_stream_old_kid_still_verifies(webhook_server, live_rec
 
 def _worker_owning_local_port(server_pid: int, port: int) -> int | None:
     """The server's process holding the connection from local `port`, looked for again until it
-    is found (a scan passes over a process whose descriptors change under it); None once the
-    connection is no longer open (the attempt timed out before the scan found it); a failure
-    says what /proc showed."""
+    is found; None once the connection is no longer open (the attempt timed out before the scan
+    found it). A connection held by a process outside the server fails at once, naming it: an
+    attempt made by another server's task cluster on this database is a leak between tests,
+    not a miss."""
     deadline = time.monotonic() + 10
     while True:
-        pid = pid_holding_socket(descendants(server_pid), socket_inodes(port))
+        inodes = socket_inodes(port)
+        family = descendants(server_pid)
+        pid = pid_holding_socket(family, inodes)
         if pid is not None:
             return pid
         rows = tcp_sockets(port)
         if not any(row[3] == "01" for row in rows):  # 01: ESTABLISHED
             return None
+        anywhere = pid_holding_socket([int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()], inodes)
+        if anywhere is not None and anywhere not in descendants(server_pid):
+            chain, up = [], anywhere
+            while up and up > 1 and len(chain) < 6:
+                chain.append(f"{up} {cmdline_of(up).replace(bytes(1), b' ')[:120]!r}")
+                up = parent_of(up)
+            raise AssertionError(f"local port {port} is held by a process outside the server {server_pid}: "
+                                 + " <- ".join(chain))
         if time.monotonic() > deadline:
-            anywhere = pid_holding_socket([int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()],
-                                          socket_inodes(port))
             raise AssertionError(f"no process of the server owns local port {port}: /proc/net/tcp rows "
-                                 f"(local, remote, inode, state) {rows}; owner anywhere: {anywhere} "
-                                 f"({cmdline_of(anywhere) if anywhere else b''!r})")
+                                 f"(local, remote, inode, state) {rows}; owner anywhere: {anywhere}")
         time.sleep(0.05)
 
 
