@@ -108,7 +108,7 @@ class Shape:
     component: bool = False
     _encode: Callable[..., dict[str, Any]] | None = field(default=None, repr=False)
     _encode_formatted: Callable[..., dict[str, Any]] | None = field(default=None, repr=False)
-    # Generated tuple-row encoders (`encode_rows`, `encode_with_rows`), by timestamp converter.
+    # Tuple-row encoders (`encode_rows`, `encode_with_rows`), by timestamp converter.
     _row_encoders: dict[Any, Callable[..., Any]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -164,10 +164,10 @@ class Shape:
 
     @property
     def encode(self) -> Callable[..., dict[str, Any]]:
-        """Generated Python: one dict literal in declaration order, with the attribute reads and
-        conversions the declaration names, so it costs what a hand-written function costs; a loop
-        over the fields at run time would cost more on the transcript path, which formats every
-        segment of a transcript (bench/wire_encode.py)."""
+        """The object as a dict in declaration order, with the reads and conversions the
+        declaration names. A shape of one object read attribute by attribute (most of them)
+        reads them all in one `attrgetter` call and zips them with the wire names, both in C;
+        the others are encoded field by field."""
         if self._encode is None:
             self._encode = self._compile()
         return self._encode
