@@ -3,12 +3,14 @@
     python bench/ab.py --baseline 9b501a8                    # SQLite, 3 rounds of 8 s per endpoint
     python bench/ab.py --baseline 9b501a8 --db postgres --rounds 5
     python bench/ab.py --baseline 81b8b7d --head-env CONNECT_LOG_FORMAT=json --head-env LOG_LEVEL=INFO
+    python bench/ab.py --baseline 3933c29 --baseline main    # three servers: a table per baseline
 
-Both servers (`manage.py serve --workers 2`, this checkout and a detached worktree of REF) run on
+The servers (`manage.py serve --workers 2`, this checkout and a detached worktree of each REF) run on
 one database (`bench/data/ab.sqlite3` or PostgreSQL `connect_ab`, seeded once with
 `seed_demo --sessions 300 --segments 500`). Endpoints are loaded with wrk in turn, and within each
 endpoint the two servers alternate, the first one swapped every round, so both see the same
-neighbours in time on a shared machine; each figure is the median of the rounds.
+neighbours in time on a shared machine; each figure is the median of the rounds. Several
+`--baseline`s run in the same rounds (the order rotated every round), a table for each.
 
 Endpoints: the sessions list (limit=100), session get (rotating over every session), the flat
 transcript (rotating over the 500-segment ones) and MCP `get_session` (rotating session ids).
@@ -20,6 +22,7 @@ import argparse
 import contextlib
 import datetime as dt
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -84,7 +87,7 @@ def endpoints(info: dict, key: str) -> list[Endpoint]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--baseline", required=True, metavar="REF")
+    parser.add_argument("--baseline", required=True, action="append", metavar="REF", help="repeatable")
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=float, default=8)
@@ -112,14 +115,14 @@ def main() -> int:
         manage(db, "seed_demo", "--workspace", "bench", "--sessions", str(args.sessions),
                "--segments", str(args.segments), "-v", "0")  # fmt: skip
     info = probe(db, "--issue-key", *(["--checkpoint"] if args.db == "sqlite" else []))
+    load_before = os.getloadavg()[0]
     head = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True).strip()
     results: dict[str, dict[str, list[dict]]] = {}
     with contextlib.ExitStack() as stack:
-        root = stack.enter_context(baseline_worktree(args.baseline, run_dir / "baseline"))
-        servers = {
-            head: stack.enter_context(connect_server(db, 2, env=head_env)),
-            args.baseline: stack.enter_context(connect_server(db, 2, root=root)),
-        }
+        servers = {head: stack.enter_context(connect_server(db, 2, env=head_env))}
+        for n, ref in enumerate(args.baseline):
+            root = stack.enter_context(baseline_worktree(ref, run_dir / f"baseline{n or ''}"))
+            servers[ref] = stack.enter_context(connect_server(db, 2, root=root))
         eps = endpoints(info, info["api_key"])
         if args.only:
             eps = [e for e in eps if any(o.lower() in e.name.lower() for o in args.only)]
@@ -132,7 +135,8 @@ def main() -> int:
         order = list(servers)
         for round_ in range(args.rounds):
             for ep in eps:
-                for name in order if round_ % 2 == 0 else order[::-1]:
+                shift = round_ % len(order)
+                for name in order[shift:] + order[:shift]:
                     mcp = {"lua": MCP_POST_LUA, "path": "/mcp"} if ep.server == "mcp" else {}
                     cpu_before = cpu_seconds(servers[name].proc.pid)
                     run = wrk(servers[name].base, ep, args.duration, args.connections, min(2, args.connections), **mcp)
@@ -145,24 +149,29 @@ def main() -> int:
     def med(runs: list[dict], key: str) -> float:
         return statistics.median(r[key] for r in runs)
 
-    lines = [
-        f"### {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC — {head}"
-        f"{''.join(f' {pair}' for pair in args.head_env)} vs {args.baseline}, {args.db}, "
-        f"{args.rounds} rounds × {args.duration:g} s, {args.connections} connections ({machine()})",
-        "",
-        f"| endpoint | {head} req/s | {args.baseline} req/s | ratio | {head} p50 / p99 ms | "
-        f"{args.baseline} p50 / p99 ms | server CPU ms/request {head} / {args.baseline} (ratio) | non-2xx |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for ep in eps:
-        new, old = results[ep.name][head], results[ep.name][args.baseline]
-        errors = sum(r["non_2xx"] for r in new + old)
-        lines.append(
-            f"| {ep.name} | {med(new, 'rps'):.0f} | {med(old, 'rps'):.0f} | {med(new, 'rps') / med(old, 'rps'):.2f} | "
-            f"{med(new, 'p50_ms'):.1f} / {med(new, 'p99_ms'):.1f} | {med(old, 'p50_ms'):.1f} / {med(old, 'p99_ms'):.1f} "
-            f"| {med(new, 'cpu_ms_per_request'):.3f} / {med(old, 'cpu_ms_per_request'):.3f} "
-            f"({med(new, 'cpu_ms_per_request') / med(old, 'cpu_ms_per_request'):.2f}) | {errors} |"
-        )
+    load_after = os.getloadavg()[0]
+    lines = []
+    for baseline in args.baseline:
+        lines += [
+            f"### {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC — {head}"
+            f"{''.join(f' {pair}' for pair in args.head_env)} vs {baseline}, {args.db}, "
+            f"{args.rounds} rounds × {args.duration:g} s, {args.connections} connections, {len(servers)} servers "
+            f"alternating ({machine()}; load average {load_before:.1f} before, {load_after:.1f} after)",
+            "",
+            f"| endpoint | {head} req/s | {baseline} req/s | ratio | {head} p50 / p99 ms | "
+            f"{baseline} p50 / p99 ms | server CPU ms/request {head} / {baseline} (ratio) | non-2xx |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for ep in eps:
+            new, old = results[ep.name][head], results[ep.name][baseline]
+            errors = sum(r["non_2xx"] for r in new + old)
+            lines.append(
+                f"| {ep.name} | {med(new, 'rps'):.0f} | {med(old, 'rps'):.0f} | {med(new, 'rps') / med(old, 'rps'):.2f} | "
+                f"{med(new, 'p50_ms'):.1f} / {med(new, 'p99_ms'):.1f} | {med(old, 'p50_ms'):.1f} / {med(old, 'p99_ms'):.1f} "
+                f"| {med(new, 'cpu_ms_per_request'):.3f} / {med(old, 'cpu_ms_per_request'):.3f} "
+                f"({med(new, 'cpu_ms_per_request') / med(old, 'cpu_ms_per_request'):.2f}) | {errors} |"
+            )
+        lines.append("")
     table = "\n".join(lines)
     (run_dir / "results.md").write_text(table + "\n")
     (run_dir / "results.json").write_text(json.dumps(results, indent=1))

@@ -17,6 +17,7 @@ import keyword
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -107,7 +108,7 @@ class Shape:
     component: bool = False
     _encode: Callable[..., dict[str, Any]] | None = field(default=None, repr=False)
     _encode_formatted: Callable[..., dict[str, Any]] | None = field(default=None, repr=False)
-    # Generated tuple-row encoders (`encode_rows`, `encode_with_rows`), by timestamp converter.
+    # Tuple-row encoders (`encode_rows`, `encode_with_rows`), by timestamp converter.
     _row_encoders: dict[Any, Callable[..., Any]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -163,10 +164,10 @@ class Shape:
 
     @property
     def encode(self) -> Callable[..., dict[str, Any]]:
-        """Generated Python: one dict literal in declaration order, with the attribute reads and
-        conversions the declaration names, so it costs what a hand-written function costs; a loop
-        over the fields at run time would cost more on the transcript path, which formats every
-        segment of a transcript (bench/wire_encode.py)."""
+        """The object as a dict in declaration order, with the reads and conversions the
+        declaration names. A shape of one object read attribute by attribute (most of them)
+        reads them all in one `attrgetter` call and zips them with the wire names, both in C;
+        the others are encoded field by field."""
         if self._encode is None:
             self._encode = self._compile()
         return self._encode
@@ -223,20 +224,31 @@ class Shape:
             elif f.empty_is_null and not f.stored:
                 converters.append((f.name, _empty_is_null))
         if not converters:
-            return lambda rows: [dict(zip(names, row)) for row in rows]
+            return lambda rows: list(map(dict, map(zip, repeat(names), rows)))
+        if len(converters) == 1:
+            ((name, convert),) = converters
+
+            def encode_one_conversion(rows: Any) -> list[dict[str, Any]]:
+                encoded = list(map(dict, map(zip, repeat(names), rows)))
+                for item in encoded:
+                    item[name] = convert(item[name])
+                return encoded
+
+            return encode_one_conversion
 
         def encode_rows(rows: Any) -> list[dict[str, Any]]:
-            encoded = []
-            for row in rows:
-                item = dict(zip(names, row))
+            encoded = list(map(dict, map(zip, repeat(names), rows)))
+            for item in encoded:
                 for name, convert in converters:
                     item[name] = convert(item[name])
-                encoded.append(item)
             return encoded
 
         return encode_rows
 
     def _compile(self, formatted: bool = False, rows_stamp: tuple | None = None) -> Callable[..., dict[str, Any]]:
+        reads = self._attribute_reads(formatted, rows_stamp)
+        if reads is not None:
+            return _encode_by_reads(*reads)
         scope = {param: itemgetter(i) for i, param in enumerate(self.params)}
         items = tuple(self._items(scope, formatted, rows_stamp))
 
@@ -244,6 +256,71 @@ class Shape:
             return {name: value(args) for name, value in items}
 
         return encode
+
+    def _attribute_reads(
+        self, formatted: bool, rows_stamp: tuple | None
+    ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, Callable[[Any], Any]], ...]] | None:
+        """For a shape of one parameter whose every field is read from an attribute of it (no
+        `getter`): the wire names, the attribute paths (relative to the parameter) and the
+        (wire name, conversion) of the fields converted after the read, in field order. None
+        for other shapes, which `_items` encodes field by field."""
+        if len(self.params) != 1:
+            return None
+        fields = self._relative_fields("")
+        if fields is None:
+            return None
+        names, paths, converters = [], [], []
+        for f, path in fields:
+            if f.getter is not None or not path:
+                return None
+            names.append(f.name)
+            paths.append(path)
+            convert = self._conversion(f, formatted, rows_stamp)
+            if convert is not None:
+                converters.append((f.name, convert))
+        return tuple(names), tuple(paths), tuple(converters)
+
+    def _relative_fields(self, prefix: str) -> list[tuple[Field, str]] | None:
+        """Each field with its source path relative to the one parameter, behind `prefix`; None
+        when a spread shape takes several parameters (its fields are not reads of one object)."""
+        out: list[tuple[Field, str]] = []
+        for entry in self.entries:
+            path = entry.source if isinstance(entry, Spread) else entry.path
+            if not all(part.isidentifier() and not keyword.iskeyword(part) for part in path.split(".")):
+                raise ValueError(f"{self.name}: source {path!r} is not a dotted attribute path")
+            root, _, rest = path.partition(".")
+            path = ".".join(part for part in (prefix, rest if root == self.params[0] else path) if part)
+            if isinstance(entry, Spread):
+                inner = entry.shape._relative_fields(path) if len(entry.shape.params) == 1 else None
+                if inner is None:
+                    return None
+                out.extend(inner)
+            else:
+                out.append((entry, path))
+        return out
+
+    def _conversion(self, f: Field, formatted: bool, rows_stamp: tuple | None) -> Callable[[Any], Any] | None:
+        """What turns the value read for `f` into its wire form (None: it already is)."""
+        if f.stored:
+            return None
+        if isinstance(f.kind, Shape):
+            child = f.kind
+            if len(child.params) != 1:
+                raise ValueError(f"{self.name}.{f.name}: a nested shape takes one parameter")
+            if f.many and rows_stamp is not None:
+                convert = child.encode_rows(*rows_stamp)
+            elif f.many:
+                one = child.encode_formatted if formatted else child.encode
+                convert = lambda items: [one(item) for item in items]  # noqa: E731
+            else:
+                convert = child.encode_formatted if formatted else child.encode
+        elif f.kind == TIMESTAMP and not formatted:
+            convert = iso_ms
+        elif f.empty_is_null:
+            return _empty_is_null
+        else:
+            return None
+        return _unless_none(convert) if f.nullable else convert
 
     def _items(self, scope: dict[str, Reader], formatted: bool, rows_stamp: tuple | None) -> list[tuple[str, Reader]]:
         """(wire name, reader of its value from the encoder's arguments), in wire order."""
@@ -275,27 +352,9 @@ class Shape:
             getter, params = f.getter, [scope[p] for p in self.params]
             return lambda args: getter(*(param(args) for param in params))
         read = self._path(f.path, scope)
-        if f.stored:
+        convert = self._conversion(f, formatted, rows_stamp)
+        if convert is None:
             return read
-        if isinstance(f.kind, Shape):
-            child = f.kind
-            if len(child.params) != 1:
-                raise ValueError(f"{self.name}.{f.name}: a nested shape takes one parameter")
-            if f.many and rows_stamp is not None:
-                convert = child.encode_rows(*rows_stamp)  # rows of a flat shape (`encode_with_rows`)
-            elif f.many:
-                one = child.encode_formatted if formatted else child.encode
-                convert = lambda items: [one(item) for item in items]  # noqa: E731
-            else:
-                convert = child.encode_formatted if formatted else child.encode
-        elif f.kind == TIMESTAMP and not formatted:
-            convert = iso_ms
-        elif f.empty_is_null:
-            return lambda args: read(args) or None
-        else:
-            return read
-        if f.nullable:
-            return lambda args: None if (value := read(args)) is None else convert(value)
         return lambda args: convert(read(args))
 
     def arrange(self, value: Any) -> Any:
@@ -399,6 +458,29 @@ def page_of(item: Shape, name: str, *, cursor_description: str = "", component: 
 def envelope(name: str, key: str, item: Shape, *, many: bool = False, component: bool = True) -> Shape:
     """`{key: item}` (or a list of items), a single object's wrapper."""
     return Shape(name, (Field(key, item, many=many),), params=(key,), component=component)
+
+
+def _encode_by_reads(
+    names: tuple[str, ...], paths: tuple[str, ...], converters: tuple[tuple[str, Callable[[Any], Any]], ...]
+) -> Callable[[Any], dict[str, Any]]:
+    """An encoder of one object: its attributes read in one `attrgetter` call, zipped with the
+    wire names (declaration order), then the converted fields replaced in place (a replaced key
+    keeps its position). Each read and each zip runs in C, so a flat shape costs about what a
+    dict literal of attribute reads does."""
+    read = attrgetter(*paths)
+    if len(paths) == 1:
+        one = read
+        read = lambda obj: (one(obj),)  # noqa: E731 - attrgetter of one path returns the value itself
+    if not converters:
+        return lambda obj: dict(zip(names, read(obj)))
+
+    def encode(obj: Any) -> dict[str, Any]:
+        item = dict(zip(names, read(obj)))
+        for name, convert in converters:
+            item[name] = convert(item[name])
+        return item
+
+    return encode
 
 
 def _unless_none(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:

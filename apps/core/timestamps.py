@@ -65,22 +65,15 @@ def iso_us_sql(vendor: str, column: str) -> str:
     raise NotImplementedError(f"iso_us_sql has no SQL for {vendor}")
 
 
-class _IsoMsFromStored:
+def iso_ms_from_stored(stored: str) -> str:
     """`iso_ms` of a UTC timestamp from its text `YYYY-MM-DD HH:MM:SS[.f…]`: as Django stores it in
     SQLite, and as PostgreSQL writes a `timestamp` in its ISO DateStyle (fraction digits to six,
-    trailing zeros dropped). What `iso_ms_sql("sqlite", …)` computes, sliced in Python.
-
-    `inline(name)` is the same as an expression, for generated code (apps/core/shapes.py
-    `encode_rows`): the common text, six fraction digits, without a call."""
-
-    def __call__(self, stored: str) -> str:
-        return f"{stored[:10]}T{stored[11:19]}.{(stored[20:23] + '000')[:3]}Z"
-
-    def inline(self, name: str, function: str) -> str:
-        return f'(f"{{{name}[:10]}}T{{{name}[11:23]}}Z" if len({name}) == 26 else {function}({name}))'
-
-
-iso_ms_from_stored = _IsoMsFromStored()
+    trailing zeros dropped). What `iso_ms_sql("sqlite", …)` computes, sliced in Python. A plain
+    function, the common text (six fraction digits) first: the row encoder calls it once per
+    segment."""
+    if len(stored) == 26:
+        return f"{stored[:10]}T{stored[11:23]}Z"
+    return f"{stored[:10]}T{stored[11:19]}.{(stored[20:23] + '000')[:3]}Z"
 
 
 def stamp_read(vendor: str, column: str) -> tuple[str, Callable[[str], str] | None]:
@@ -88,7 +81,7 @@ def stamp_read(vendor: str, column: str) -> tuple[str, Callable[[str], str] | No
     read into wire form (None: it already is). SQLite's own substr/concat costs more than slicing
     in Python, so SQLite hands over its stored text (`+column`: without the column's declared type,
     so the driver's datetime converter does not run) for the row encoder to slice
-    (`iso_ms_from_stored`, inline). On PostgreSQL the slicing would cost the server process about
+    (`iso_ms_from_stored`). On PostgreSQL the slicing would cost the server process about
     what to_char saves the database, so PostgreSQL formats (tests/core/test_timestamps.py;
     docs/decisions/transcripts.md "The transcript read, third step")."""
     if vendor == "sqlite":

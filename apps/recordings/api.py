@@ -50,7 +50,7 @@ TRANSCRIPTS_READ = HasScope.of("svc:transcripts:read")
 BOARDS_READ = HasScope.of("svc:boards:read")
 
 # Response bodies are documented as the components of apps/recordings/shapes.py, the
-# declarations the representations are generated from (tests/test_openapi.py checks live
+# declarations the representations are built from (tests/test_openapi.py checks live
 # responses against them).
 
 # Transcript formats (an extension: docs/api/transcripts.md): the `format` parameter's values and the

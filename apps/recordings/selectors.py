@@ -168,7 +168,7 @@ def _instant(value: datetime | None) -> str | None:
 # --- The transcript fast path -----------------------------------------------------------------
 # REST (both paths, every format) and MCP get_transcript read transcripts as rows: tuples of
 # exactly the columns the wire shape reads, as the cursor returns them (no model instances, no
-# named tuple per segment), encoded by the shape's generated row encoder
+# named tuple per segment), encoded by the shape's row encoder
 # (apps/core/shapes.py `encode_rows`). Segment timestamps are read as `stamp_read` says: wire
 # text from PostgreSQL, stored text on SQLite that the encoder slices (`TranscriptRows.stamp`).
 
