@@ -68,7 +68,7 @@ class EventsSubscription(RenderedSubscription):
                      "data": {"reason": reason}}
             frames = sse(None, {"jsonrpc": "2.0", "method": "notifications/events/terminated",
                                 "params": {"error": error, "_meta": self._meta()}})
-        result: dict[str, Any] = {"_meta": {**self._meta(), "connect/reason": reason}}
+        result: dict[str, Any] = {"_meta": {**self._meta(), "svc/reason": reason}}
         if self.modern:
             result = {"resultType": "complete", **result}
         return frames + sse(None, {"jsonrpc": "2.0", "id": self.request_id, "result": result})

@@ -6,8 +6,8 @@ URI becomes filter entries of the event log (a session: its `session.status_chan
 transcript whose content grows while recording: its `transcript.segment.created`), and a
 `ListenSubscription` renders the log's rows as notifications: one per event and URI, in log
 order, each carrying the listen request's id (`io.modelcontextprotocol/subscriptionId`) and the
-event's id (the SSE `id:` line and `_meta["connect/eventId"]`), so a client that reconnects
-names where it left off (`Last-Event-ID`, or `_meta["connect/lastEventId"]` in the request) and
+event's id (the SSE `id:` line and `_meta["svc/eventId"]`), so a client that reconnects
+names where it left off (`Last-Event-ID`, or `_meta["svc/lastEventId"]` in the request) and
 misses nothing and gets nothing twice (apps/stream/resume.py).
 
 What the log records no event for is not honored and is left out of the acknowledgment (the
@@ -38,8 +38,8 @@ from apps.recordings.models import RevisionKind, Session
 from apps.stream.streams import RenderedSubscription, Row
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
-EVENT_ID = "connect/eventId"  # on each notification: the log event that caused it
-LAST_EVENT_ID = "connect/lastEventId"  # in the request's _meta: resume after this event
+EVENT_ID = "svc/eventId"  # on each notification: the log event that caused it
+LAST_EVENT_ID = "svc/lastEventId"  # in the request's _meta: resume after this event
 MAX_URIS = filters.MAX_ENTRIES
 # The filter fields this server honors; any other (toolsListChanged, promptsListChanged: the
 # tools and prompts change only with a deploy) is left out of the acknowledgment.
@@ -94,7 +94,7 @@ class ListenSubscription(RenderedSubscription):
     def closing(self, reason: str) -> bytes:
         """Graceful closure (subscriptions.mdx): the listen request's result, then the end."""
         return sse(None, {"jsonrpc": "2.0", "id": self.request_id,
-                          "result": {"resultType": "complete", "_meta": {**self._meta(), "connect/reason": reason}}})
+                          "result": {"resultType": "complete", "_meta": {**self._meta(), "svc/reason": reason}}})
 
 
 def _watch(uri: str, principal: Principal) -> tuple[str, str] | None:
@@ -143,7 +143,7 @@ def subscription_for(params: dict[str, Any], principal: Principal, request_id: A
 
 
 def resume_point(params: dict[str, Any], header: str | None) -> positions.Position | str | None:
-    """Where the client left off: `Last-Event-ID`, else `_meta["connect/lastEventId"]` (an `evt_`
+    """Where the client left off: `Last-Event-ID`, else `_meta["svc/lastEventId"]` (an `evt_`
     id from a notification, or a `pos_` cursor of the log)."""
     meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
     value = header if header is not None else meta.get(LAST_EVENT_ID)

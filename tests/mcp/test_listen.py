@@ -86,7 +86,7 @@ def test_listen_acknowledges_then_notifies_in_log_order(servers, streams, acme, 
     log = list(Event.objects.filter(session_id=meeting.id).exclude(type="session.created").order_by("position", "id")
                .values_list("id", flat=True))
     assert [m["_sse_id"] for m in updates] == log
-    assert [m["params"]["_meta"]["connect/eventId"] for m in updates] == log
+    assert [m["params"]["_meta"]["svc/eventId"] for m in updates] == log
     assert all(m["params"]["_meta"][SUBSCRIPTION_ID] == "listen-7" for m in reader.messages)
     changed = reader.of("notifications/resources/list_changed")[0]
     assert changed["_sse_id"] == Event.objects.get(session_id=created.id).id
@@ -184,7 +184,7 @@ def test_a_revoked_key_ends_its_listen_stream_with_a_result(servers, streams, ac
     on_a.wait(lambda r: r.ended, what="the listen stream to end")
     on_b.wait(lambda r: r.ended, what="the events stream to end")
     assert on_a.messages[-1] == {"jsonrpc": "2.0", "id": 5, "_sse_id": None, "result": {
-        "resultType": "complete", "_meta": {SUBSCRIPTION_ID: 5, "connect/reason": "credential_revoked"}}}
+        "resultType": "complete", "_meta": {SUBSCRIPTION_ID: 5, "svc/reason": "credential_revoked"}}}
     terminated = on_b.of("notifications/events/terminated")
     assert terminated and terminated[0]["params"]["error"]["code"] == -32012
     assert on_b.messages[-1]["id"] == 6
@@ -276,12 +276,12 @@ def test_a_reader_killed_and_resumed_during_a_meeting_misses_nothing_and_gets_no
     seen: list[dict] = []
     _read_updates(first, seen, 5)
     abort(first)  # killed mid-meeting; what it had read up to its last whole frame is what it holds
-    last = seen[-1]["params"]["_meta"]["connect/eventId"]
+    last = seen[-1]["params"]["_meta"]["svc/eventId"]
     again = raw_listen(b.port, alice_key, body, last_event_id=last)
     _read_updates(again, seen, total)
     simulated.join()
     again.close()
-    ids = [m["params"]["_meta"]["connect/eventId"] for m in seen]
+    ids = [m["params"]["_meta"]["svc/eventId"] for m in seen]
     log = list(Event.objects.filter(session_id=meeting.id, type="transcript.segment.created")
                .order_by("position", "id").values_list("id", flat=True))
     assert len(log) == total and ids == log  # every update once, in log order, across the reconnect
