@@ -47,7 +47,10 @@ from apps.stream.consumer import EventStreamConsumer
 
 
 def streaming_method(body: bytes) -> str | None:
-    """The method when the body is one request /mcp answers with a stream, else None."""
+    """The method when the body is one request /mcp answers with a stream, else None (most
+    bodies are told apart without a second parse)."""
+    if b"subscriptions/listen" not in body and b"events/stream" not in body:
+        return None
     try:
         message = orjson.loads(body)
     except orjson.JSONDecodeError:
