@@ -80,7 +80,9 @@ def test_listen_acknowledges_then_notifies_in_log_order(servers, streams, acme, 
     recordings.append_committed_segments(session=other, segments=factories.segments(["not watched"]))
     recordings.change_session_status(session=meeting, status="processing")
     created = factories.session(acme)
-    reader.wait_for("notifications/resources/list_changed", 1)
+    created_event = Event.objects.get(session_id=created.id).id
+    reader.wait(lambda r: created_event in [m["_sse_id"] for m in r.of("notifications/resources/list_changed")],
+                what="the new session's list_changed")
     updates = reader.of(UPDATED)
     assert [m["params"]["uri"] for m in updates] == [uris[1], uris[1], uris[0]]
     log = list(Event.objects.filter(session_id=meeting.id).exclude(type="session.created").order_by("position", "id")
@@ -88,9 +90,12 @@ def test_listen_acknowledges_then_notifies_in_log_order(servers, streams, acme, 
     assert [m["_sse_id"] for m in updates] == log
     assert [m["params"]["_meta"]["svc/eventId"] for m in updates] == log
     assert all(m["params"]["_meta"][SUBSCRIPTION_ID] == "listen-7" for m in reader.messages)
-    changed = reader.of("notifications/resources/list_changed")[0]
-    assert changed["_sse_id"] == Event.objects.get(session_id=created.id).id
-    assert len(reader.messages) == 5  # nothing it did not ask for
+    # Sessions created just before the stream opened may still come live (the log's horizon had
+    # not passed them yet), as on the event stream; each list_changed is a session's creation.
+    changed = [m["_sse_id"] for m in reader.of("notifications/resources/list_changed")]
+    creations = set(Event.objects.filter(workspace=acme, type="session.created").values_list("id", flat=True))
+    assert set(changed) <= creations and changed[-1] == created_event
+    assert {m["method"] for m in reader.messages} == {ACK, UPDATED, "notifications/resources/list_changed"}
 
 
 @pytest.fixture
