@@ -94,7 +94,8 @@ def run_reader(args: argparse.Namespace) -> int:
                 await asyncio.sleep(0.05)
         await asyncio.gather(*readies)
         print(json.dumps({"statuses": sorted(set(statuses))}), flush=True)
-        await loop.run_in_executor(None, sys.stdin.readline)
+        while (await loop.run_in_executor(None, sys.stdin.readline)).strip() == "count":
+            print(json.dumps({"received": sum(len(r) for r in received)}), flush=True)
         Path(args.out).write_text(json.dumps(received))
         print("written", flush=True)
 
@@ -117,6 +118,27 @@ def start_readers(args, port: int, key: str, session: str, kind: str, tmp: Path)
     return readers
 
 
+def received_so_far(readers: list[tuple]) -> int:
+    total = 0
+    for process, _ in readers:
+        process.stdin.write("count\n")
+        process.stdin.flush()
+        total += json.loads(process.stdout.readline())["received"]
+    return total
+
+
+def drain(readers: list[tuple], expected: int, quiet_seconds: float = 15) -> None:
+    """Until every notification is read, or none arrived for `quiet_seconds` (then what is
+    missing is missing)."""
+    last, since = -1, time.monotonic()
+    while (got := received_so_far(readers)) < expected:
+        if got != last:
+            last, since = got, time.monotonic()
+        elif time.monotonic() - since > quiet_seconds:
+            return
+        time.sleep(1)
+
+
 def finish_readers(readers: list[tuple]) -> list[list[float]]:
     streams = []
     for process, out in readers:
@@ -126,6 +148,31 @@ def finish_readers(readers: list[tuple]) -> list[list[float]]:
         streams.extend(json.loads(out.read_text()))
         stop(process)
     return streams
+
+
+def start_server(args, server_env: dict, port: int, tmp: Path) -> subprocess.Popen:
+    server = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--workers",
+                               str(args.workers)], cwd=ROOT, env=server_env, stdout=open(tmp / "server.log", "a"),
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    wait_http(f"http://127.0.0.1:{port}/healthz", server, "connect")
+    return server
+
+
+def daphnes_of(server: subprocess.Popen, workers: int) -> list[int]:
+    deadline = time.monotonic() + 60
+    while len(daphnes := [p for p in children_of(server.pid) if "daphne" in cmdline(p)]) < workers:
+        assert time.monotonic() < deadline, "daphne processes did not start"
+        time.sleep(0.2)
+    return daphnes
+
+
+def warm_up(args, port: int, key: str, session: str, tmp: Path) -> None:
+    """A few streams of each kind open and close first, so that neither kind's RSS figure carries
+    the first use of the code both share (imports, the hub, its carrier)."""
+    warm = argparse.Namespace(**{**vars(args), "streams": 2 * args.readers * 10})
+    for kind in ("listen", "events"):
+        finish_readers(start_readers(warm, port, key, session, kind, tmp))
+    time.sleep(3)
 
 
 def main() -> int:
@@ -154,28 +201,16 @@ def main() -> int:
     slug, key = prepare(env)
     port = free_port()
     server_env = {**env, "DJANGO_SETTINGS_MODULE": "tests.settings"}
-    server = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--workers", str(workers)],
-                              cwd=ROOT, env=server_env, stdout=open(tmp / "server.log", "w"),
-                              stderr=subprocess.STDOUT, start_new_session=True)
+    server = start_server(args, server_env, port, tmp)
     producer = None
     try:
-        wait_http(f"http://127.0.0.1:{port}/healthz", server, "connect")
-        deadline = time.monotonic() + 60
-        while len(daphnes := [p for p in children_of(server.pid) if "daphne" in cmdline(p)]) < workers:
-            assert time.monotonic() < deadline, "daphne processes did not start"
-            time.sleep(0.2)
-        meter = Meter(daphnes)
+        meter = Meter(daphnes_of(server, workers))
         producer = subprocess.Popen(
             [sys.executable, str(ROOT / "bench" / "sse.py"), "_produce", "--slug", slug, "--sessions", "1",
              "--threads", "1", "--rate", str(args.rate), "--duration", str(args.duration), "--out",
              str(tmp / "commits.json")], cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         session = json.loads(producer.stdout.readline())["sessions"][0]
-        # Warm-up: a few streams of each kind open and close first, so that neither kind's RSS
-        # figure carries the first use of the code both share (imports, the hub, its carrier).
-        warm = argparse.Namespace(**{**vars(args), "streams": 2 * args.readers * 10})
-        for kind in ("listen", "events"):
-            finish_readers(start_readers(warm, port, key, session, kind, tmp))
-        time.sleep(3)
+        warm_up(args, port, key, session, tmp)
         meter.idle()
         opened = time.monotonic()
         readers = start_readers(args, port, key, session, "listen", tmp)
@@ -186,7 +221,7 @@ def main() -> int:
         producer.stdin.write("go\n")
         producer.stdin.flush()
         done = json.loads(producer.stdout.readline())
-        time.sleep(3)
+        drain(readers, done["events"] * args.streams)
         load = meter.stop()
         streams = finish_readers(readers)
         commits = json.loads((tmp / "commits.json").read_text())
@@ -201,11 +236,16 @@ def main() -> int:
         def pct(p: float) -> float:
             return round(1000 * latencies[min(len(latencies) - 1, int(p * len(latencies)))], 1)
 
-        time.sleep(3)  # the listen streams' slots free
-        meter.idle()
+        # Event streams on a fresh server (freed memory stays with a Python process, so a second
+        # kind of stream measured in the same processes would look free), warmed up the same way.
+        stop(server)
+        server = start_server(args, server_env, port, tmp)
+        event_meter = Meter(daphnes_of(server, workers))
+        warm_up(args, port, key, session, tmp)
+        event_meter.idle()
         event_readers = start_readers(args, port, key, session, "events", tmp)
         time.sleep(2)
-        event_rss = round((meter.rss_mb() - meter.idle_rss_mb) * 1024 / args.streams, 1)
+        event_rss = round((event_meter.rss_mb() - event_meter.idle_rss_mb) * 1024 / args.streams, 1)
         finish_readers(event_readers)
         result = {
             "streams": args.streams, "workers": workers, "commits": done["events"], "rate": args.rate,
