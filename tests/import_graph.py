@@ -30,8 +30,10 @@ APP_ORDER: dict[str, int] = {
     "recordings": 5,
     "ingest": 6,
     "stream": 7,
-    "mcp": 7,
     "webhooks": 7,
+    # A door over the others: its listen streams run on the stream's hub, and its events
+    # extension may deliver through the webhooks' machinery.
+    "mcp": 8,
 }
 
 

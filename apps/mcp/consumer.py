@@ -1,8 +1,9 @@
 """POST /mcp under daphne: an ASGI app Channels routes before the Django app (connect/routing.py).
 
 HTTP-level checks come first, before any JSON-RPC: the Origin allow-list (DNS-rebinding
-protection, 403) and the Host, the method (GET and DELETE → 405: no SSE stream, no sessions),
-the body size (413); then, on a lane thread, admission (apps/access/admission.py: 401 naming
+protection, 403) and the Host, the method (GET and DELETE → 405: no GET stream, no sessions),
+the body size (413). `subscriptions/listen` and `events/stream` are answered with a stream
+(apps/mcp/streaming.py); every other request with JSON:, on a lane thread, admission (apps/access/admission.py: 401 naming
 the protected-resource metadata, 404 workspace_not_found, 403 forbidden, 429 in REST's
 buckets) and the media types (415, 406). Authentication, the protocol and the tools run as
 one call on one of the process's lanes (engine/lanes.py, shared with Django's views),
@@ -23,7 +24,9 @@ from apps.access.render import render
 from apps.core.errors import ApiError, RequestTimeout, Unavailable, as_api_error
 from apps.core.origins import allowed_origin
 from apps.mcp import protocol
+from apps.mcp.streaming import McpStreamConsumer, streaming_method
 from apps.mcp.tools import WorkspaceTools
+from apps.mcp.wire import accepts_json, media_type
 from apps.oauth.audience import accepted_audiences
 from engine.faults import run_read_only
 from engine.lanes import SHED_RETRY_AFTER_SECONDS, Lanes, Overloaded, process_lanes
@@ -43,7 +46,7 @@ def answer(headers: dict[str, str], body: bytes, duplicated: set[str]) -> tuple[
         status, error_headers, error_body = render(admission.error, admission.rate)
         return protocol.Reply(status, error_body), dict(error_headers)
     limit_headers = dict(admission.headers())
-    if _media_type(headers.get("content-type", "")) != "application/json":
+    if media_type(headers.get("content-type", "")) != "application/json":
         message = "Content-Type must be application/json"
         return protocol.Reply(415, protocol.error_object(protocol.INVALID_REQUEST, message)), limit_headers
     if not accepts_json(headers.get("accept")):
@@ -51,17 +54,6 @@ def answer(headers: dict[str, str], body: bytes, duplicated: set[str]) -> tuple[
         return protocol.Reply(406, protocol.error_object(protocol.INVALID_REQUEST, message)), limit_headers
     tools = WorkspaceTools(admission.principal)
     return protocol.respond(headers, body, tools, duplicated=duplicated), limit_headers
-
-
-def _media_type(value: str) -> str:
-    return value.split(";", 1)[0].strip().lower()
-
-
-def accepts_json(accept: str | None) -> bool:
-    if not accept:
-        return True
-    types = {_media_type(part) for part in accept.split(",")}
-    return bool(types & {"application/json", "application/*", "*/*"})
 
 
 class McpEndpoint:
@@ -91,6 +83,8 @@ class McpEndpoint:
             return  # the client left
         if len(body) > settings.CONNECT_MCP_MAX_BODY_BYTES:
             return await self.too_large(send)
+        if streaming_method(body) is not None:
+            return await self.stream(scope, receive, send, body)
 
         try:
             # The tools only read, so a request whose connection died runs once more.
@@ -104,6 +98,21 @@ class McpEndpoint:
         if reply.body is None:
             return await self.send(send, reply.status, b"", extra)
         return await self.json(send, reply.status, reply.body, extra)
+
+    @staticmethod
+    async def stream(scope: dict[str, Any], receive, send, body: bytes) -> None:
+        """A request answered with a stream (apps/mcp/streaming.py): its consumer is given the
+        body this endpoint has read, then the connection's own messages (its disconnect)."""
+        given = False
+
+        async def receive_body() -> dict[str, Any]:
+            nonlocal given
+            if not given:
+                given = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await McpStreamConsumer(orjson.loads(body))(scope, receive_body, send)
 
     async def failed(self, send, exc: Exception, body: bytes) -> None:
         """A failure of the work on the lane, as a JSON-RPC error answering the request's id:

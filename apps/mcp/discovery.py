@@ -86,7 +86,7 @@ def server_json() -> dict[str, Any]:
             "io.modelcontextprotocol.registry/publisher-provided": {
                 "serverInfo": info,
                 "supportedVersions": list(protocol.SUPPORTED_VERSIONS),
-                "capabilities": {**protocol.CAPABILITIES,
+                "capabilities": {**protocol.MODERN_CAPABILITIES,
                                  "extensions": {protocol.EVENTS_EXTENSION: protocol.EVENTS_SETTINGS}},
             }
         },

@@ -4,9 +4,10 @@
 with its filter arguments (`sessionId`, declared as REST's `GET /api/v1/events` declares it) and
 the `data` shape its recorder registered (apps/events/shapes.py). `events/poll` pages through the
 log with the one reader REST uses (apps/events/selectors.read_log_rows): the same events, in the
-same order, behind the same scopes and tenancy; its `cursor` is REST's `nextCursor`. Only poll is
-offered: `events/stream`, `events/subscribe` and `events/unsubscribe` answer `-32014`
-(docs/decisions/mcp-events-extension.md).
+same order, behind the same scopes and tenancy; its `cursor` is REST's `nextCursor`. Push
+(`events/stream`) is a stream of the stream app's hub (apps/mcp/events_stream.py, opened by
+apps/mcp/streaming.py); `events/subscribe` and `events/unsubscribe` answer `-32014`
+(docs/decisions/mcp-events-extension.md, docs/decisions/mcp-listen.md).
 
 No Django request here and no import of the protocol module (it imports this one): errors are
 `EventsError`s, which apps/mcp/protocol.py answers as JSON-RPC errors."""
@@ -25,7 +26,7 @@ from apps.events.representations import event_row_item
 from apps.events.shapes import DATA_SHAPES
 from apps.mcp.arguments import ToolArgumentError, input_schema, validate_arguments
 
-DELIVERY = ("poll",)
+DELIVERY = ("poll", "push")
 
 # The extension's error codes (design sketch "Error codes"), and JSON-RPC's invalid params.
 INVALID_PARAMS = -32602
@@ -88,17 +89,19 @@ def answer(method: str, params: dict[str, Any], principal: Principal) -> dict[st
         allowed = allowed_types(principal)
         return {"events": [descriptor(t) for t in filters.TYPE_SCOPES if t in allowed]}
     if method == "events/unsubscribe":
-        raise EventsError(UNSUPPORTED, "This server offers poll delivery only and keeps no subscriptions",
+        raise EventsError(UNSUPPORTED, "This server offers poll and push delivery and keeps no subscriptions",
                           {"delivery": list(DELIVERY)})
-    event_type = _event_type(params, principal)
+    event_type = event_type_of(params, principal)
+    if method == "events/stream":  # /mcp answers it with a stream before the protocol sees it
+        raise EventsError(UNSUPPORTED, "events/stream answers with an SSE stream: POST it to /mcp",
+                          {"feature": "deliveryMode", "value": "push"})
     if method != "events/poll":
-        mode = "push" if method == "events/stream" else "webhook"
-        raise EventsError(UNSUPPORTED, f"{event_type} offers poll delivery only, not {mode}",
+        raise EventsError(UNSUPPORTED, f"{event_type} offers {' and '.join(DELIVERY)} delivery, not webhook",
                           {"name": event_type, "delivery": list(DELIVERY)})
     return poll(params, event_type, principal)
 
 
-def _event_type(params: dict[str, Any], principal: Principal) -> str:
+def event_type_of(params: dict[str, Any], principal: Principal) -> str:
     name = params.get("name")
     if not isinstance(name, str) or not name:
         raise EventsError(INVALID_PARAMS, "params.name is required: an event type from events/list")
@@ -124,14 +127,7 @@ def _integer(params: dict[str, Any], key: str, low: int) -> int | None:
 
 def poll(params: dict[str, Any], event_type: str, principal: Principal) -> dict[str, Any]:
     """One page of the log for one event type after `cursor` (null: from now on)."""
-    arguments = params.get("arguments")
-    if arguments is not None and not isinstance(arguments, dict):
-        raise EventsError(INVALID_PARAMS, "params.arguments must be an object")
-    try:
-        session_id = validate_arguments(ARGUMENTS[event_type], arguments or {}).get("sessionId")
-    except ToolArgumentError as error:
-        why = f"params.arguments.{error.extra['argument']} {error.extra['detail']}"
-        raise EventsError(INVALID_PARAMS, why) from None
+    session_id = session_argument(params, event_type)
     limit = min(_integer(params, "maxEvents", 1) or MAX_PAGE_SIZE, MAX_PAGE_SIZE)
     max_age_ms = _integer(params, "maxAgeMs", 0)
     cursor = params.get("cursor")
@@ -168,6 +164,18 @@ def poll(params: dict[str, Any], event_type: str, principal: Principal) -> dict[
         rows, place = selectors.read_log_rows(after=place, limit=limit, **read)
         full = len(rows) == limit
     return _result(rows, place, full=full, truncated=truncated, read=read)
+
+
+def session_argument(params: dict[str, Any], event_type: str) -> str | None:
+    """`arguments.sessionId`, validated against the type's input schema."""
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        raise EventsError(INVALID_PARAMS, "params.arguments must be an object")
+    try:
+        return validate_arguments(ARGUMENTS[event_type], arguments or {}).get("sessionId")
+    except ToolArgumentError as error:
+        why = f"params.arguments.{error.extra['argument']} {error.extra['detail']}"
+        raise EventsError(INVALID_PARAMS, why) from None
 
 
 def _result(rows: list[selectors.LogRow], place: positions.Position, *, full: bool, truncated: bool,

@@ -43,9 +43,10 @@ from apps.core.errors import (
 )
 from apps.core.params import unknown_parameters
 from apps.events import filters
+from apps.events.positions import Position
 from apps.stream import slots
 from apps.stream.hub import get_hub
-from apps.stream.live import LiveStream
+from apps.stream.live import LiveStream, closing_frame
 from apps.stream.resume import Replay
 from apps.stream.streams import Stream
 from engine import daphne_stream
@@ -167,23 +168,10 @@ class EventStreamConsumer(LayerlessHttpConsumer):
         return None
 
     async def open_stream(self) -> bool:
-        if self.scope["method"] != "GET":
-            raise MethodNotAllowed()
         hub = get_hub()
-        # Admission exactly as REST (401, 404, 403, then REST's buckets: reconnect churn is bounded).
-        audiences = rest_audiences(settings.CONNECT_BASE_URL)
-        admission = await hub.admit(self._header(b"authorization"), audiences=audiences)
-        self.rate = admission.rate
-        if isinstance(admission.error, InsufficientScope):  # an ingest key (admission.wrong_door)
-            raise wrong_door(ingest=False, needs=wanted_scopes(self.scope.get("query_string", b"")))
-        if admission.error is not None:
-            raise admission.error
-        principal: Principal = admission.principal
-        context.note_principal(principal.workspace.id, principal.credential_id)  # admitted on a hub thread
-        subscription = _subscription(self.scope.get("query_string", b""), frozenset(principal.scopes))
-        last_event_id = self._header(b"last-event-id")
-        if last_event_id is not None and len(last_event_id) > 64:
-            raise InvalidRequest(detail="Last-Event-ID: at most 64 characters")
+        principal = await self.admitted(hub)
+        subscription = await self.subscribe(hub, principal)
+        resume_point = self.resume_point()
 
         try:
             await hub.ensure_carrier()
@@ -215,21 +203,24 @@ class EventStreamConsumer(LayerlessHttpConsumer):
         # Subscribe before reading what was missed: an event settled in between is then in the
         # live queue too, and the stream drops live copies up to where the replay reached.
         hub.register(self.stream)
-        first = b": connected\n\n"
-        if last_event_id:
+        resumed: bool | None = None
+        if resume_point is not None:
             types = (
                 frozenset(e.type for e in subscription.entries) if subscription.entries else subscription.default_types
             )
-            resumed = await hub.resume(
-                workspace_id=workspace_id, last_event_id=last_event_id.strip(), subscription=subscription, types=types
-            )
-            if resumed is None:
-                first = b": resume-unavailable\n\n"
+            if isinstance(resume_point, str):
+                replay = await hub.resume(
+                    workspace_id=workspace_id, last_event_id=resume_point, subscription=subscription, types=types
+                )
             else:
-                # The client has everything up to its id, the replay everything after it up to the
-                # place it reaches (the stream's `floor`, moved as each chunk is written): a live
-                # copy at or below it (a follower behind the read) is dropped.
-                self.replay = resumed
+                replay = await hub.resume_from(
+                    workspace_id=workspace_id, after=resume_point, subscription=subscription, types=types
+                )
+            # The client has everything up to its id, the replay everything after it up to the
+            # place it reaches (the stream's `floor`, moved as each chunk is written): a live
+            # copy at or below it (a follower behind the read) is dropped.
+            self.replay, resumed = replay, replay is not None
+        first = await self.opening(hub, resumed)
         await self.send_headers(status=200, headers=STREAM_HEADERS + self._rate_headers())
         await self.send_body(first, more_body=True)
         self._register_producer()
@@ -256,6 +247,38 @@ class EventStreamConsumer(LayerlessHttpConsumer):
         finally:
             live.start()
         return True
+
+    # What a subclass answering another protocol (apps/mcp/streaming.py) decides differently.
+    async def admitted(self, hub) -> Principal:
+        """The caller's principal, or the ApiError that refuses it."""
+        if self.scope["method"] != "GET":
+            raise MethodNotAllowed()
+        # Admission exactly as REST (401, 404, 403, then REST's buckets: reconnect churn is bounded).
+        audiences = rest_audiences(settings.CONNECT_BASE_URL)
+        admission = await hub.admit(self._header(b"authorization"), audiences=audiences)
+        self.rate = admission.rate
+        if isinstance(admission.error, InsufficientScope):  # an ingest key (admission.wrong_door)
+            raise wrong_door(ingest=False, needs=wanted_scopes(self.scope.get("query_string", b"")))
+        if admission.error is not None:
+            raise admission.error
+        principal: Principal = admission.principal
+        context.note_principal(principal.workspace.id, principal.credential_id)  # admitted on a hub thread
+        return principal
+
+    async def subscribe(self, hub, principal: Principal) -> filters.Subscription:  # noqa: ARG002
+        return _subscription(self.scope.get("query_string", b""), frozenset(principal.scopes))
+
+    def resume_point(self) -> str | Position | None:
+        """Where the client left off: an event id (`Last-Event-ID`) or a place in the log."""
+        last_event_id = self._header(b"last-event-id")
+        if last_event_id is not None and len(last_event_id) > 64:
+            raise InvalidRequest(detail="Last-Event-ID: at most 64 characters")
+        return last_event_id.strip() if last_event_id else None
+
+    async def opening(self, hub, resumed: bool | None) -> bytes:  # noqa: ARG002
+        """The stream's first bytes; `resumed` is None when no resume was asked, False when the
+        place asked for could not be resumed from."""
+        return b": resume-unavailable\n\n" if resumed is False else b": connected\n\n"
 
     async def _acquire_slot(self, hub, workspace_id: int) -> None:
         """Sets `slot_id` (None: the workspace is at its limit), taken with the other opens of a
@@ -333,7 +356,7 @@ class EventStreamConsumer(LayerlessHttpConsumer):
             if stream.closed_reason == "overflow":
                 daphne_stream.abort(self._daphne_request())
             elif stream.closed_reason != "client_gone":
-                await self.send_body(b"", more_body=False)
+                await self.send_body(closing_frame(stream, stream.closed_reason), more_body=False)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001

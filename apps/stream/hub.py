@@ -30,8 +30,9 @@ from apps.events.filters import Subscription
 from apps.stream import maintenance
 from apps.stream.carrier import Follower
 from apps.stream.coalescing import Coalescing
-from apps.stream.resume import Replay, resume_chunk, resume_start
-from apps.stream.streams import Stream
+from apps.events.positions import Position
+from apps.stream.resume import Replay, resume_after, resume_chunk, resume_start
+from apps.stream.streams import RenderedSubscription, Stream
 from apps.stream.threads import DbThreads, db_job
 from engine import daphne_stream
 
@@ -90,6 +91,13 @@ class Hub:
         waits for a hub thread (a reconnect storm: most clients hold the same last id)."""
         read = await self.coalescing.read((workspace_id, last_event_id, types), resume_start,
                                           workspace_id=workspace_id, last_event_id=last_event_id, types=types)
+        return None if read is None else Replay(workspace_id, types, subscription, read)
+
+    async def resume_from(self, *, workspace_id: int, after: Position, subscription: Subscription,
+                          types: frozenset[str]) -> Replay | None:
+        """`resume` from a place in the log (a `pos_` cursor) instead of an event id."""
+        read = await self.coalescing.read((workspace_id, after.key(), types), resume_after,
+                                          workspace_id=workspace_id, after=after, types=types)
         return None if read is None else Replay(workspace_id, types, subscription, read)
 
     async def resume_more(self, replay: Replay) -> None:
@@ -193,16 +201,22 @@ class Hub:
             item = (key, frame)
             # A set union: a subscription on both routes gets the event once.
             for subscription in routes.get((type_, None), _NO_STREAMS) | routes.get((type_, session_id), _NO_STREAMS):
+                # A rendered subscription's share keeps the whole row: it makes its own frames.
+                entry = (key, type_, session_id, frame) if isinstance(subscription, RenderedSubscription) else item
                 share = shares.get((workspace_id, subscription))
                 if share is None:
-                    shares[(workspace_id, subscription)] = [item]
+                    shares[(workspace_id, subscription)] = [entry]
                 else:
-                    share.append(item)
+                    share.append(entry)
         direct = fanned = 0
         for (workspace_id, subscription), items in shares.items():
             group = self.groups.get(workspace_id, {}).get(subscription)
             if not group:
                 continue
+            if isinstance(subscription, RenderedSubscription):
+                items = subscription.render(items)
+                if not items:
+                    continue
             count = len(items)
             data = items[0][1] if count == 1 else b"".join([frame for _, frame in items])
             first = items[0][0]

@@ -11,7 +11,7 @@ from functools import partial
 from apps.access import door
 from apps.stream import slots
 from apps.stream.hub import get_hub
-from apps.stream.streams import Stream
+from apps.stream.streams import RenderedSubscription, Stream
 from engine import daphne_stream
 
 logger = logging.getLogger("connect.events")
@@ -83,6 +83,12 @@ class LiveStream:
         if reason == "overflow":
             daphne_stream.abort(self.request)
         elif reason != "client_gone":
+            closing = closing_frame(stream, reason)
+            if closing:
+                try:
+                    self.direct(closing)
+                except Exception:  # noqa: BLE001 - the connection may be gone already
+                    logger.debug("could not write a stream's closing frame", exc_info=True)
             daphne_stream.finish(self.request)
         door.stream_closed(self.opened_at, reason, stream.sent)
         daphne_stream.unregister_producer(self.request, self.producer)
@@ -91,6 +97,12 @@ class LiveStream:
             slot_id, self.slot_id = self.slot_id, None
             get_hub().run_db(slots.release_slot, slot_id, retry=True).add_done_callback(
                 partial(_released, slot_id))
+
+
+def closing_frame(stream: Stream, reason: str) -> bytes:
+    """What a stream the server ends says last (an MCP answer's final result); none for an event stream."""
+    subscription = stream.subscription
+    return subscription.closing(reason) if isinstance(subscription, RenderedSubscription) else b""
 
 
 def _released(slot_id, future: asyncio.Future) -> None:

@@ -14,7 +14,7 @@ from apps.events.filters import Subscription
 from apps.events.positions import Position, event_id_ms
 from apps.events.representations import frame_for
 from apps.events.retention import oldest_complete_ms
-from apps.stream.streams import Stream
+from apps.stream.streams import RenderedSubscription, Stream
 
 # A resume further behind than this many events of its types is refused (`: resume-unavailable`).
 RESUME_MAX_EVENTS = 5000
@@ -41,7 +41,10 @@ class ResumeRead:
         share = self.shares.get(subscription)
         if share is None:
             matches = subscription.matches
-            items = [(key, frame) for key, type_, session_id, frame in self.rows if matches(type_, session_id)]
+            if isinstance(subscription, RenderedSubscription):
+                items = subscription.render([row for row in self.rows if matches(row[1], row[2])])
+            else:
+                items = [(key, frame) for key, type_, session_id, frame in self.rows if matches(type_, session_id)]
             share = self.shares[subscription] = (items, b"".join(frame for _, frame in items))
         return share
 
@@ -56,14 +59,25 @@ def resume_start(*, workspace_id: int, last_event_id: str, types: frozenset[str]
     follower), so the client holds every event of its subscription up to its last id and none
     after it; rows not settled yet come live, in order, once they are."""
     ms = event_id_ms(last_event_id)
-    window_ms = settings.CONNECT_SSE_RESUME_SECONDS * 1000
-    if ms is None or ms < int(time.time() * 1000) - window_ms or not types:
-        return None
-    if ms < oldest_complete_ms(types):
+    if ms is None or not _resumable(ms, types):
         return None
     place = selectors.position_of(workspace_id=workspace_id, event_id=last_event_id)
     if place is None:
         return None
+    return resume_after(workspace_id=workspace_id, after=place, types=types)
+
+
+def _resumable(ms: int, types: frozenset[str]) -> bool:
+    window_ms = settings.CONNECT_SSE_RESUME_SECONDS * 1000
+    return bool(types) and ms >= int(time.time() * 1000) - window_ms and ms >= oldest_complete_ms(types)
+
+
+def resume_after(*, workspace_id: int, after: Position, types: frozenset[str]) -> ResumeRead | None:
+    """`resume_start` from a place in the log (a `pos_` cursor, or the place of the client's last
+    id): None when it is older than the resume window or retention, or too far behind."""
+    if not _resumable(after.ms, types):
+        return None
+    place = after
     read = resume_chunk(workspace_id=workspace_id, after=place, types=types)
     if not read.done and selectors.log_has_more_than(RESUME_MAX_EVENTS, after=place, workspace_id=workspace_id,
                                                    types=types):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from apps.access.credentials import CredentialRef
@@ -16,6 +17,29 @@ from apps.events.representations import PING
 logger = logging.getLogger("connect.events")
 
 NO_FRAMES: tuple = ()
+
+# One row of the log as the hub routes it: (log key, type, session id, the event stream's frame).
+Row = tuple[tuple[int, str], str, str, bytes]
+
+
+@dataclass(frozen=True)
+class RenderedSubscription(Subscription):
+    """A subscription whose streams carry frames of their own (an MCP `subscriptions/listen` or
+    `events/stream` answer), made from the log's rows: routed, resumed, bounded and ended exactly
+    as an event stream's, only the bytes differ. `render` turns the rows it matches (in log order)
+    into `(log key, bytes)` items, keys kept so a resume's floor applies; an item's bytes may hold
+    several frames, or none. Equal subscriptions share one rendering per dispatched batch."""
+
+    def render(self, rows: list[Row]) -> list[tuple[tuple[int, str], bytes]]:
+        raise NotImplementedError
+
+    def heartbeat(self) -> bytes:
+        """Written to a quiet stream every heartbeat interval."""
+        return PING
+
+    def closing(self, reason: str) -> bytes:  # noqa: ARG002
+        """The last bytes of a stream the server ends (revoked, shut down), before the response ends."""
+        return b""
 
 
 class Stream:
@@ -109,7 +133,8 @@ class Stream:
         if self.closed_reason is not None:
             return
         if self._direct():
-            self._write_now(PING)
+            self._write_now(self.subscription.heartbeat() if isinstance(self.subscription, RenderedSubscription)
+                            else PING)
         else:
             self.ping_due = True
             self.wake()
@@ -136,7 +161,8 @@ class Stream:
         parts = []
         if self.ping_due:
             self.ping_due = False
-            parts.append(PING)
+            parts.append(self.subscription.heartbeat() if isinstance(self.subscription, RenderedSubscription)
+                         else PING)
         floor = self.floor
         queue = self.queue
         while queue:

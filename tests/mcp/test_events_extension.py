@@ -111,7 +111,7 @@ def test_events_list_describes_the_three_types_from_their_declarations(data, ver
     events = result(data, version, "events/list")["events"]
     assert [e["name"] for e in events] == ["session.created", "session.status_changed", SEGMENT]
     for descriptor in events:
-        assert descriptor["delivery"] == ["poll"]
+        assert descriptor["delivery"] == ["poll", "push"]
         assert descriptor["payloadSchema"] == DATA_SHAPES[descriptor["name"]].json_schema(portable=True)
         assert descriptor["inputSchema"]["properties"]["sessionId"]["type"] == "string"
         assert descriptor["inputSchema"]["additionalProperties"] is False
@@ -220,9 +220,10 @@ def test_an_unknown_event_type_is_not_found(data, version):
 
 
 @pytest.mark.parametrize("version", ERAS)
-@pytest.mark.parametrize(("method", "mode"), [("events/stream", "push"), ("events/subscribe", "webhook")])
-def test_push_and_webhook_delivery_are_not_offered(data, version, method, mode):
+@pytest.mark.parametrize(("method", "mode"), [("events/subscribe", "webhook")])
+def test_webhook_delivery_is_not_offered(data, version, method, mode):
+    # Push (events/stream) is a stream: tests/mcp/test_listen.py.
     status, err = error(data, version, method, {"name": "session.created", "arguments": {}})
     assert err["code"] == -32014 and mode in err["message"]
-    assert err["data"] == {"name": "session.created", "delivery": ["poll"]}
+    assert err["data"] == {"name": "session.created", "delivery": ["poll", "push"]}
     assert error(data, version, "events/unsubscribe", {"id": "x"})[1]["code"] == -32014

@@ -229,7 +229,7 @@ def test_discover_names_versions_capabilities_and_identity():
     assert result["supportedVersions"] == list(protocol.SUPPORTED_VERSIONS)
     assert MODERN in result["supportedVersions"] and "2025-03-26" in result["supportedVersions"]
     assert result["capabilities"] == {"tools": {"listChanged": False}, "completions": {},
-                                      "resources": {"subscribe": False, "listChanged": False}}
+                                      "resources": {"subscribe": True, "listChanged": True}}  # subscriptions/listen
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "connect"
     assert isinstance(result["ttlMs"], int) and result["ttlMs"] >= 0 and result["cacheScope"] == "public"
 

@@ -249,13 +249,15 @@ def test_completion_of_an_unknown_template_is_invalid_params(alice_key):
 
 
 @pytest.mark.parametrize("version", ["2025-03-26", *BOTH])
-def test_capabilities_declare_resources_without_subscribe_and_completions(alice_key, version):
+def test_capabilities_declare_resources_subscribe_on_2026_only_and_completions(alice_key, version):
     if version == MODERN:
         capabilities = result(rpc(alice_key, "server/discover", {}, MODERN))["capabilities"]
     else:
         capabilities = result(rpc(alice_key, "initialize", {"protocolVersion": version, "capabilities": {}},
                                   version))["capabilities"]
-    assert capabilities["resources"] == {"subscribe": False, "listChanged": False}
+    # subscriptions/listen on 2026-07-28; the 2025 generations keep no session to hold a subscription.
+    subscribe = version == MODERN
+    assert capabilities["resources"] == {"subscribe": subscribe, "listChanged": subscribe}
     assert capabilities["completions"] == {}
 
 
