@@ -30,8 +30,8 @@ APP_ORDER: dict[str, int] = {
     "recordings": 5,
     "ingest": 6,
     "stream": 7,
-    "mcp": 7,
     "webhooks": 7,
+    "mcp": 8,
 }
 
 

@@ -121,8 +121,8 @@ def test_a_circle_between_apps_and_its_upward_arrow_are_found():
 
 
 def test_an_import_between_apps_of_one_rank_is_upward():
-    graph = _synthetic(("apps.mcp.tools", "apps.webhooks.models"))
-    assert [(e.source, e.target) for e in upward(graph)] == [("apps.mcp.tools", "apps.webhooks.models")]
+    graph = _synthetic(("apps.stream.hub", "apps.webhooks.models"))
+    assert [(e.source, e.target) for e in upward(graph)] == [("apps.stream.hub", "apps.webhooks.models")]
 
 
 def test_an_engine_import_of_an_app_and_a_settings_import_are_found():

@@ -4,16 +4,16 @@
 with its filter arguments (`sessionId`, declared as REST's `GET /api/v1/events` declares it) and
 the `data` shape its recorder registered (apps/events/shapes.py). `events/poll` pages through the
 log with the one reader REST uses (apps/events/selectors.read_log_rows): the same events, in the
-same order, behind the same scopes and tenancy; its `cursor` is REST's `nextCursor`. Only poll is
-offered: `events/stream`, `events/subscribe` and `events/unsubscribe` answer `-32014`
-(docs/decisions/mcp-events-extension.md).
+same order, behind the same scopes and tenancy; its `cursor` is REST's `nextCursor`. The session
+types are also delivered by webhook (`events/subscribe`, apps/mcp/events_webhooks.py);
+`events/stream` answers `-32014` (docs/decisions/mcp-events-extension.md).
 
 No Django request here and no import of the protocol module (it imports this one): errors are
 `EventsError`s, which apps/mcp/protocol.py answers as JSON-RPC errors."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from rest_framework import serializers
 
@@ -24,6 +24,7 @@ from apps.events.api import MAX_SESSION_ID_LENGTH, allowed_types
 from apps.events.representations import event_row_item
 from apps.events.shapes import DATA_SHAPES
 from apps.mcp.arguments import ToolArgumentError, input_schema, validate_arguments
+from apps.webhooks.filters import SUBSCRIBABLE_TYPES as WEBHOOK_TYPES
 
 DELIVERY = ("poll",)
 
@@ -46,6 +47,11 @@ DESCRIPTIONS = {
     filters.SESSION_STATUS_CHANGED: "A session's status changed (e.g. live → processing → ready).",
     filters.TRANSCRIPT_SEGMENT_CREATED: "A transcript segment of one session was committed (live transcription).",
 }
+
+
+# Methods another module answers, registered when the app is ready (apps/mcp/apps.py):
+# `events/subscribe` and `events/unsubscribe` by apps/mcp/events_webhooks.py, which imports this one.
+HANDLERS: dict[str, Callable[[str, dict[str, Any], Principal], dict[str, Any]]] = {}
 
 
 class EventsError(Exception):
@@ -74,7 +80,7 @@ def descriptor(event_type: str) -> dict[str, Any]:
     return {
         "name": event_type,
         "description": f"{DESCRIPTIONS[event_type]} Needs `{scope}`.",
-        "delivery": list(DELIVERY),
+        "delivery": list(DELIVERY) + (["webhook"] if event_type in WEBHOOK_TYPES else []),
         "inputSchema": input_schema(ARGUMENTS[event_type]),
         "payloadSchema": DATA_SHAPES[event_type].json_schema(portable=True),
     }
@@ -87,14 +93,13 @@ def answer(method: str, params: dict[str, Any], principal: Principal) -> dict[st
             raise EventsError(INVALID_PARAMS, "Invalid cursor: events/list has a single page")
         allowed = allowed_types(principal)
         return {"events": [descriptor(t) for t in filters.TYPE_SCOPES if t in allowed]}
-    if method == "events/unsubscribe":
-        raise EventsError(UNSUPPORTED, "This server offers poll delivery only and keeps no subscriptions",
-                          {"delivery": list(DELIVERY)})
+    if method in HANDLERS:
+        return HANDLERS[method](method, params, principal)
     event_type = _event_type(params, principal)
     if method != "events/poll":
         mode = "push" if method == "events/stream" else "webhook"
         raise EventsError(UNSUPPORTED, f"{event_type} offers poll delivery only, not {mode}",
-                          {"name": event_type, "delivery": list(DELIVERY)})
+                          {"name": event_type, "delivery": descriptor(event_type)["delivery"]})
     return poll(params, event_type, principal)
 
 
