@@ -179,9 +179,10 @@ def _grant(params: dict[str, Any], now: datetime) -> datetime:
     ttl_ms = params["ttlMs"]
     if ttl_ms is None:
         return now + MAX_TTL
-    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, (int, float)):
+    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, (int, float)) or ttl_ms != ttl_ms:
         raise EventsError(INVALID_PARAMS, "params.ttlMs must be a number of milliseconds, or null")
-    return now + min(max(timedelta(milliseconds=ttl_ms), MIN_TTL), MAX_TTL)
+    bounded = min(max(ttl_ms, MIN_TTL.total_seconds() * 1000), MAX_TTL.total_seconds() * 1000)
+    return now + timedelta(milliseconds=bounded)
 
 
 def _check_url(url: str) -> None:
@@ -195,11 +196,14 @@ def _check_url(url: str) -> None:
         raise EventsError(INVALID_PARAMS, f"params.delivery.{refused.extra['detail']}") from None
 
 
-def _verified(principal: Principal, url: str, now: datetime) -> bool:
-    """A live subscription of this principal already delivers to `url` (it was verified)."""
+def _verified(principal: Principal, key: dict[str, Any], url: str, now: datetime) -> bool:
+    """A live subscription of this principal (the same key, or OAuth application and member)
+    already delivers to `url`: the URL confirmed it for them."""
+    same = ({"credential_kind": "api_key", "credential_id": key["credential"]} if principal.kind == "api_key"
+            else {"credential_kind": principal.kind, "oauth_application_id": key["application"]})
     for endpoint in WebhookEndpoint.objects.filter(
             workspace=principal.workspace, created_by=principal.issuer, url=url, deleted_at__isnull=True,
-            name__startswith=NAME_PREFIX):
+            name__startswith=NAME_PREFIX, **same):
         subscription = Subscription.of(endpoint)
         if subscription and subscription.live(now):
             return True
@@ -211,9 +215,9 @@ def subscribe(principal: Principal, params: dict[str, Any], endpoint_id: str, ev
     now = timezone.now()
     refresh_before = _grant(params, now)
     _check_url(url)
-    if not _verified(principal, url, now):
-        verify_callback(url, secret, endpoint_id)
     key = _principal_key(principal)
+    if not _verified(principal, key, url, now):
+        verify_callback(url, secret, endpoint_id)
     session = arguments.get("sessionId")
     fields = {
         "workspace": principal.workspace,

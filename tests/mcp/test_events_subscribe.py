@@ -211,6 +211,17 @@ def test_arguments_narrow_to_one_session_and_the_key_separates_subscriptions(
     assert sorted(by_subscription[every["id"]]) == sorted([other.id, watched.id])
     assert len(delivered) == 3
 
+    # Another key of the same member is another principal: its own subscription, its own
+    # handshake. No expiry (`ttlMs: null`) and a month are both granted a finite day.
+    second_key = factories.api_key(alice, factories.ALL_SCOPES)
+    for ttl in (None, 30 * 24 * HOUR_MS):
+        granted = rpc(webhook_server.url, second_key, "events/subscribe", subscribe_params(
+            callback.url, secret, name="session.status_changed", ttlMs=ttl))["result"]
+        assert granted["id"] not in (one["id"], every["id"])
+        assert granted["refreshBefore"] is not None
+        assert at(granted["refreshBefore"]) <= datetime.now(timezone.utc) + events_webhooks.MAX_TTL
+    assert len(callback.of_type("verification")) == 2
+
 
 def test_an_expired_subscription_stops_and_a_subscribe_revives_it(webhook_server, webhook_settings, callback, alice):
     key = factories.api_key(alice, factories.ALL_SCOPES)
