@@ -218,8 +218,9 @@ def resources_series(args: argparse.Namespace, connect: Target, key: str) -> dic
     rest_path = f"/api/v1/sessions/{session_id}/transcript"
     rest_size = len(httpx.get(connect.base + rest_path, headers={"Authorization": f"Bearer {key}"}).content)
     log(f"resources/read: {len(read.content)} bytes ({contents.get('_meta', {})}); REST transcript {rest_size} bytes")
+    auth = {"Authorization": f"Bearer {key}"}
     endpoints = {"resources/read": Endpoint("resources/read", "mcp", [body], headers),
-                 "rest transcript": Endpoint("rest transcript", "rest", [rest_path], {"Authorization": f"Bearer {key}"})}
+                 "rest transcript": Endpoint("rest transcript", "rest", [rest_path], auth)}
 
     def load(name: str, duration: float) -> dict:
         lua = {"lua": MCP_POST_LUA, "path": "/mcp"} if name == "resources/read" else {}
@@ -269,7 +270,7 @@ def main() -> int:
                         help="only resources/read of a transcript against REST's transcript (seeds --segments)")
     parser.add_argument("--segments", type=int, default=500, help="segments per seeded session with --resources")
     parser.add_argument("--budget", type=int, default=None,
-                        help="CONNECT_MCP_RESULT_BUDGET_BYTES for the server (e.g. 200000: a whole transcript per read)")
+                        help="the server's CONNECT_MCP_RESULT_BUDGET_BYTES (200000: a whole transcript per read)")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.duration, args.warmup = 1, 3, 1
@@ -378,7 +379,8 @@ def main_resources(args: argparse.Namespace, url: str, key: str) -> int:
     print("|---|---|---|---|---|")
     for name, s in (("MCP resources/read", m), ("REST transcript", r)):
         size = series["bytes"]["resources/read" if s is m else "rest transcript"]
-        print(f"| {name} | {s['rps_median']:.0f} | {s['p50_ms_median']:.1f} ms | {s['p99_ms_median']:.1f} ms | {size} |")
+        print(f"| {name} | {s['rps_median']:.0f} | {s['p50_ms_median']:.1f} ms | {s['p99_ms_median']:.1f} ms "
+              f"| {size} |")
     print(f"\nresources/read ÷ REST transcript: {series['ratio_to_rest']:.2f} (target ≥ 0.90); "
           f"load average before/after: {results['loadavg_before'][0]:.1f}/{results['loadavg_after'][0]:.1f}; "
           f"results: {out.relative_to(ROOT)}")

@@ -136,7 +136,8 @@ def _arguments(params: dict[str, Any], event_type: str) -> dict[str, Any]:
     try:
         return validate_arguments(ARGUMENTS[event_type], arguments or {})
     except ToolArgumentError as error:
-        raise EventsError(INVALID_PARAMS, f"params.arguments.{error.extra['argument']} {error.extra['detail']}") from None
+        why = f"params.arguments.{error.extra['argument']} {error.extra['detail']}"
+        raise EventsError(INVALID_PARAMS, why) from None
 
 
 def _secret(delivery: dict[str, Any]) -> bytes:
@@ -287,7 +288,8 @@ def verify_callback(url: str, secret: bytes, endpoint_id: str) -> None:
                 if len(answer_body) > MAX_CHALLENGE_RESPONSE:
                     break
     except outbound.BlockedDestination:
-        raise EventsError(INVALID_PARAMS, "params.delivery.url resolves to an address deliveries may not reach") from None
+        raise EventsError(INVALID_PARAMS,
+                          "params.delivery.url resolves to an address deliveries may not reach") from None
     except httpcore.TimeoutException:
         _callback_failed("timeout")
     except (httpcore.ConnectError, httpcore.NetworkError, httpcore.ProtocolError, OSError) as error:

@@ -26,7 +26,8 @@ from apps.webhooks.models import Delivery, WebhookEndpoint
 from tests import factories
 from tests.webhooks.conftest import fresh_process_caches, webhook_server, webhook_settings, wait_until  # noqa: F401
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Live servers, a task cluster and real deliveries: generous on a busy machine, never timed.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 HOUR_MS = 3_600_000
@@ -118,6 +119,21 @@ def subscribe_params(url: str, secret: str, name: str = "session.created", argum
             "cursor": None, **extra}
 
 
+def poll_until(base: str, key: str, cursor: str, event_id: str, version: str) -> dict:
+    """Follow `events/poll` from `cursor` as a client does (the log hands out an event once it is
+    settled, which on PostgreSQL may be a moment after its commit) until `event_id` comes."""
+    found: list[dict] = []
+
+    def step():
+        nonlocal cursor
+        page = rpc(base, key, "events/poll", {"name": "session.created", "cursor": cursor}, version)["result"]
+        cursor = page["cursor"]
+        found.extend(e for e in page["events"] if e["eventId"] == event_id)
+        return found
+
+    return wait_until(step, interval=0.25)[0]
+
+
 def at(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
@@ -153,9 +169,7 @@ def test_subscribe_verifies_delivers_signed_occurrences_and_a_refresh_rotates_th
     tampered = dict(delivered, body=delivered["body"].replace(b"Standup", b"Standby"))
     assert not verifies(secret, tampered)
     # The occurrence is the one events/poll reads from the log: same id, time and data.
-    log = rpc(webhook_server.url, key, "events/poll", {"name": "session.created", "cursor": start},
-              version)["result"]["events"]
-    [polled] = [e for e in log if e["eventId"] == body["eventId"]]
+    polled = poll_until(webhook_server.url, key, start, body["eventId"], version)
     assert {k: body[k] for k in ("eventId", "name", "timestamp", "data")} == polled
 
     # Refresh: same key, a new secret. Same id, a fresh grant, no second handshake; the old
@@ -228,7 +242,8 @@ def test_an_expired_subscription_stops_and_a_subscribe_revives_it(webhook_server
     secret = new_secret()
     asked = datetime.now(timezone.utc)
     # Too short a suggestion is clamped up to the floor, not refused.
-    granted = rpc(webhook_server.url, key, "events/subscribe", subscribe_params(callback.url, secret, ttlMs=1))["result"]
+    granted = rpc(webhook_server.url, key, "events/subscribe",
+                  subscribe_params(callback.url, secret, ttlMs=1))["result"]
     until = at(granted["refreshBefore"])
     assert asked + events_webhooks.MIN_TTL <= until <= datetime.now(timezone.utc) + events_webhooks.MIN_TTL
     wait_until(lambda: datetime.now(timezone.utc) > until + timedelta(milliseconds=50), timeout=60)
