@@ -77,7 +77,8 @@ def prepare(args: argparse.Namespace) -> tuple[str, str]:
         url = f"sqlite:///{path}"
     log(f"migrate and seed {args.sessions} sessions ({url})")
     manage(url, "migrate", "-v0")
-    manage(url, "seed_demo", "--sessions", str(args.sessions))
+    segments = ["--segments", str(args.segments)] if args.resources else []
+    manage(url, "seed_demo", "--sessions", str(args.sessions), *segments)
     manage(url, "add_member", "demo", "bench-mcp@connect.test")
     key = manage(url, "issue_api_key", "demo", "--member", "bench-mcp@connect.test", "--scopes",
                  "svc:sessions:read,svc:transcripts:read,svc:boards:read", "--name", "bench-mcp")
@@ -184,6 +185,72 @@ def wrk(target: Target, key: str, tool: str, bodies: list[str], duration: float,
 REST_SEARCH_PATHS = [f"/api/v1/transcripts/search?query={w}&limit=20" for w in SEARCH_WORDS]
 
 
+def resource_body(uri: str) -> str:
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+                       "params": {"uri": uri, "_meta": meta}}, separators=(",", ":"))
+
+
+def transcript_session(connect: Target, key: str, segments: int) -> str:
+    """A seeded session whose REST transcript has `segments` segments."""
+    sessions = httpx.get(connect.base + "/api/v1/sessions?limit=20", headers={"Authorization": f"Bearer {key}"},
+                         timeout=30).json()["items"]
+    for session in sessions:
+        transcript = httpx.get(f"{connect.base}/api/v1/sessions/{session['id']}/transcript",
+                               headers={"Authorization": f"Bearer {key}"}, timeout=30).json()
+        if len(transcript.get("transcript", [])) == segments:
+            return session["id"]
+    raise RuntimeError(f"no seeded session has {segments} segments (seed with --segments {segments})")
+
+
+def resources_series(args: argparse.Namespace, connect: Target, key: str) -> dict:
+    """`resources/read` of one 500-segment transcript (`connect://sessions/{id}/transcript`, the
+    first page within the result budget) against REST's `GET /api/v1/sessions/{id}/transcript`,
+    alternating round by round on the same server. Mcp-Name must equal the URI, so one session."""
+    session_id = transcript_session(connect, key, args.segments)
+    uri = f"connect://sessions/{session_id}/transcript"
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": MODERN,
+               "Mcp-Method": "resources/read", "Mcp-Name": uri}
+    body = resource_body(uri)
+    read = httpx.post(connect.base + "/mcp", content=body, headers=headers, timeout=30)
+    contents = read.json()["result"]["contents"][0]
+    rest_path = f"/api/v1/sessions/{session_id}/transcript"
+    rest_size = len(httpx.get(connect.base + rest_path, headers={"Authorization": f"Bearer {key}"}).content)
+    log(f"resources/read: {len(read.content)} bytes ({contents.get('_meta', {})}); REST transcript {rest_size} bytes")
+    auth = {"Authorization": f"Bearer {key}"}
+    endpoints = {"resources/read": Endpoint("resources/read", "mcp", [body], headers),
+                 "rest transcript": Endpoint("rest transcript", "rest", [rest_path], auth)}
+
+    def load(name: str, duration: float) -> dict:
+        lua = {"lua": MCP_POST_LUA, "path": "/mcp"} if name == "resources/read" else {}
+        run = harness_wrk(connect.base, endpoints[name], duration, args.connections, args.threads, **lua)
+        return {k: run[k] for k in ("rps", "p50_ms", "p99_ms", "non_2xx", "socket_errors")}
+
+    for name in endpoints:
+        load(name, args.warmup)
+    runs: dict[str, list[dict]] = {name: [] for name in endpoints}
+    names = list(endpoints)
+    for round_no in range(args.rounds):
+        for name in names if round_no % 2 == 0 else names[::-1]:
+            drain({}, limit_s=15)
+            if args.profile and round_no == 0:
+                profile(connect, args.duration, name.replace("/", "-").replace(" ", "-"))
+            run = load(name, args.duration)
+            runs[name].append(run)
+            log(f"{name:16} round {round_no + 1}: {run['rps']:7.1f} req/s p50 {run['p50_ms']:.1f} ms "
+                f"non-2xx {run['non_2xx']} socket errors {run['socket_errors']}")
+    series = {name: {"rps_median": statistics.median(r["rps"] for r in rs),
+                     "p50_ms_median": statistics.median(r["p50_ms"] for r in rs),
+                     "p99_ms_median": statistics.median(r["p99_ms"] for r in rs),
+                     "errors": sum(r["non_2xx"] + r["socket_errors"] for r in rs), "runs": rs}
+              for name, rs in runs.items()}
+    series["ratio_to_rest"] = series["resources/read"]["rps_median"] / series["rest transcript"]["rps_median"]
+    series["bytes"] = {"resources/read": len(read.content), "rest transcript": rest_size,
+                       "page": contents.get("_meta")}
+    return series
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--database", choices=["postgres", "sqlite"], default="postgres")
@@ -199,11 +266,18 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true",
                         help="py-spy Connect's daphne workers during its first round of each tool and its first "
                              "1-connection run (raw collapsed stacks in var/bench/)")
+    parser.add_argument("--resources", action="store_true",
+                        help="only resources/read of a transcript against REST's transcript (seeds --segments)")
+    parser.add_argument("--segments", type=int, default=500, help="segments per seeded session with --resources")
+    parser.add_argument("--budget", type=int, default=None,
+                        help="the server's CONNECT_MCP_RESULT_BUDGET_BYTES (200000: a whole transcript per read)")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.duration, args.warmup = 1, 3, 1
 
     url, key = prepare(args)
+    if args.resources:
+        return main_resources(args, url, key)
     connect = start_connect(url, args.workers)
     sdk = start_sdk(url, args.workers)
     results: dict = {"database": args.database, "sessions": args.sessions, "connections": args.connections,
@@ -278,6 +352,37 @@ def main() -> int:
     print(f"get_session p50 at 1 connection: Connect {results['get_session_1_connection_p50_ms']:.1f} ms, "
           f"SDK server {results['sdk_get_session_1_connection_p50_ms']:.1f} ms (target ≤ 2 ms)")
     print(f"load average before/after: {results['loadavg_before'][0]:.1f}/{results['loadavg_after'][0]:.1f}; "
+          f"results: {out.relative_to(ROOT)}")
+    return 0
+
+
+def main_resources(args: argparse.Namespace, url: str, key: str) -> int:
+    if args.budget:
+        os.environ["CONNECT_MCP_RESULT_BUDGET_BYTES"] = str(args.budget)  # the server's environment (env_for)
+    connect = start_connect(url, args.workers)
+    results: dict = {"database": args.database, "sessions": args.sessions, "segments": args.segments,
+                     "budget_bytes": args.budget,
+                     "connections": args.connections, "workers": args.workers, "rounds": args.rounds,
+                     "duration_s": args.duration, "loadavg_before": os.getloadavg()}
+    try:
+        results["resources"] = series = resources_series(args, connect, key)
+    finally:
+        connect.stop()
+    results["loadavg_after"] = os.getloadavg()
+    out_dir = ROOT / "var" / "bench"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"mcp-resources-{args.database}-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    out.write_text(json.dumps(results, indent=2))
+    m, r = series["resources/read"], series["rest transcript"]
+    print(f"\n| {args.segments}-segment transcript ({args.database}, {args.connections} connections) | req/s "
+          "| p50 | p99 | bytes |")
+    print("|---|---|---|---|---|")
+    for name, s in (("MCP resources/read", m), ("REST transcript", r)):
+        size = series["bytes"]["resources/read" if s is m else "rest transcript"]
+        print(f"| {name} | {s['rps_median']:.0f} | {s['p50_ms_median']:.1f} ms | {s['p99_ms_median']:.1f} ms "
+              f"| {size} |")
+    print(f"\nresources/read ÷ REST transcript: {series['ratio_to_rest']:.2f} (target ≥ 0.90); "
+          f"load average before/after: {results['loadavg_before'][0]:.1f}/{results['loadavg_after'][0]:.1f}; "
           f"results: {out.relative_to(ROOT)}")
     return 0
 

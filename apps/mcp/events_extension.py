@@ -6,15 +6,16 @@ the `data` shape its recorder registered (apps/events/shapes.py). `events/poll` 
 log with the one reader REST uses (apps/events/selectors.read_log_rows): the same events, in the
 same order, behind the same scopes and tenancy; its `cursor` is REST's `nextCursor`. Push
 (`events/stream`) is a stream of the stream app's hub (apps/mcp/events_stream.py, opened by
-apps/mcp/streaming.py); `events/subscribe` and `events/unsubscribe` answer `-32014`
-(docs/decisions/mcp-events-extension.md, docs/decisions/mcp-listen.md).
+apps/mcp/streaming.py); the session types are also delivered by webhook (`events/subscribe`,
+apps/mcp/events_webhooks.py) (docs/decisions/mcp-events-extension.md, docs/decisions/mcp-listen.md,
+docs/decisions/mcp-events-subscribe.md).
 
 No Django request here and no import of the protocol module (it imports this one): errors are
 `EventsError`s, which apps/mcp/protocol.py answers as JSON-RPC errors."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from rest_framework import serializers
 
@@ -25,6 +26,7 @@ from apps.events.api import MAX_SESSION_ID_LENGTH, allowed_types
 from apps.events.representations import event_row_item
 from apps.events.shapes import DATA_SHAPES
 from apps.mcp.arguments import ToolArgumentError, input_schema, validate_arguments
+from apps.webhooks.filters import SUBSCRIBABLE_TYPES as WEBHOOK_TYPES
 
 DELIVERY = ("poll", "push")
 
@@ -47,6 +49,11 @@ DESCRIPTIONS = {
     filters.SESSION_STATUS_CHANGED: "A session's status changed (e.g. live → processing → ready).",
     filters.TRANSCRIPT_SEGMENT_CREATED: "A transcript segment of one session was committed (live transcription).",
 }
+
+
+# Methods another module answers, registered when the app is ready (apps/mcp/apps.py):
+# `events/subscribe` and `events/unsubscribe` by apps/mcp/events_webhooks.py, which imports this one.
+HANDLERS: dict[str, Callable[[str, dict[str, Any], Principal], dict[str, Any]]] = {}
 
 
 class EventsError(Exception):
@@ -75,7 +82,7 @@ def descriptor(event_type: str) -> dict[str, Any]:
     return {
         "name": event_type,
         "description": f"{DESCRIPTIONS[event_type]} Needs `{scope}`.",
-        "delivery": list(DELIVERY),
+        "delivery": list(DELIVERY) + (["webhook"] if event_type in WEBHOOK_TYPES else []),
         "inputSchema": input_schema(ARGUMENTS[event_type]),
         "payloadSchema": DATA_SHAPES[event_type].json_schema(portable=True),
     }
@@ -88,16 +95,15 @@ def answer(method: str, params: dict[str, Any], principal: Principal) -> dict[st
             raise EventsError(INVALID_PARAMS, "Invalid cursor: events/list has a single page")
         allowed = allowed_types(principal)
         return {"events": [descriptor(t) for t in filters.TYPE_SCOPES if t in allowed]}
-    if method == "events/unsubscribe":
-        raise EventsError(UNSUPPORTED, "This server offers poll and push delivery and keeps no subscriptions",
-                          {"delivery": list(DELIVERY)})
+    if method in HANDLERS:  # events/subscribe and events/unsubscribe
+        return HANDLERS[method](method, params, principal)
     event_type = event_type_of(params, principal)
     if method == "events/stream":  # /mcp answers it with a stream before the protocol sees it
         raise EventsError(UNSUPPORTED, "events/stream answers with an SSE stream: POST it to /mcp",
                           {"feature": "deliveryMode", "value": "push"})
     if method != "events/poll":
-        raise EventsError(UNSUPPORTED, f"{event_type} offers {' and '.join(DELIVERY)} delivery, not webhook",
-                          {"name": event_type, "delivery": list(DELIVERY)})
+        raise EventsError(UNSUPPORTED, f"{event_type} offers {', '.join(descriptor(event_type)['delivery'])} "
+                          f"delivery, not {method}", {"name": event_type, "delivery": descriptor(event_type)["delivery"]})
     return poll(params, event_type, principal)
 
 

@@ -288,6 +288,17 @@ def create_event_deliveries(
     return deliveries
 
 
+def queue_delivery(*, endpoint: WebhookEndpoint, event_id: str, event_type: str, body: str) -> Delivery:
+    """One event delivery of a body another app shaped for its own wire (the MCP events
+    extension's), written in the caller's transaction and then drained, signed, retried and
+    guarded like every delivery."""
+    delivery = _new_delivery(endpoint=endpoint, event_id=event_id, event_type=event_type,
+                             kind=DeliveryKind.EVENT, body=body, now=timezone.now())
+    delivery.save(force_insert=True)
+    _drain_after_commit()
+    return delivery
+
+
 @transaction.atomic
 def send_test_delivery(*, endpoint: WebhookEndpoint) -> Delivery:
     """A signed `webhook.test` request: kind `test`, one attempt, terminal after it."""

@@ -110,8 +110,8 @@ def test_the_extension_is_declared_in_capabilities(data, version):
 def test_events_list_describes_the_three_types_from_their_declarations(data, version):
     events = result(data, version, "events/list")["events"]
     assert [e["name"] for e in events] == ["session.created", "session.status_changed", SEGMENT]
+    assert [e["delivery"] for e in events] == [["poll", "push", "webhook"], ["poll", "push", "webhook"], ["poll", "push"]]
     for descriptor in events:
-        assert descriptor["delivery"] == ["poll", "push"]
         assert descriptor["payloadSchema"] == DATA_SHAPES[descriptor["name"]].json_schema(portable=True)
         assert descriptor["inputSchema"]["properties"]["sessionId"]["type"] == "string"
         assert descriptor["inputSchema"]["additionalProperties"] is False
@@ -220,10 +220,7 @@ def test_an_unknown_event_type_is_not_found(data, version):
 
 
 @pytest.mark.parametrize("version", ERAS)
-@pytest.mark.parametrize(("method", "mode"), [("events/subscribe", "webhook")])
-def test_webhook_delivery_is_not_offered(data, version, method, mode):
-    # Push (events/stream) is a stream: tests/mcp/test_listen.py.
-    status, err = error(data, version, method, {"name": "session.created", "arguments": {}})
-    assert err["code"] == -32014 and mode in err["message"]
-    assert err["data"] == {"name": "session.created", "delivery": ["poll", "push"]}
-    assert error(data, version, "events/unsubscribe", {"id": "x"})[1]["code"] == -32014
+def test_webhook_delivery_is_not_offered_for_segments(data, version):
+    # Push (events/stream) is a stream: tests/mcp/test_listen.py; webhooks: test_events_subscribe.py.
+    status, err = error(data, version, "events/subscribe", {"name": SEGMENT, "arguments": {"sessionId": "x"}})
+    assert err["code"] == -32014 and "webhook" in err["message"]

@@ -1,0 +1,358 @@
+"""Webhook delivery of the MCP Events extension: `events/subscribe` and `events/unsubscribe`.
+
+A subscription is a webhook endpoint of the workspace (apps/webhooks), so its deliveries are
+drained, retried, SSRF-guarded at connect time and signed exactly like the REST ones; what the
+extension adds lives here:
+
+- Its key is (principal, `delivery.url`, `name`, `arguments`) and the endpoint's id is derived
+  from it (`wh_mcp…`, a hash), so the id the client is given is stable across refreshes and
+  restarts, is what `Svc-Webhook-Id` carries on every delivery, and a repeat subscribe finds
+  the same row (an upsert; a lapsed one is revived). The principal is the API key, or the OAuth
+  application and member (an access token changes at every refresh, the subscription does not).
+- The secret is the client's `whsec_` value, sealed like the endpoints' own; a refresh with a
+  new one keeps the old one signing beside it for `ROTATION_GRACE` (two `v1,` signatures).
+- Bodies are the extension's `EventOccurrence` (`eventId`, `name`, `timestamp`, `data`,
+  `cursor`), queued by `on_event_recorded` inside the event's transaction; the endpoint's filter
+  names a session that cannot exist (`mcp:` + the argument), so the REST matcher never feeds it
+  the REST body as well. `cursor` is null: deliveries are retried one by one and may arrive out
+  of order, and no watermark is kept; a client resumes with `events/poll` and the REST cursor.
+- The grant (`refreshBefore`) is kept in the endpoint's name (webhook endpoints have no column
+  for it). An expired subscription gets no new delivery (checked when one would be queued) and
+  `expire_subscriptions`, every minute, deletes it, which cancels what it still had pending.
+- Before the first delivery to a URL the principal has not used, the URL must prove it wants
+  them: a signed `verification` envelope whose `challenge` it echoes (constant-time compare),
+  through the same guarded dialler as deliveries; failures answer `-32015` with a category,
+  never the endpoint's response.
+
+Errors are `events_extension.EventsError`s, answered by apps/mcp/protocol.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import secrets
+import ssl
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpcore
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from apps.access.principal import Principal
+from apps.core.errors import ApiError
+from apps.core.timestamps import iso_ms
+from apps.events.representations import event_envelope
+from apps.mcp import events_extension
+from apps.mcp.arguments import ToolArgumentError, validate_arguments
+from apps.mcp.events_extension import ARGUMENTS, INVALID_PARAMS, NOT_FOUND, UNSUPPORTED, EventsError, event_type_of
+from apps.webhooks import destinations, keys, outbound, services, standard
+from apps.webhooks.filters import SUBSCRIBABLE_TYPES
+from apps.webhooks.models import EndpointSigning, WebhookEndpoint
+
+# The event types that can be delivered by webhook: those apps/webhooks delivers.
+WEBHOOK_TYPES = frozenset(SUBSCRIBABLE_TYPES)
+CALLBACK_ENDPOINT_ERROR = -32015
+
+# Grants: the suggestion clamped to [MIN, MAX]; none suggested → DEFAULT; `ttlMs: null` (no
+# expiry) is granted MAX, finite, which the extension allows a server unwilling to hold state
+# forever. A day at most: past that the refresh traffic saved is nil and abandoned state grows.
+DEFAULT_TTL = timedelta(hours=1)
+MIN_TTL = timedelta(seconds=10)
+MAX_TTL = timedelta(days=1)
+ROTATION_GRACE = timedelta(minutes=5)
+
+NAME_PREFIX = "MCP events/subscribe "
+SESSION_MARKER = "mcp:"  # session ids are ULIDs: one with a colon never exists
+ANY_SESSION = "*"
+VERIFY_TIMEOUT_SECONDS = 5.0
+MAX_CHALLENGE_RESPONSE = 4096
+SECRET_MIN_BYTES, SECRET_MAX_BYTES = 24, 64
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """What an endpoint row says about the subscription it is."""
+
+    event_type: str
+    session_id: str | None
+    refresh_before: datetime
+
+    @classmethod
+    def of(cls, endpoint: WebhookEndpoint) -> Subscription | None:
+        if not endpoint.name.startswith(NAME_PREFIX) or len(endpoint.filters or []) != 1:
+            return None
+        until = parse_datetime(endpoint.name.rpartition(" until ")[2])
+        entry = endpoint.filters[0]
+        marker = entry.get("sessionId", "")
+        if until is None or not marker.startswith(SESSION_MARKER):
+            return None  # edited through the REST API: no longer a subscription of ours
+        session = marker[len(SESSION_MARKER):]
+        return cls(entry["type"], None if session == ANY_SESSION else session, until)
+
+    def live(self, now: datetime) -> bool:
+        return self.refresh_before > now
+
+
+def register() -> None:
+    for method in ("events/subscribe", "events/unsubscribe"):
+        events_extension.HANDLERS[method] = answer
+
+
+def answer(method: str, params: dict[str, Any], principal: Principal) -> dict[str, Any]:
+    """The result of `events/subscribe` or `events/unsubscribe`, or `EventsError`."""
+    event_type = event_type_of(params, principal)
+    if event_type not in WEBHOOK_TYPES:
+        raise EventsError(UNSUPPORTED, f"{event_type} offers poll delivery only, not webhook",
+                          {"feature": "deliveryMode", "value": "webhook", "name": event_type})
+    arguments = _arguments(params, event_type)
+    delivery = params.get("delivery")
+    if not isinstance(delivery, dict):
+        raise EventsError(INVALID_PARAMS, "params.delivery is required: {mode: \"webhook\", url, secret}")
+    if delivery.get("mode", "webhook") != "webhook":
+        raise EventsError(INVALID_PARAMS, 'params.delivery.mode must be "webhook"')
+    url = delivery.get("url")
+    if not isinstance(url, str) or not url:
+        raise EventsError(INVALID_PARAMS, "params.delivery.url is required: the https URL to deliver to")
+    key = _principal_key(principal)
+    endpoint_id = subscription_id(key, url, event_type, arguments)
+    if method == "events/unsubscribe":
+        return unsubscribe(principal, endpoint_id)
+    return subscribe(principal, params, endpoint_id, event_type, arguments, url, _secret(delivery))
+
+
+def _arguments(params: dict[str, Any], event_type: str) -> dict[str, Any]:
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        raise EventsError(INVALID_PARAMS, "params.arguments must be an object")
+    try:
+        return validate_arguments(ARGUMENTS[event_type], arguments or {})
+    except ToolArgumentError as error:
+        why = f"params.arguments.{error.extra['argument']} {error.extra['detail']}"
+        raise EventsError(INVALID_PARAMS, why) from None
+
+
+def _secret(delivery: dict[str, Any]) -> bytes:
+    value = delivery.get("secret")
+    why = (f"params.delivery.secret is required: a Standard Webhooks secret, {standard.SECRET_PREFIX} followed by "
+           f"base64 of {SECRET_MIN_BYTES} to {SECRET_MAX_BYTES} random bytes")
+    if not isinstance(value, str) or not value.startswith(standard.SECRET_PREFIX):
+        raise EventsError(INVALID_PARAMS, why)
+    try:
+        secret = base64.b64decode(value[len(standard.SECRET_PREFIX):], validate=True)
+    except (binascii.Error, ValueError):
+        raise EventsError(INVALID_PARAMS, why) from None
+    if not SECRET_MIN_BYTES <= len(secret) <= SECRET_MAX_BYTES:
+        raise EventsError(INVALID_PARAMS, why)
+    return secret
+
+
+def _principal_key(principal: Principal) -> dict[str, Any]:
+    """Who subscribes, as the key names them; with the installation fields of the endpoint."""
+    application_id = None
+    if principal.kind == "oauth":
+        from apps.oauth.models import AccessToken
+
+        application_id = AccessToken.objects.filter(pk=principal.credential_id).values_list(
+            "application_id", flat=True).first()
+    return {"workspace": principal.workspace.id, "member": principal.issuer.pk, "kind": principal.kind,
+            "credential": principal.credential_id if principal.kind == "api_key" else None,
+            "application": application_id}
+
+
+def subscription_id(key: dict[str, Any], url: str, event_type: str, arguments: dict[str, Any]) -> str:
+    """Deterministic over the key (canonical JSON): the endpoint's primary key."""
+    canonical = json.dumps([key, url, event_type, arguments], sort_keys=True, separators=(",", ":"))
+    return "wh_mcp" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+
+
+def _grant(params: dict[str, Any], now: datetime) -> datetime:
+    if "ttlMs" not in params:
+        return now + DEFAULT_TTL
+    ttl_ms = params["ttlMs"]
+    if ttl_ms is None:
+        return now + MAX_TTL
+    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, (int, float)) or ttl_ms != ttl_ms:
+        raise EventsError(INVALID_PARAMS, "params.ttlMs must be a number of milliseconds, or null")
+    bounded = min(max(ttl_ms, MIN_TTL.total_seconds() * 1000), MAX_TTL.total_seconds() * 1000)
+    return now + timedelta(milliseconds=bounded)
+
+
+def _check_url(url: str) -> None:
+    """https (http too only where the development flag allows private receivers), and every
+    address its host resolves to now passes the webhooks' SSRF rules; delivery checks again."""
+    if not url.lower().startswith("https://") and not settings.CONNECT_WEBHOOKS_ALLOW_PRIVATE:
+        raise EventsError(INVALID_PARAMS, "params.delivery.url must be an https URL")
+    try:
+        destinations.check_destination(url)
+    except ApiError as refused:
+        raise EventsError(INVALID_PARAMS, f"params.delivery.{refused.extra['detail']}") from None
+
+
+def _verified(principal: Principal, key: dict[str, Any], url: str, now: datetime) -> bool:
+    """A live subscription of this principal (the same key, or OAuth application and member)
+    already delivers to `url`: the URL confirmed it for them."""
+    same = ({"credential_kind": "api_key", "credential_id": key["credential"]} if principal.kind == "api_key"
+            else {"credential_kind": principal.kind, "oauth_application_id": key["application"]})
+    for endpoint in WebhookEndpoint.objects.filter(
+            workspace=principal.workspace, created_by=principal.issuer, url=url, deleted_at__isnull=True,
+            name__startswith=NAME_PREFIX, **same):
+        subscription = Subscription.of(endpoint)
+        if subscription and subscription.live(now):
+            return True
+    return False
+
+
+def subscribe(principal: Principal, params: dict[str, Any], endpoint_id: str, event_type: str,
+              arguments: dict[str, Any], url: str, secret: bytes) -> dict[str, Any]:
+    now = timezone.now()
+    refresh_before = _grant(params, now)
+    _check_url(url)
+    key = _principal_key(principal)
+    if not _verified(principal, key, url, now):
+        verify_callback(url, secret, endpoint_id)
+    session = arguments.get("sessionId")
+    fields = {
+        "workspace": principal.workspace,
+        "name": f"{NAME_PREFIX}{event_type} until {iso_ms(refresh_before)}",
+        "url": url,
+        "filters": [{"type": event_type, "sessionId": (SESSION_MARKER + (session or ANY_SESSION))[:200]}],
+        "signing": EndpointSigning.STANDARD_WEBHOOKS,
+        "active": True,
+        "disabled_reason": "",
+        "deleted_at": None,
+        "updated_at": now,
+        # The installation: the caller's credential answers for the deliveries from now on.
+        "created_by": principal.issuer,
+        "credential_kind": principal.kind,
+        "credential_id": str(principal.credential_id),
+        "oauth_application_id": key["application"],
+    }
+    with transaction.atomic():
+        endpoint = WebhookEndpoint.objects.select_for_update().filter(pk=endpoint_id).first()
+        if endpoint is None:
+            endpoint = WebhookEndpoint(id=endpoint_id, created_at=now, sealed_secret=keys.seal(secret), **fields)
+            endpoint.save(force_insert=True)
+        else:
+            lapsed = endpoint.deleted_at is not None or not endpoint.active
+            current = keys.unseal(endpoint.sealed_secret) if endpoint.sealed_secret is not None else None
+            if current is not None and not lapsed and not hmac.compare_digest(current, secret):
+                endpoint.sealed_previous_secret = endpoint.sealed_secret
+                endpoint.previous_secret_until = now + ROTATION_GRACE
+            elif lapsed:
+                endpoint.sealed_previous_secret, endpoint.previous_secret_until = None, None
+            endpoint.sealed_secret = keys.seal(secret)
+            for field, value in fields.items():
+                setattr(endpoint, field, value)
+            endpoint.save()
+    return {"id": endpoint_id, "refreshBefore": iso_ms(refresh_before), "cursor": None, "truncated": False}
+
+
+def unsubscribe(principal: Principal, endpoint_id: str) -> dict[str, Any]:
+    endpoint = WebhookEndpoint.objects.filter(pk=endpoint_id, workspace=principal.workspace,
+                                              deleted_at__isnull=True).first()
+    subscription = Subscription.of(endpoint) if endpoint else None
+    if subscription is None or not subscription.live(timezone.now()):
+        raise EventsError(NOT_FOUND, "No subscription of this credential has this name, arguments and delivery.url",
+                          {"kind": "subscription"})
+    services.delete_endpoint(endpoint=endpoint)
+    return {}
+
+
+def verify_callback(url: str, secret: bytes, endpoint_id: str) -> None:
+    """The verification handshake: POST a signed `verification` envelope and require its
+    `challenge` back in a 2xx JSON body. `-32015` with the failure's category otherwise."""
+    challenge = secrets.token_urlsafe(32)
+    body = json.dumps({"type": "verification", "challenge": challenge}, separators=(",", ":")).encode()
+    msg_id = f"msg_verification_{secrets.token_hex(12)}"
+    headers = [("Content-Type", "application/json"), ("User-Agent", "Connect-MCP-Events"),
+               ("X-MCP-Subscription-Id", endpoint_id)]
+    headers += standard.headers([secret], msg_id=msg_id, timestamp=int(time.time()), body=body)
+    timeouts = {name: VERIFY_TIMEOUT_SECONDS for name in ("connect", "read", "write", "pool")}
+    pool = httpcore.ConnectionPool(ssl_context=ssl.create_default_context(),
+                                   network_backend=outbound.GuardedBackend(destinations.policy()))
+    status, answer_body = 0, b""
+    try:
+        with pool.stream("POST", url, headers=headers, content=body, extensions={"timeout": timeouts}) as response:
+            status = response.status
+            for chunk in response.iter_stream():
+                answer_body += chunk
+                if len(answer_body) > MAX_CHALLENGE_RESPONSE:
+                    break
+    except outbound.BlockedDestination:
+        raise EventsError(INVALID_PARAMS,
+                          "params.delivery.url resolves to an address deliveries may not reach") from None
+    except httpcore.TimeoutException:
+        _callback_failed("timeout")
+    except (httpcore.ConnectError, httpcore.NetworkError, httpcore.ProtocolError, OSError) as error:
+        _callback_failed("tls_error" if _is_tls(error) else "connection_refused")
+    finally:
+        pool.close()
+    if 400 <= status < 500:
+        _callback_failed("http_4xx")
+    if status >= 500:
+        _callback_failed("http_5xx")
+    try:
+        echoed = json.loads(answer_body).get("challenge") if 200 <= status < 300 else None
+    except (ValueError, AttributeError):
+        echoed = None
+    if not isinstance(echoed, str) or not hmac.compare_digest(echoed.encode(), challenge.encode()):
+        _callback_failed("challenge_failed")
+
+
+def _is_tls(error: BaseException) -> bool:
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _callback_failed(reason: str) -> None:
+    raise EventsError(CALLBACK_ENDPOINT_ERROR, "The callback endpoint did not confirm it wants these deliveries",
+                      {"reason": reason})
+
+
+def on_event_recorded(sender, event, **kwargs) -> None:  # noqa: ARG001 - signal
+    """Inside record_event's transaction: one delivery per live subscription the event matches."""
+    if event.type not in WEBHOOK_TYPES:
+        return
+    now, body = timezone.now(), None
+    for endpoint in WebhookEndpoint.objects.filter(workspace_id=event.workspace_id, active=True,
+                                                   deleted_at__isnull=True, name__startswith=NAME_PREFIX):
+        subscription = Subscription.of(endpoint)
+        if (subscription is None or not subscription.live(now) or subscription.event_type != event.type
+                or subscription.session_id not in (None, event.session_id)):
+            continue
+        body = body or occurrence_body(event)
+        services.queue_delivery(endpoint=endpoint, event_id=event.id, event_type=event.type, body=body)
+
+
+def occurrence_body(event) -> str:
+    """The `EventOccurrence` of one event, as the text that is signed: the same `eventId`, `name`,
+    `timestamp` and `data` as `events/poll` and REST's log."""
+    envelope = event_envelope(event)
+    occurrence = {"eventId": event.id, "name": event.type, "timestamp": envelope["occurredAt"],
+                  "data": envelope["data"], "cursor": None}
+    return json.dumps(occurrence, separators=(",", ":"), ensure_ascii=False)
+
+
+def expire_subscriptions() -> int:
+    """Delete the subscriptions past their grant (their pending deliveries are cancelled).
+    Runs every minute (apps/mcp/apps.py); returns how many it ended."""
+    now, ended = timezone.now(), 0
+    for endpoint in WebhookEndpoint.objects.filter(deleted_at__isnull=True, name__startswith=NAME_PREFIX):
+        subscription = Subscription.of(endpoint)
+        if subscription is not None and not subscription.live(now):
+            services.delete_endpoint(endpoint=endpoint)
+            ended += 1
+    return ended
