@@ -220,6 +220,10 @@ def main() -> int:
     parser.add_argument("--bulk-producers", type=int, default=2)
     parser.add_argument("--postgres-db", default="connect_bench_ingest")
     parser.add_argument("--redis-db", type=int, default=5)
+    parser.add_argument("--root", help="serve the Connect checked out there (another commit, for an A/B)")
+    parser.add_argument("--live-only", action="store_true", help="skip the bulk load")
+    parser.add_argument("--profile", metavar="DIR",
+                        help="record each server worker with py-spy during the live window (speedscope files in DIR)")
     args = parser.parse_args()
     if args.quick:
         args.duration, args.sessions, args.streams, args.bulk_seconds = 15.0, 50, 100, 10.0
@@ -242,7 +246,7 @@ def main() -> int:
            "CONNECT_QUEUE_TIMEOUT_SECONDS": "30"}
     load_before = os.getloadavg()
     results: dict = {}
-    with harness.connect_server(db, 2, env=env) as server:
+    with harness.connect_server(db, 2, env=env, root=Path(args.root) if args.root else None) as server:
         port = server.port
         read = httpx.Client(base_url=server.base, headers={"Authorization": f"Bearer {keys['read']}"}, timeout=60)
         ingest = httpx.Client(base_url=server.base, headers={"Authorization": f"Bearer {keys['ingest']}"}, timeout=60)
@@ -272,9 +276,14 @@ def main() -> int:
                                    str(tmp / f"producer-{k}.json"), "--out", str(tmp / f"producer-{k}.out"),
                                    "--start-at", str(start_at), "--duration", str(args.duration),
                                    "--rate", str(args.rate)))
+        profilers = profile(server, args, start_at) if args.profile else []
+        cpu_before = harness.cpu_seconds(server.proc.pid)
         for p in producers:
             p.wait()
         time.sleep(5)  # the last frames in flight
+        server_cpu = harness.cpu_seconds(server.proc.pid) - cpu_before
+        for p in profilers:
+            p.wait()
         for i in range(args.sessions):
             ingest.post(f"{INGEST}live-{i}/status", json={"status": "completed"})
         records = [r for k in range(args.producers) for r in json.loads((tmp / f"producer-{k}.out").read_text())]
@@ -282,21 +291,40 @@ def main() -> int:
             p.stdin.write("stop\n")
             p.stdin.flush()
         results["live"] = live_results(args, records, readers, tmp, stream_sessions)
+        # The servers' CPU (workers and task cluster) from the producers' start to 5 s after
+        # their end, per append request: the figure a busy machine disturbs least.
+        results["live"]["server_cpu_s"] = server_cpu
+        results["live"]["server_cpu_ms_per_append"] = 1000 * server_cpu / max(1, results["live"]["ok"])
         results["live"]["stored"] = int(harness.manage(db, "shell", "-c", COUNT % "live-", capture=True).split()[-1])
         expected_hooks = 2 * args.sessions
         deadline = time.time() + 120
         while len(Receiver.events) < expected_hooks and time.time() < deadline:
             time.sleep(1)
         results["live"]["webhook_events"] = [len(Receiver.events), expected_hooks, Receiver.deliveries]
-        results["bulk"] = bulk(server.base, keys["ingest"], args)
-        results["bulk"]["stored"] = int(harness.manage(db, "shell", "-c", COUNT % "bulk-", capture=True).split()[-1])
-        service = harness.manage(db, "shell", "-c", SERVICE_BULK % {"seconds": args.bulk_seconds / 2}, capture=True)
-        results["bulk"]["service_segments_per_s"] = float(service.split()[-1])
+        if not args.live_only:
+            results["bulk"] = bulk(server.base, keys["ingest"], args)
+            results["bulk"]["stored"] = int(harness.manage(db, "shell", "-c", COUNT % "bulk-", capture=True).split()[-1])
+            service = harness.manage(db, "shell", "-c", SERVICE_BULK % {"seconds": args.bulk_seconds / 2},
+                                     capture=True)
+            results["bulk"]["service_segments_per_s"] = float(service.split()[-1])
     meta = {"started": started.isoformat(), "machine": harness.machine(), "loadavg_before": load_before,
             "loadavg_after": os.getloadavg(), "args": vars(args)}
     harness.save_results(run_dir, meta, results, table(meta, results))
     receiver.shutdown()
     return 0
+
+
+def profile(server, args, start_at: float) -> list[subprocess.Popen]:
+    """py-spy on each of the server's Python processes for the live window (from 5 s in), sampling
+    the thread that holds the GIL only: Python's CPU, not its waits."""
+    out = Path(args.profile)
+    out.mkdir(parents=True, exist_ok=True)
+    time.sleep(max(0.0, start_at + 5 - time.time()))
+    pids = harness.descendants(server.proc.pid)
+    return [subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(pid), "--rate", "100", "--gil",
+                              "--duration", str(int(max(5, args.duration - 10))), "--format", "speedscope",
+                              "--output", str(out / f"{pid}.speedscope.json")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for pid in pids]
 
 
 def live_results(args, records, readers, tmp: Path, stream_sessions: list[int]) -> dict:
@@ -376,8 +404,8 @@ def bulk(base: str, key: str, args) -> dict:
 
 
 def table(meta: dict, results: dict) -> str:
-    live, bulk_ = results["live"], results["bulk"]
-    return "\n".join([
+    live, bulk_ = results["live"], results.get("bulk")
+    lines = [
         harness.run_line(meta),
         "",
         "| live | value | target |",
@@ -396,7 +424,13 @@ def table(meta: dict, results: dict) -> str:
         f"{live['stream_duplicates']} | 0 / 0 |",
         f"| webhook events received / expected (deliveries) | {live['webhook_events'][0]} / "
         f"{live['webhook_events'][1]} ({live['webhook_events'][2]}) | equal |",
+        f"| server CPU per append request (ms; workers and task cluster) | "
+        f"{live['server_cpu_ms_per_append']:.2f} | |",
         "",
+    ]
+    if bulk_ is None:
+        return "\n".join(lines)
+    return "\n".join(lines + [
         "| bulk (batches of 500) | value | target |",
         "|---|---|---|",
         f"| segments per second | {bulk_['segments_per_s']:.0f} | ≥ 5,000 |",
