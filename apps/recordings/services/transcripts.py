@@ -131,7 +131,7 @@ def _lock_with_revision(where: str, params: list[Any]) -> tuple[str, str, str | 
     the lock wait; that is safe because a revision, once created, is never removed while its
     session lives, and a revision created meanwhile makes `_transcript` find it. The status is
     the locked row's own (PostgreSQL returns a row it waited for as it is once locked). The
-    last sequence is not read here for the same reason: see _insert_numbered and `_last_sequence`."""
+    last sequence is not read here for the same reason: see _insert_numbered and `_committed_revision`."""
     from django.db import connection
 
     sql = (
@@ -148,17 +148,22 @@ def _lock_with_revision(where: str, params: list[Any]) -> tuple[str, str, str | 
     return row
 
 
-def _last_sequence(transcript_id: str | None) -> int | None:
-    """The revision's last stored sequence (None when it has none), read by a statement of its
-    own after the lock was granted, so on PostgreSQL it sees every segment a previous holder
-    committed."""
-    if transcript_id is None:
-        return None
+def _committed_revision(session_id: str) -> tuple[str | None, int | None]:
+    """The session's committed revision and its last stored sequence, (None, None) before the
+    first segment. A statement of its own, after the lock was granted: on PostgreSQL it sees
+    every revision and segment a previous holder committed, which the locking statement's
+    snapshot may not (a revision made by the holder the lock waited for would be missed, and
+    the batch numbered from 0 again)."""
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT MAX(sequence) FROM {Segment._meta.db_table} WHERE transcript_id = %s", [transcript_id])
-        return cursor.fetchone()[0]
+        cursor.execute(
+            f"SELECT t.id, (SELECT MAX(g.sequence) FROM {Segment._meta.db_table} AS g WHERE g.transcript_id = t.id)"
+            f" FROM {Transcript._meta.db_table} AS t WHERE t.session_id = %s AND t.revision_kind = %s",
+            [session_id, RevisionKind.COMMITTED],
+        )
+        row = cursor.fetchone()
+    return (row[0], row[1]) if row is not None else (None, None)
 
 
 _APPEND_BATCH = 500
@@ -239,12 +244,12 @@ def append_sequenced_segments(
     (the ingest API's key), found by the statement that locks it (`Session.DoesNotExist` when
     there is none): a recorder's append reads no session row of its own."""
     if session is not None:
-        session_id, status, transcript_id = _lock_with_revision("s.id = %s", [session.pk])
+        session_id, status, _ = _lock_with_revision("s.id = %s", [session.pk])
         workspace_id = session.workspace_id
     else:
-        session_id, status, transcript_id = _lock_with_revision(
+        session_id, status, _ = _lock_with_revision(
             "s.workspace_id = %s AND s.external_id = %s", [workspace_id, external_id])
-    last = _last_sequence(transcript_id)
+    transcript_id, last = _committed_revision(session_id)
     expected = 0 if last is None else last + 1
     if first_sequence > expected:
         raise SequenceConflict(f"expected sequence {expected} next, not {first_sequence}", expected=expected)
