@@ -38,15 +38,14 @@ def record_events(*, workspace_id: int, session_id: str, occurred_at: datetime,
 
 
 def _insert(events: list[Event]) -> None:
-    """One INSERT for a transaction's events (at least one). On PostgreSQL their varying columns travel as
+    """One INSERT for a transaction's events. On PostgreSQL their varying columns travel as
     three parameters, whatever the count: ids and types as arrays (`unnest`), the data as one
     JSON array (an array of JSON texts is escaped element by element, quote by quote).
     `bulk_create` binds seven parameters a row, and turning its statement of thousands of
     placeholders into PostgreSQL's form cost more than the insert itself for a batch of
-    appended segments (docs/decisions/mechanisms.md). A single event takes the same statement:
-    it is a recorder's one-segment append as often as a status change, and `bulk_create`
-    compiles its INSERT anew each time. Rows equal the ORM's (tests/events/test_outbox_insert.py)."""
-    if connection.vendor != "postgresql":
+    appended segments (docs/decisions/mechanisms.md). Rows equal the ORM's
+    (tests/events/test_outbox_insert.py)."""
+    if connection.vendor != "postgresql" or len(events) < 2:
         for event in events:
             event.position = selectors.position_on_insert()
         Event.objects.bulk_create(events)
