@@ -3,6 +3,7 @@ and Redis, while event streams and a webhook receiver watch; then a bulk load.
 
     .venv/bin/python bench/ingest.py                       # live (200 sessions, 500 streams, 60 s) and bulk
     .venv/bin/python bench/ingest.py --quick               # 15 s live with 50 sessions and 100 streams, 10 s bulk
+    .venv/bin/python bench/ingest.py --in-process --root ../other-checkout   # CPU per append, A/B
 
 Live: `--sessions` sessions each append `--rate` committed segments per second in batches of
 1 to 5 (random), from `--producers` processes; `--streams` SSE streams (from `--readers`
@@ -16,6 +17,11 @@ delivered to the receiver.
 
 Bulk: `--bulk-producers` producers each append batches of 500 to their own session for
 `--bulk-seconds`; segments per second stored.
+
+In process (`--in-process`): the CPU time of one append of `--batch` segments with an
+`Idempotency-Key` through Django's test client (the whole request: middleware, admission, the
+view, the services, the outbox and the Redis announcement; no streams), PostgreSQL + Redis, this
+checkout and, with `--root`, the one there, alternating round by round.
 """
 
 from __future__ import annotations
@@ -202,6 +208,62 @@ print(Segment.objects.filter(transcript__revision_kind="committed", transcript__
 """
 
 
+# One round in one checkout: `--requests` appends after a warm-up, CPU and wall time per request.
+IN_PROCESS = """
+import json, time, uuid
+from django.test import Client
+from apps.tenancy import services as t
+size, count = %(batch)d, %(requests)d
+slug = "cpu-" + uuid.uuid4().hex[:8]
+ws = t.create_workspace(slug=slug)
+key = t.issue_ingest_key(membership=t.add_member(workspace=ws, email=slug + "@ingest.test")).key
+client, auth = Client(), {"Authorization": "Bearer " + key}
+assert client.put("/api/v1/ingest/sessions/" + slug, data="{}", content_type="application/json",
+                  headers=auth).status_code == 201
+sequence = 0
+def append():
+    global sequence
+    body = {"segments": [{"sequence": sequence + k, "timestampStart": (sequence + k) * 500,
+                          "timestampEnd": (sequence + k) * 500 + 400, "speakerLabel": "Speaker 1",
+                          "text": "the quarterly numbers look fine", "confidence": 0.9} for k in range(size)]}
+    answer = client.post("/api/v1/ingest/sessions/" + slug + "/segments", data=json.dumps(body),
+                         content_type="application/json", headers={**auth, "Idempotency-Key": slug + str(sequence)})
+    assert answer.status_code == 200, answer.content
+    sequence += size
+for _ in range(30):
+    append()
+cpu, wall = time.process_time(), time.perf_counter()
+for _ in range(count):
+    append()
+print(json.dumps({"cpu_ms": (time.process_time() - cpu) * 1000 / count,
+                  "wall_ms": (time.perf_counter() - wall) * 1000 / count}))
+"""
+
+
+def in_process(args: argparse.Namespace) -> int:
+    harness.ensure_postgres_database(args.postgres_db)
+    db = harness.Database("postgres", f"postgres://postgres@127.0.0.1:5432/{args.postgres_db}", label="postgres",
+                          extra_env={"REDIS_URL": f"redis://127.0.0.1:6379/{args.redis_db}"})
+    harness.manage(db, "migrate", "-v", "0")
+    roots = {"this": harness.ROOT, **({"other": Path(args.root).resolve()} if args.root else {})}
+    code = IN_PROCESS % {"batch": args.batch, "requests": args.requests}
+    figures: dict[str, list[dict]] = {name: [] for name in roots}
+    for round_ in range(args.rounds):
+        for name, root in (roots.items() if round_ % 2 == 0 else reversed(roots.items())):
+            env = {**db.env(), "PYTHONPATH": str(root)}
+            out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=root, env=env, text=True,
+                                 capture_output=True, check=True).stdout
+            figure = {**json.loads(out.strip().splitlines()[-1]), "load": os.getloadavg()[0]}
+            figures[name].append(figure)
+            harness.log(f"round {round_ + 1} {name} ({root}): {figure['cpu_ms']:.2f} ms CPU, "
+                        f"{figure['wall_ms']:.1f} ms wall a request, load {figure['load']:.1f}")
+    for name, rows in figures.items():
+        cpu = sorted(r["cpu_ms"] for r in rows)
+        print(f"{name}: CPU per request median {cpu[len(cpu) // 2]:.2f} ms (rounds: "
+              + ", ".join(f"{r['cpu_ms']:.2f}" for r in rows) + ")")
+    return 0
+
+
 def spawn(mode: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, __file__, mode, *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True)
@@ -221,12 +283,19 @@ def main() -> int:
     parser.add_argument("--postgres-db", default="connect_bench_ingest")
     parser.add_argument("--redis-db", type=int, default=5)
     parser.add_argument("--root", help="serve the Connect checked out there (another commit, for an A/B)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="only the CPU per append request in process (no server), A/B with --root")
+    parser.add_argument("--batch", type=int, default=3, help="--in-process: segments per append")
+    parser.add_argument("--requests", type=int, default=300, help="--in-process: appends measured per round")
+    parser.add_argument("--rounds", type=int, default=3, help="--in-process: rounds per checkout")
     parser.add_argument("--live-only", action="store_true", help="skip the bulk load")
     parser.add_argument("--profile", metavar="DIR",
                         help="record each server worker with py-spy during the live window (speedscope files in DIR)")
     args = parser.parse_args()
     if args.quick:
         args.duration, args.sessions, args.streams, args.bulk_seconds = 15.0, 50, 100, 10.0
+    if args.in_process:
+        return in_process(args)
 
     import httpx
     import psycopg
