@@ -17,13 +17,12 @@ from datetime import timedelta
 
 import orjson
 from django.conf import settings
-from django.db import connection
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.access.principal import Principal
 from apps.core.errors import Conflict, IdempotencyKeyReused
 from apps.ingest.models import IdempotencyKey
-from engine.postgresql import prepared
 
 HEADER = "Idempotency-Key"
 REPLAYED = "Idempotent-Replayed"
@@ -58,9 +57,10 @@ def claim(*, principal: Principal, key: str, fingerprint: str) -> IdempotencyKey
     still running, `Conflict`."""
     for _ in range(3):
         now = timezone.now()
-        claimed = _insert_claim(principal, key, fingerprint, now)
-        if claimed is not None:
-            return claimed
+        try:
+            return _create(principal, key, fingerprint, now)
+        except IntegrityError:
+            pass
         row = IdempotencyKey.objects.filter(credential_id=principal.credential_id, key=key).first()
         if row is None:
             continue  # purged meanwhile
@@ -80,36 +80,24 @@ def claim(*, principal: Principal, key: str, fingerprint: str) -> IdempotencyKey
     raise Conflict(detail=f"{HEADER}: the key is contended; retry")
 
 
-_TABLE = IdempotencyKey._meta.db_table
-# One statement, outside any transaction (it commits on its own, as the claim must): a key
-# already claimed inserts nothing and returns no row, where the ORM's `create` would need a
-# transaction of its own to survive the unique violation (BEGIN, INSERT, COMMIT: three round
-# trips and a compiled INSERT on every request). Prepared once per connection on PostgreSQL.
-_CLAIM = (
-    f"INSERT INTO {_TABLE} (workspace_id, credential_id, key, fingerprint, created_at) VALUES (%s, %s, %s, %s, %s)"
-    " ON CONFLICT (credential_id, key) DO NOTHING RETURNING id"
-)
+def _create(principal: Principal, key: str, fingerprint: str, now) -> IdempotencyKey:
+    """The claim's row, committed by its INSERT alone: a request claims outside any transaction
+    (autocommit), where a unique violation aborts nothing, so it needs no transaction of its own
+    (BEGIN and COMMIT: two more round trips on every request). Called inside one (a test's, a
+    caller's), a savepoint keeps a violation from aborting it."""
+    def create() -> IdempotencyKey:
+        return IdempotencyKey.objects.create(workspace_id=principal.workspace.pk, credential_id=principal.credential_id,
+                                             key=key, fingerprint=fingerprint, created_at=now)
 
-
-def _insert_claim(principal: Principal, key: str, fingerprint: str, now) -> IdempotencyKey | None:
-    """The new claim, or None when the credential's `key` is claimed already."""
-    created_at = connection.ops.adapt_datetimefield_value(now)
-    row = prepared.fetchone("connect_idempotency_claim", _CLAIM,
-                            [principal.workspace.pk, principal.credential_id, key, fingerprint, created_at])
-    if row is None:
-        return None
-    claimed = IdempotencyKey(id=row[0], workspace_id=principal.workspace.pk, credential_id=principal.credential_id,
-                             key=key, fingerprint=fingerprint, created_at=now)
-    claimed._state.adding, claimed._state.db = False, connection.alias
-    return claimed
+    if not transaction.get_connection().in_atomic_block:
+        return create()
+    with transaction.atomic():
+        return create()
 
 
 def store(claimed: IdempotencyKey, status: int, body: bytes) -> None:
     """The answer to `claimed`'s request; inside the request's own transaction when it wrote."""
-    answered_at = connection.ops.adapt_datetimefield_value(timezone.now())
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {_TABLE} SET status = %s, body = %s, answered_at = %s WHERE id = %s",
-                       [status, body, answered_at, claimed.pk])
+    IdempotencyKey.objects.filter(pk=claimed.pk).update(status=status, body=body, answered_at=timezone.now())
 
 
 def release(claimed: IdempotencyKey) -> None:
