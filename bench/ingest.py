@@ -372,7 +372,8 @@ def main() -> int:
         results["live"]["webhook_events"] = [len(Receiver.events), expected_hooks, Receiver.deliveries]
         if not args.live_only:
             results["bulk"] = bulk(server.base, keys["ingest"], args)
-            results["bulk"]["stored"] = int(harness.manage(db, "shell", "-c", COUNT % "bulk-", capture=True).split()[-1])
+            stored = harness.manage(db, "shell", "-c", COUNT % "bulk-", capture=True)
+            results["bulk"]["stored"] = int(stored.split()[-1])
             service = harness.manage(db, "shell", "-c", SERVICE_BULK % {"seconds": args.bulk_seconds / 2},
                                      capture=True)
             results["bulk"]["service_segments_per_s"] = float(service.split()[-1])
@@ -390,7 +391,8 @@ def profile(server, args, start_at: float) -> list[subprocess.Popen]:
     out.mkdir(parents=True, exist_ok=True)
     time.sleep(max(0.0, start_at + 5 - time.time()))
     pids = harness.descendants(server.proc.pid)
-    return [subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(pid), "--rate", "100", "--gil",
+    py_spy = str(Path(sys.executable).with_name("py-spy"))
+    return [subprocess.Popen([py_spy, "record", "--pid", str(pid), "--rate", "100", "--gil",
                               "--duration", str(int(max(5, args.duration - 10))), "--format", "speedscope",
                               "--output", str(out / f"{pid}.speedscope.json")],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for pid in pids]
