@@ -3,6 +3,7 @@ and Redis, while event streams and a webhook receiver watch; then a bulk load.
 
     .venv/bin/python bench/ingest.py                       # live (200 sessions, 500 streams, 60 s) and bulk
     .venv/bin/python bench/ingest.py --quick               # 15 s live with 50 sessions and 100 streams, 10 s bulk
+    .venv/bin/python bench/ingest.py --in-process --root ../other-checkout   # CPU per append, A/B
 
 Live: `--sessions` sessions each append `--rate` committed segments per second in batches of
 1 to 5 (random), from `--producers` processes; `--streams` SSE streams (from `--readers`
@@ -16,6 +17,11 @@ delivered to the receiver.
 
 Bulk: `--bulk-producers` producers each append batches of 500 to their own session for
 `--bulk-seconds`; segments per second stored.
+
+In process (`--in-process`): the CPU time of one append of `--batch` segments with an
+`Idempotency-Key` through Django's test client (the whole request: middleware, admission, the
+view, the services, the outbox and the Redis announcement; no streams), PostgreSQL + Redis, this
+checkout and, with `--root`, the one there, alternating round by round.
 """
 
 from __future__ import annotations
@@ -202,6 +208,62 @@ print(Segment.objects.filter(transcript__revision_kind="committed", transcript__
 """
 
 
+# One round in one checkout: `--requests` appends after a warm-up, CPU and wall time per request.
+IN_PROCESS = """
+import json, time, uuid
+from django.test import Client
+from apps.tenancy import services as t
+size, count = %(batch)d, %(requests)d
+slug = "cpu-" + uuid.uuid4().hex[:8]
+ws = t.create_workspace(slug=slug)
+key = t.issue_ingest_key(membership=t.add_member(workspace=ws, email=slug + "@ingest.test")).key
+client, auth = Client(), {"Authorization": "Bearer " + key}
+assert client.put("/api/v1/ingest/sessions/" + slug, data="{}", content_type="application/json",
+                  headers=auth).status_code == 201
+sequence = 0
+def append():
+    global sequence
+    body = {"segments": [{"sequence": sequence + k, "timestampStart": (sequence + k) * 500,
+                          "timestampEnd": (sequence + k) * 500 + 400, "speakerLabel": "Speaker 1",
+                          "text": "the quarterly numbers look fine", "confidence": 0.9} for k in range(size)]}
+    answer = client.post("/api/v1/ingest/sessions/" + slug + "/segments", data=json.dumps(body),
+                         content_type="application/json", headers={**auth, "Idempotency-Key": slug + str(sequence)})
+    assert answer.status_code == 200, answer.content
+    sequence += size
+for _ in range(30):
+    append()
+cpu, wall = time.process_time(), time.perf_counter()
+for _ in range(count):
+    append()
+print(json.dumps({"cpu_ms": (time.process_time() - cpu) * 1000 / count,
+                  "wall_ms": (time.perf_counter() - wall) * 1000 / count}))
+"""
+
+
+def in_process(args: argparse.Namespace) -> int:
+    harness.ensure_postgres_database(args.postgres_db)
+    db = harness.Database("postgres", f"postgres://postgres@127.0.0.1:5432/{args.postgres_db}", label="postgres",
+                          extra_env={"REDIS_URL": f"redis://127.0.0.1:6379/{args.redis_db}"})
+    harness.manage(db, "migrate", "-v", "0")
+    roots = {"this": harness.ROOT, **({"other": Path(args.root).resolve()} if args.root else {})}
+    code = IN_PROCESS % {"batch": args.batch, "requests": args.requests}
+    figures: dict[str, list[dict]] = {name: [] for name in roots}
+    for round_ in range(args.rounds):
+        for name, root in (roots.items() if round_ % 2 == 0 else reversed(roots.items())):
+            env = {**db.env(), "PYTHONPATH": str(root)}
+            out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=root, env=env, text=True,
+                                 capture_output=True, check=True).stdout
+            figure = {**json.loads(out.strip().splitlines()[-1]), "load": os.getloadavg()[0]}
+            figures[name].append(figure)
+            harness.log(f"round {round_ + 1} {name} ({root}): {figure['cpu_ms']:.2f} ms CPU, "
+                        f"{figure['wall_ms']:.1f} ms wall a request, load {figure['load']:.1f}")
+    for name, rows in figures.items():
+        cpu = sorted(r["cpu_ms"] for r in rows)
+        print(f"{name}: CPU per request median {cpu[len(cpu) // 2]:.2f} ms (rounds: "
+              + ", ".join(f"{r['cpu_ms']:.2f}" for r in rows) + ")")
+    return 0
+
+
 def spawn(mode: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, __file__, mode, *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True)
@@ -220,9 +282,20 @@ def main() -> int:
     parser.add_argument("--bulk-producers", type=int, default=2)
     parser.add_argument("--postgres-db", default="connect_bench_ingest")
     parser.add_argument("--redis-db", type=int, default=5)
+    parser.add_argument("--root", help="serve the Connect checked out there (another commit, for an A/B)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="only the CPU per append request in process (no server), A/B with --root")
+    parser.add_argument("--batch", type=int, default=3, help="--in-process: segments per append")
+    parser.add_argument("--requests", type=int, default=300, help="--in-process: appends measured per round")
+    parser.add_argument("--rounds", type=int, default=3, help="--in-process: rounds per checkout")
+    parser.add_argument("--live-only", action="store_true", help="skip the bulk load")
+    parser.add_argument("--profile", metavar="DIR",
+                        help="record each server worker with py-spy during the live window (speedscope files in DIR)")
     args = parser.parse_args()
     if args.quick:
         args.duration, args.sessions, args.streams, args.bulk_seconds = 15.0, 50, 100, 10.0
+    if args.in_process:
+        return in_process(args)
 
     import httpx
     import psycopg
@@ -242,7 +315,7 @@ def main() -> int:
            "CONNECT_QUEUE_TIMEOUT_SECONDS": "30"}
     load_before = os.getloadavg()
     results: dict = {}
-    with harness.connect_server(db, 2, env=env) as server:
+    with harness.connect_server(db, 2, env=env, root=Path(args.root) if args.root else None) as server:
         port = server.port
         read = httpx.Client(base_url=server.base, headers={"Authorization": f"Bearer {keys['read']}"}, timeout=60)
         ingest = httpx.Client(base_url=server.base, headers={"Authorization": f"Bearer {keys['ingest']}"}, timeout=60)
@@ -272,9 +345,14 @@ def main() -> int:
                                    str(tmp / f"producer-{k}.json"), "--out", str(tmp / f"producer-{k}.out"),
                                    "--start-at", str(start_at), "--duration", str(args.duration),
                                    "--rate", str(args.rate)))
+        profilers = profile(server, args, start_at) if args.profile else []
+        cpu_before = harness.cpu_seconds(server.proc.pid)
         for p in producers:
             p.wait()
         time.sleep(5)  # the last frames in flight
+        server_cpu = harness.cpu_seconds(server.proc.pid) - cpu_before
+        for p in profilers:
+            p.wait()
         for i in range(args.sessions):
             ingest.post(f"{INGEST}live-{i}/status", json={"status": "completed"})
         records = [r for k in range(args.producers) for r in json.loads((tmp / f"producer-{k}.out").read_text())]
@@ -282,21 +360,42 @@ def main() -> int:
             p.stdin.write("stop\n")
             p.stdin.flush()
         results["live"] = live_results(args, records, readers, tmp, stream_sessions)
+        # The servers' CPU (workers and task cluster) from the producers' start to 5 s after
+        # their end, per append request: the figure a busy machine disturbs least.
+        results["live"]["server_cpu_s"] = server_cpu
+        results["live"]["server_cpu_ms_per_append"] = 1000 * server_cpu / max(1, results["live"]["ok"])
         results["live"]["stored"] = int(harness.manage(db, "shell", "-c", COUNT % "live-", capture=True).split()[-1])
         expected_hooks = 2 * args.sessions
         deadline = time.time() + 120
         while len(Receiver.events) < expected_hooks and time.time() < deadline:
             time.sleep(1)
         results["live"]["webhook_events"] = [len(Receiver.events), expected_hooks, Receiver.deliveries]
-        results["bulk"] = bulk(server.base, keys["ingest"], args)
-        results["bulk"]["stored"] = int(harness.manage(db, "shell", "-c", COUNT % "bulk-", capture=True).split()[-1])
-        service = harness.manage(db, "shell", "-c", SERVICE_BULK % {"seconds": args.bulk_seconds / 2}, capture=True)
-        results["bulk"]["service_segments_per_s"] = float(service.split()[-1])
+        if not args.live_only:
+            results["bulk"] = bulk(server.base, keys["ingest"], args)
+            stored = harness.manage(db, "shell", "-c", COUNT % "bulk-", capture=True)
+            results["bulk"]["stored"] = int(stored.split()[-1])
+            service = harness.manage(db, "shell", "-c", SERVICE_BULK % {"seconds": args.bulk_seconds / 2},
+                                     capture=True)
+            results["bulk"]["service_segments_per_s"] = float(service.split()[-1])
     meta = {"started": started.isoformat(), "machine": harness.machine(), "loadavg_before": load_before,
             "loadavg_after": os.getloadavg(), "args": vars(args)}
     harness.save_results(run_dir, meta, results, table(meta, results))
     receiver.shutdown()
     return 0
+
+
+def profile(server, args, start_at: float) -> list[subprocess.Popen]:
+    """py-spy on each of the server's Python processes for the live window (from 5 s in), sampling
+    the thread that holds the GIL only: Python's CPU, not its waits."""
+    out = Path(args.profile)
+    out.mkdir(parents=True, exist_ok=True)
+    time.sleep(max(0.0, start_at + 5 - time.time()))
+    pids = harness.descendants(server.proc.pid)
+    py_spy = str(Path(sys.executable).with_name("py-spy"))
+    return [subprocess.Popen([py_spy, "record", "--pid", str(pid), "--rate", "100", "--gil",
+                              "--duration", str(int(max(5, args.duration - 10))), "--format", "speedscope",
+                              "--output", str(out / f"{pid}.speedscope.json")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for pid in pids]
 
 
 def live_results(args, records, readers, tmp: Path, stream_sessions: list[int]) -> dict:
@@ -376,8 +475,8 @@ def bulk(base: str, key: str, args) -> dict:
 
 
 def table(meta: dict, results: dict) -> str:
-    live, bulk_ = results["live"], results["bulk"]
-    return "\n".join([
+    live, bulk_ = results["live"], results.get("bulk")
+    lines = [
         harness.run_line(meta),
         "",
         "| live | value | target |",
@@ -396,7 +495,13 @@ def table(meta: dict, results: dict) -> str:
         f"{live['stream_duplicates']} | 0 / 0 |",
         f"| webhook events received / expected (deliveries) | {live['webhook_events'][0]} / "
         f"{live['webhook_events'][1]} ({live['webhook_events'][2]}) | equal |",
+        f"| server CPU per append request (ms; workers and task cluster) | "
+        f"{live['server_cpu_ms_per_append']:.2f} | |",
         "",
+    ]
+    if bulk_ is None:
+        return "\n".join(lines)
+    return "\n".join(lines + [
         "| bulk (batches of 500) | value | target |",
         "|---|---|---|",
         f"| segments per second | {bulk_['segments_per_s']:.0f} | ≥ 5,000 |",

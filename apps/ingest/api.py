@@ -20,7 +20,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from apps.access.rest import HasScope
-from apps.core.errors import Conflict, as_api_error, error_response, invalid
+from apps.core.errors import ApiError, Conflict, NotFound, as_api_error, error_response, invalid
 from apps.core.text import NotText, loads_text
 from apps.ingest import idempotency, inputs, openapi, shapes
 from apps.recordings import selectors, services
@@ -123,15 +123,26 @@ class SegmentsApi(IngestView):
     @openapi.append_segments
     @idempotent
     def post(self, request: Request, externalId: str) -> HttpResponse:
-        session = _session(request, externalId)
-        first, segments = _checked(inputs.append_batch, _body(request))
+        # The session is found by the statement that locks it (no read of its own); the
+        # answers are as for any ingest call: an unknown session is 404 before a bad body.
+        _checked(inputs.path_id, externalId, "externalId", inputs.EXTERNAL_ID)
         try:
-            appended = services.append_sequenced_segments(session=session, first_sequence=first, segments=segments)
+            first, segments = _checked(inputs.append_batch, _body(request))
+        except ApiError:
+            _session(request, externalId)
+            raise
+        try:
+            appended = services.append_sequenced_segments(
+                workspace_id=request.auth.workspace.pk, external_id=externalId, first_sequence=first, segments=segments
+            )
+        except Session.DoesNotExist:
+            raise NotFound() from None
         except services.SequenceConflict as conflict:
             raise Conflict(detail=str(conflict), expectedSequence=conflict.expected) from None
         except services.SessionClosed as closed:
             raise Conflict(detail=str(closed)) from None
-        answer = ingest_append_repr(session.id, len(appended.created), appended.acknowledged, appended.next_sequence)
+        answer = ingest_append_repr(appended.session_id, len(appended.created), appended.acknowledged,
+                                    appended.next_sequence)
         return _json(answer, 200)
 
 

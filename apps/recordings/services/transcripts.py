@@ -10,7 +10,6 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from apps.core.ids import new_id
@@ -50,9 +49,9 @@ class SegmentInput:
     confidence: float | None = None
 
 
-def _transcript(session: Session, kind: str, now: datetime) -> Transcript:
+def _transcript(session_id: str, workspace_id, kind: str, now: datetime) -> Transcript:
     transcript, _ = Transcript.objects.get_or_create(
-        session=session, revision_kind=kind, defaults={"workspace_id": session.workspace_id, "created_at": now}
+        session_id=session_id, revision_kind=kind, defaults={"workspace_id": workspace_id, "created_at": now}
     )
     return transcript
 
@@ -98,46 +97,73 @@ def append_committed_segments(
     segments numbers and inserts them, and one records their events (one per segment).
     The search index follows per inserted row (triggers, generated column), never per revision."""
     segments = list(segments)
-    return _append_locked(session, _lock_for_append(session), segments, at or timezone.now())
+    return _append_locked(session.id, session.workspace_id, _lock_for_append(session), segments,
+                          at or timezone.now())
 
 
-def _append_locked(session: Session, transcript_id: str | None, segments: list[SegmentInput],
+def _append_locked(session_id: str, workspace_id, transcript_id: str | None, segments: list[SegmentInput],
                    now: datetime) -> list[Segment]:
     """The append under the session lock the caller holds: the revision made if it is the first
     segment, the segments numbered and inserted, their events recorded."""
     if transcript_id is None:
-        transcript_id = _transcript(session, RevisionKind.COMMITTED, now).id
-    rows = _insert_numbered(workspace_id=session.workspace_id, transcript_id=transcript_id, segments=segments, now=now)
+        transcript_id = _transcript(session_id, workspace_id, RevisionKind.COMMITTED, now).id
+    rows = _insert_numbered(workspace_id=workspace_id, transcript_id=transcript_id, segments=segments, now=now)
     record_events(
-        workspace_id=session.workspace_id,
-        session_id=session.id,
+        workspace_id=workspace_id,
+        session_id=session_id,
         occurred_at=now,
-        items=[(EventType.TRANSCRIPT_SEGMENT_CREATED, transcript_segment_created_data(session.id, now, row))
+        items=[(EventType.TRANSCRIPT_SEGMENT_CREATED, transcript_segment_created_data(session_id, now, row))
                for row in rows],
     )
     return rows
 
 
 def _lock_for_append(session: Session) -> str | None:
-    """`lock_session` and the committed revision's id (None before the first segment) in one statement.
+    """`lock_session` and the committed revision's id (None before the first segment) in one statement."""
+    return _lock_with_revision("s.id = %s", [session.pk])[2]
+
+
+def _lock_with_revision(where: str, params: list[Any]) -> tuple[str, str, str | None]:
+    """`lock_session` on the session `where` names (a condition on `s`), reading its id, its
+    status and its committed revision's id (None before the first segment) in the same
+    statement: (id, status, revision id); `Session.DoesNotExist` when there is none.
     The revision row is read with the statement's snapshot, which on PostgreSQL may predate
     the lock wait; that is safe because a revision, once created, is never removed while its
-    session lives, and a revision created meanwhile makes `_transcript` find it. The last
-    sequence is not read here for the same reason: see _insert_numbered."""
+    session lives, and a revision created meanwhile makes `_transcript` find it. The status is
+    the locked row's own (PostgreSQL returns a row it waited for as it is once locked). The
+    last sequence is not read here for the same reason: see _insert_numbered and `_committed_revision`."""
     from django.db import connection
 
     sql = (
-        f"SELECT s.id, t.id FROM {Session._meta.db_table} AS s LEFT JOIN {Transcript._meta.db_table} AS t"
-        " ON t.session_id = s.id AND t.revision_kind = %s WHERE s.id = %s"
+        f"SELECT s.id, s.status, t.id FROM {Session._meta.db_table} AS s LEFT JOIN {Transcript._meta.db_table} AS t"
+        f" ON t.session_id = s.id AND t.revision_kind = %s WHERE {where}"
     )
     if connection.features.has_select_for_update_of:
         sql += " FOR UPDATE OF s"
     with connection.cursor() as cursor:
-        cursor.execute(sql, [RevisionKind.COMMITTED, session.pk])
+        cursor.execute(sql, [RevisionKind.COMMITTED, *params])
         row = cursor.fetchone()
     if row is None:
         raise Session.DoesNotExist("Session matching query does not exist.")
-    return row[1]
+    return row
+
+
+def _committed_revision(session_id: str) -> tuple[str | None, int | None]:
+    """The session's committed revision and its last stored sequence, (None, None) before the
+    first segment. A statement of its own, after the lock was granted: on PostgreSQL it sees
+    every revision and segment a previous holder committed, which the locking statement's
+    snapshot may not (a revision made by the holder the lock waited for would be missed, and
+    the batch numbered from 0 again)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT t.id, (SELECT MAX(g.sequence) FROM {Segment._meta.db_table} AS g WHERE g.transcript_id = t.id)"
+            f" FROM {Transcript._meta.db_table} AS t WHERE t.session_id = %s AND t.revision_kind = %s",
+            [session_id, RevisionKind.COMMITTED],
+        )
+        row = cursor.fetchone()
+    return (row[0], row[1]) if row is not None else (None, None)
 
 
 _APPEND_BATCH = 500
@@ -187,6 +213,7 @@ def _insert_numbered(*, workspace_id, transcript_id: str, segments: list[Segment
 
 @dataclass(frozen=True)
 class SequencedAppend:
+    session_id: str
     created: list[Segment]  # the new segments, in sequence order
     acknowledged: int  # segments of the batch that were already stored, with the same content
     next_sequence: int  # what the revision expects next
@@ -198,22 +225,31 @@ def _same(stored: tuple, s: SegmentInput) -> bool:
 
 @transaction.atomic
 def append_sequenced_segments(
-    *, session: Session, first_sequence: int, segments: list[SegmentInput], at: datetime | None = None
+    *,
+    session: Session | None = None,
+    workspace_id: str | None = None,
+    external_id: str | None = None,
+    first_sequence: int,
+    segments: list[SegmentInput],
+    at: datetime | None = None,
 ) -> SequencedAppend:
     """Append a producer's batch numbered `first_sequence`, `first_sequence + 1`, … (0-based,
     the committed revision's own `sequence`), so that a retry never duplicates: the part of the
     batch already stored with the same content is acknowledged, the rest appended. A gap
     (`first_sequence` past the next) or a stored sequence with other content raises
     `SequenceConflict` and writes nothing; new segments for a session no longer recording raise
-    `SessionClosed`. Under the session lock, so concurrent producers keep one numbering."""
-    session = lock_session(session)
-    found = (
-        Transcript.objects.filter(session=session, revision_kind=RevisionKind.COMMITTED)
-        .annotate(last=Max("segments__sequence"))
-        .values_list("id", "last")
-        .first()
-    )
-    transcript_id, last = found if found is not None else (None, None)
+    `SessionClosed`. Under the session lock, so concurrent producers keep one numbering.
+
+    The session is `session`, or the one its producer calls `external_id` in `workspace_id`
+    (the ingest API's key), found by the statement that locks it (`Session.DoesNotExist` when
+    there is none): a recorder's append reads no session row of its own."""
+    if session is not None:
+        session_id, status, _ = _lock_with_revision("s.id = %s", [session.pk])
+        workspace_id = session.workspace_id
+    else:
+        session_id, status, _ = _lock_with_revision(
+            "s.workspace_id = %s AND s.external_id = %s", [workspace_id, external_id])
+    transcript_id, last = _committed_revision(session_id)
     expected = 0 if last is None else last + 1
     if first_sequence > expected:
         raise SequenceConflict(f"expected sequence {expected} next, not {first_sequence}", expected=expected)
@@ -231,11 +267,12 @@ def append_sequenced_segments(
                 )
     new = segments[stored_count:]
     if not new:
-        return SequencedAppend(created=[], acknowledged=stored_count, next_sequence=expected)
-    if session.status != SessionStatus.RECORDING:
-        raise SessionClosed(f"the session is {session.status}; committed segments are appended while recording")
-    created = _append_locked(session, transcript_id, new, at or timezone.now())
-    return SequencedAppend(created=created, acknowledged=stored_count, next_sequence=expected + len(new))
+        return SequencedAppend(session_id=session_id, created=[], acknowledged=stored_count, next_sequence=expected)
+    if status != SessionStatus.RECORDING:
+        raise SessionClosed(f"the session is {status}; committed segments are appended while recording")
+    created = _append_locked(session_id, workspace_id, transcript_id, new, at or timezone.now())
+    return SequencedAppend(session_id=session_id, created=created, acknowledged=stored_count,
+                           next_sequence=expected + len(new))
 
 
 @transaction.atomic
@@ -246,7 +283,7 @@ def write_final_transcript(
     now = at or timezone.now()
     lock_session(session)
     Transcript.objects.filter(session=session, revision_kind=RevisionKind.FINAL).delete()
-    transcript = _transcript(session, RevisionKind.FINAL, now)
+    transcript = _transcript(session.id, session.workspace_id, RevisionKind.FINAL, now)
     rows = _segment_rows(transcript, segments, first_sequence=0, first_commit_index=0, now=now)
     Segment.objects.bulk_create(rows, batch_size=500)
     return transcript
