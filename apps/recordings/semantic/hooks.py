@@ -26,10 +26,12 @@ class _QueueAfterCommit:
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
+        self.done = False
 
     def __call__(self) -> None:
         from django_q.tasks import async_task
 
+        self.done = True
         try:
             async_task(TASK, self.session_id, q_options={"save": False, "task_name": f"embed {self.session_id}"})
         except Exception:  # noqa: BLE001 - the segments are committed; the backfill command embeds what is missed
@@ -42,7 +44,7 @@ def schedule(session_id: str) -> None:
     if not enabled():
         return
     if connection.in_atomic_block and any(
-        isinstance(callback, _QueueAfterCommit) and callback.session_id == session_id
+        isinstance(callback, _QueueAfterCommit) and callback.session_id == session_id and not callback.done
         for _, callback, _ in connection.run_on_commit
     ):
         return
