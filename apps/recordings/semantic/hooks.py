@@ -18,6 +18,9 @@ from apps.recordings.semantic import enabled
 logger = logging.getLogger("connect.recordings")
 
 TASK = "apps.recordings.tasks.embed_session"
+# A worker's first task loads the model (seconds; more on a busy machine) and a final revision
+# of thousands of segments takes a while: more than the cluster's default bound for webhook work.
+TASK_TIMEOUT = 600
 
 
 class _QueueAfterCommit:
@@ -33,7 +36,8 @@ class _QueueAfterCommit:
 
         self.done = True
         try:
-            async_task(TASK, self.session_id, q_options={"save": False, "task_name": f"embed {self.session_id}"})
+            async_task(TASK, self.session_id, q_options={"save": False, "timeout": TASK_TIMEOUT,
+                                                          "task_name": f"embed {self.session_id}"})  # fmt: skip
         except Exception:  # noqa: BLE001 - the segments are committed; the backfill command embeds what is missed
             logger.exception("could not queue embedding for session %s; `manage.py embed_segments` will", self.session_id)
 
