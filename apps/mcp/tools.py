@@ -369,7 +369,9 @@ TOOLS: tuple[Tool, ...] = (
             "the same query and `cursor` set to it. Newer matches come first: hits are ranked best first within "
             "each batch of the newest remaining matches, so a page can hold fewer than `limit` hits, even none, "
             "while `nextCursor` is not null; only a null `nextCursor` means there are no more. Use get_transcript "
-            "with a hit's id for the full text."
+            "with a hit's id for the full text. `mode` semantic finds what a question means when the words differ "
+            "(hybrid: both lists fused); each hit then has a `score`, and the list is at most 100 revisions, best "
+            "first. It needs search by meaning turned on on the server."
         ),
         input_schema=input_schema(SearchTranscriptsIn),
         output_schema=with_note(shapes.SEARCH_PAGE.json_schema(portable=True)),

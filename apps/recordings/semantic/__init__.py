@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import os
 
 from django.conf import settings
 
@@ -36,9 +35,5 @@ def installed() -> bool:
 
 
 def enabled() -> bool:
-    """Whether search by meaning is on: the flag (a setting of that name wins over the
-    environment, so tests can turn it on and off) and the extra installed."""
-    flag = getattr(settings, FLAG, None)
-    if flag is None:
-        flag = os.environ.get(FLAG, "") in ("1", "true", "yes")
-    return bool(flag) and installed()
+    """Whether search by meaning is on: the setting (CONNECT_SEMANTIC_SEARCH) and the extra installed."""
+    return bool(getattr(settings, FLAG, False)) and installed()

