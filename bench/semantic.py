@@ -164,6 +164,16 @@ def latency(rounds: int) -> dict:
                 samples.append(elapsed * 1000)
         samples.sort()
         figures[f"{mode} p50 ms"] = round(statistics.median(samples), 1)
+        if mode == "semantic":  # where a semantic search's time goes: the query's vector, the scan
+            from apps.recordings.semantic import index
+            from apps.recordings.semantic.embedders import current
+
+            embedder = current()
+            vectors = [embedder.query(q) for q in QUESTIONS]
+            embed = [timed(embedder.query, q)[0] * 1000 for q in QUESTIONS * rounds]
+            scan = [timed(index.nearest, ws.id, embedder.name, v, 1000)[0] * 1000 for v in vectors * rounds]
+            figures["query embedding p50 ms"] = round(statistics.median(embed), 1)
+            figures["vector scan (nearest 1000) p50 ms"] = round(statistics.median(scan), 1)
         figures[f"{mode} p90 ms"] = round(samples[int(len(samples) * 0.9)], 1)
     return figures
 

@@ -19,9 +19,11 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
+
 from apps.core.cursors import InvalidCursor, decode_cursor, encode_cursor
 from apps.core.errors import invalid
-from apps.recordings.models import Segment, SegmentEmbedding
+from apps.recordings.models import Segment, SegmentEmbedding, Transcript
 from apps.recordings.search.fusion import fuse
 from apps.recordings.search.pages import SearchHit, search_transcripts
 from apps.recordings.search.snippets import make_snippet
@@ -33,6 +35,9 @@ MODES = ("keyword", "semantic", "hybrid")
 MAX_REVISIONS = 100  # the longest list a query pages through
 NEAREST_SEGMENTS = 1000  # segments read per search, grouped into at most MAX_REVISIONS revisions
 LISTING = "search"
+EMBEDDINGS = SegmentEmbedding._meta.db_table
+SEGMENTS = Segment._meta.db_table
+TRANSCRIPTS = Transcript._meta.db_table
 
 
 @dataclass(frozen=True)
@@ -76,19 +81,23 @@ def nearest_revisions(workspace: Workspace, query: str, revision_kind: str | Non
     if not found:
         return []
     scores = dict(found)
-    # The nearest rows as stored now, in this workspace: a vector deleted since is not returned.
-    rows = (
-        SegmentEmbedding.objects.filter(id__in=list(scores), workspace_id=workspace.id)
-        .values_list("id", "segment_id")
+    # The nearest rows as stored now, each by primary key (a deleted vector or segment is not
+    # returned), and kept only when of this workspace. The workspace is checked here, not in
+    # SQL: with it in the WHERE clause SQLite chose the workspace's index and read all its rows.
+    sql = (
+        f"SELECT e.id, e.workspace_id, s.workspace_id, s.transcript_id, s.sequence, t.revision_kind"
+        f" FROM {EMBEDDINGS} AS e JOIN {SEGMENTS} AS s ON s.id = e.segment_id"
+        f" JOIN {TRANSCRIPTS} AS t ON t.id = s.transcript_id WHERE e.id IN ({', '.join(['%s'] * len(scores))})"
     )
-    by_segment = {segment_id: scores[embedding_id] for embedding_id, segment_id in rows}
-    index.note_missing(workspace.id, embedder.name, len(found), len(found) - len(by_segment))
-    segments = Segment.objects.filter(id__in=list(by_segment), workspace_id=workspace.id)
-    if revision_kind:
-        segments = segments.filter(transcript__revision_kind=revision_kind)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, list(scores))
+        rows = [row for row in cursor.fetchall() if row[1] == row[2] == workspace.id]
+    index.note_missing(workspace.id, embedder.name, len(found), len(found) - len(rows))
     best: dict[str, tuple[int, float]] = {}
-    for segment_id, transcript_id, sequence in segments.values_list("id", "transcript_id", "sequence"):
-        score = by_segment[segment_id]
+    for embedding_id, _, _, transcript_id, sequence, kind in rows:
+        if revision_kind and kind != revision_kind:
+            continue
+        score = scores[embedding_id]
         held = best.get(transcript_id)
         if held is None or score > held[1] or (score == held[1] and sequence < held[0]):
             best[transcript_id] = (sequence, score)
@@ -101,15 +110,15 @@ def _hits(workspace: Workspace, wanted: list[tuple[str, int, float]], terms: lis
     if not wanted:
         return []
     pairs = {(t, s) for t, s, _ in wanted}
+    # By the (transcript, sequence) index; the workspace is checked on the rows (see above).
     rows = (
-        Segment.objects.filter(workspace_id=workspace.id, transcript_id__in={t for t, _ in pairs})
-        .filter(sequence__in={s for _, s in pairs})
-        .values_list("transcript_id", "sequence", "text", "timestamp_start", "transcript__revision_kind",
+        Segment.objects.filter(transcript_id__in={t for t, _ in pairs}, sequence__in={s for _, s in pairs})
+        .values_list("workspace_id", "transcript_id", "sequence", "text", "timestamp_start", "transcript__revision_kind",
                      "transcript__session_id", "transcript__session__label", "transcript__session__status",
                      "transcript__session__started_at", "transcript__session__ended_at",
                      "transcript__session__created_at")
     )  # fmt: skip
-    found = {(r[0], r[1]): r for r in rows if (r[0], r[1]) in pairs}
+    found = {(r[1], r[2]): r[1:] for r in rows if r[0] == workspace.id and (r[1], r[2]) in pairs}
     hits = []
     for transcript_id, sequence, score in wanted:
         row = found.get((transcript_id, sequence))
