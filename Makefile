@@ -9,6 +9,8 @@ PORT ?= 8000
 WORKERS ?= 2
 DEMO ?= demo
 NEW_KEY ?=
+# SEMANTIC=1: `make run` installs requirements/semantic.txt and turns search by meaning on.
+SEMANTIC ?=
 
 export CONNECT_DEVELOPMENT := 1
 
@@ -26,7 +28,11 @@ $(VENV)/.test-installed: requirements/test.txt requirements/base.txt | $(BIN)/py
 	$(BIN)/pip install --quiet -r requirements/test.txt
 	touch $@
 
-setup: $(VENV)/.base-installed
+$(VENV)/.semantic-installed: requirements/semantic.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -r requirements/semantic.txt
+	touch $@
+
+setup: $(VENV)/.base-installed $(if $(SEMANTIC),$(VENV)/.semantic-installed,)
 
 test-setup: $(VENV)/.test-installed
 
@@ -56,8 +62,10 @@ port-free:
 # to webhooks). It has the webhook scopes, so README's walkthrough runs with it.
 run: export CONNECT_BASE_URL ?= http://$(HOST):$(PORT)
 run: export CONNECT_WEBHOOKS_ALLOW_PRIVATE ?= 1
+run: export CONNECT_SEMANTIC_SEARCH := $(if $(SEMANTIC),1,$(CONNECT_SEMANTIC_SEARCH))
 run: port-free seed
 	$(BIN)/python manage.py collectstatic --no-input -v 0
+	$(if $(SEMANTIC),$(BIN)/python manage.py embed_segments --workspace $(DEMO),)
 	$(BIN)/python -m compileall -q connect engine apps
 	@key=$$($(BIN)/python manage.py issue_api_key $(DEMO) --member demo@example.com --replace \
 	    --scopes svc:sessions:read,svc:transcripts:read,svc:boards:read,svc:webhooks:read,svc:webhooks:write \

@@ -333,6 +333,11 @@ CONNECT_MCP_MAX_BODY_BYTES = envint("CONNECT_MCP_MAX_BODY_BYTES", 1_000_000)
 # The most text one MCP result carries (about 20k tokens); longer ones page (apps/mcp/budget.py).
 CONNECT_MCP_RESULT_BUDGET_BYTES = envint("CONNECT_MCP_RESULT_BUDGET_BYTES", 80_000)
 
+# Search by meaning (apps/recordings/semantic), an optional extra: requirements/semantic.txt.
+CONNECT_SEMANTIC_SEARCH = envbool("CONNECT_SEMANTIC_SEARCH")
+CONNECT_SEMANTIC_EMBEDDER = env("CONNECT_SEMANTIC_EMBEDDER", "minilm")
+CONNECT_SEMANTIC_THREADS = envint("CONNECT_SEMANTIC_THREADS", 1)  # torch threads per process
+
 # An API key's last-used timestamp is written at most this often, so reads stay reads.
 CONNECT_API_KEY_TOUCH_SECONDS = 60
 

@@ -142,6 +142,8 @@ INLINE: dict[str, tuple[str, str]] = {
                               "serve bind, the tests bind 127.0.0.1"),
     "make run WORKERS=4": ("substitute", f"{HERE}::test_make_run_serves_and_its_curl_lines_answer"),
     "make run NEW_KEY=1": ("run", f"{HERE}::test_a_second_make_run_keeps_the_key_and_new_key_replaces_it"),
+    "make run SEMANTIC=1": ("not run", "installs requirements/semantic.txt into .venv; "
+                            "tests/recordings/test_semantic_live.py serves with CONNECT_SEMANTIC_SEARCH=1"),
     'python -c "import os,base64; print(base64.urlsafe_b64encode(os.urandom(32)).decode())"':
         ("run", f"{HERE}::test_operator_commands_in_order"),
     'manage.py shell -c "from apps.recordings.services import compact_search_index; compact_search_index()"':

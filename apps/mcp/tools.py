@@ -35,6 +35,9 @@ from apps.mcp.discovery import ICON_VERSIONS, icons, server_info
 from apps.mcp.protocol import STRUCTURED_OUTPUT_VERSIONS
 from apps.mcp.resources import WorkspaceResources, board_uri, fit_session
 from apps.recordings import search, selectors, shapes
+from apps.recordings.search import semantic as search_modes
+from apps.recordings.semantic import HOW_TO_TURN_ON
+from apps.recordings.semantic import enabled as semantic_enabled
 from apps.recordings.representations import board_repr, board_summary_repr, search_hit_repr, session_row_repr
 
 # get_transcript's largest page by count (`limit`); every page is bounded by the result budget
@@ -101,6 +104,11 @@ class SearchTranscriptsIn(serializers.Serializer):
     query = SearchQueryField(help_text="words to find")
     limit = LimitField(help_text=f"hits per page, 1-{MAX_PAGE_SIZE}; default {DEFAULT_PAGE_SIZE}")
     cursor = CursorField(help_text="nextCursor of the previous page of the same query")
+    mode = serializers.ChoiceField(
+        choices=list(search_modes.MODES), required=False,
+        help_text="keyword (default: every word in one segment), semantic (nearest in meaning: questions, "
+                  "paraphrases) or hybrid (both, fused); semantic and hybrid add a score to each hit",
+    )  # fmt: skip
 
 
 def _window_field(help_text: str) -> StrictIntegerField:
@@ -185,10 +193,17 @@ def get_session(principal: Principal, arguments: dict[str, Any]) -> dict[str, An
 
 def search_transcripts(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
     given = validate_arguments(SearchTranscriptsIn, arguments)
-    query, cursor = given["query"], given.get("cursor")
+    query, cursor, mode = given["query"], given.get("cursor"), given.get("mode", "keyword")
+    if mode != "keyword" and not semantic_enabled():
+        raise ToolArgumentError("mode", f"{mode} needs {HOW_TO_TURN_ON}")
 
     def fetch(limit: int) -> tuple[list[dict[str, Any]], str | None]:
         try:
+            if mode != "keyword":
+                hits, next_cursor = search_modes.search_with_mode(
+                    workspace=principal.workspace, query=query, mode=mode, limit=limit, cursor=cursor
+                )
+                return [{**search_hit_repr(h), "score": h.score} for h in hits], next_cursor
             hits, next_cursor = search.search_transcripts(
                 workspace=principal.workspace, query=query, limit=limit, cursor=cursor
             )
@@ -354,7 +369,9 @@ TOOLS: tuple[Tool, ...] = (
             "the same query and `cursor` set to it. Newer matches come first: hits are ranked best first within "
             "each batch of the newest remaining matches, so a page can hold fewer than `limit` hits, even none, "
             "while `nextCursor` is not null; only a null `nextCursor` means there are no more. Use get_transcript "
-            "with a hit's id for the full text."
+            "with a hit's id for the full text. `mode` semantic finds what a question means when the words differ "
+            "(hybrid: both lists fused); each hit then has a `score`, and the list is at most 100 revisions, best "
+            "first. It needs search by meaning turned on on the server."
         ),
         input_schema=input_schema(SearchTranscriptsIn),
         output_schema=with_note(shapes.SEARCH_PAGE.json_schema(portable=True)),

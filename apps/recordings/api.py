@@ -35,6 +35,7 @@ from apps.core.params import (
     validate_query,
 )
 from apps.recordings import exports, search, selectors, shapes
+from apps.recordings.search import semantic as search_modes
 from apps.recordings.models import SessionStatus
 from apps.recordings.representations import (
     board_repr,
@@ -319,6 +320,14 @@ class TranscriptSearchApi(APIView):
         limit = LimitField()
         revisionKind = RevisionKindField()
         cursor = CursorField(help_text="Extension: opaque cursor from the previous page's `nextCursor`.")
+        mode = serializers.ChoiceField(
+            choices=list(search_modes.MODES), required=False,
+            help_text=(
+                "Extension: `keyword` (default: every word in one segment), `semantic` (the segments nearest the "
+                "query's meaning) or `hybrid` (both lists fused by rank). `semantic` and `hybrid` add `score` to each "
+                "hit and need search by meaning turned on (CONNECT_SEMANTIC_SEARCH=1); else they answer 400."
+            ),
+        )  # fmt: skip
 
     @extend_schema(
         operation_id="searchTranscripts",
@@ -334,6 +343,14 @@ class TranscriptSearchApi(APIView):
     )
     def get(self, request: Request) -> HttpResponse:
         query = validate_query(self.QueryIn, request)
+        if query.get("mode", "keyword") != "keyword":
+            hits, next_cursor = search_modes.search_with_mode(
+                workspace=request.auth.workspace, query=query["query"], mode=query["mode"],
+                limit=query.get("limit", DEFAULT_PAGE_SIZE), revision_kind=query.get("revisionKind"),
+                cursor=query.get("cursor"),
+            )  # fmt: skip
+            return json_response({"items": [{**search_hit_repr(h), "score": h.score} for h in hits],
+                                  "nextCursor": next_cursor})  # fmt: skip
         hits, next_cursor = search.search_transcripts(
             workspace=request.auth.workspace,
             query=query["query"],

@@ -11,6 +11,7 @@ class RecordingsConfig(AppConfig):
         from apps.events.models import EventType
         from apps.events.shapes import register_data
         from apps.recordings import representations, shapes
+        from apps.recordings.semantic import hooks as semantic_hooks
 
         keep_schedule(
             self, "connect.recordings.compact_search_index", "apps.recordings.services.compact_search_index",
@@ -23,3 +24,4 @@ class RecordingsConfig(AppConfig):
                       envelope_name="SessionStatusChangedEvent")  # fmt: skip
         register_data(EventType.TRANSCRIPT_SEGMENT_CREATED, shapes.TRANSCRIPT_SEGMENT_CREATED_DATA,
                       envelope_name="TranscriptSegmentCreatedEvent")  # fmt: skip
+        semantic_hooks.connect()  # appended segments get vectors after commit (search by meaning)

@@ -157,3 +157,29 @@ class RevisionWord(models.Model):
         indexes = [
             models.Index(fields=["workspace_id", "word", "-created_at", "-transcript_id"], name="revision_word_newest")
         ]
+
+
+class SegmentEmbedding(models.Model):
+    """A segment's vector for search by meaning (apps/recordings/semantic): written after the
+    segment's transaction commits, by a task, never on the append path. `model` names the
+    embedder and its version, so that vectors of two models are never compared: the current
+    model's rows are read, the others re-embedded. `text_hash` is the text the vector was made
+    from; database triggers (migration 0010) delete the row with its segment and when the
+    segment's text changes, so a stale vector is never read. No foreign key: the triggers keep
+    deletes of a whole revision one statement, as they are without vectors.
+
+    The vector is int8 (`vector`, one byte a dimension) times `scale`: a unit vector's
+    components lie in [-1, 1], and one scale per vector keeps the rounding error below half a
+    percent of its largest component."""
+
+    id = models.BigAutoField(primary_key=True)  # growing: a process's cache reads only rows past the last it has
+    segment_id = models.CharField(max_length=40, unique=True)
+    workspace_id = models.CharField(max_length=40)
+    transcript_id = models.CharField(max_length=40)
+    model = models.CharField(max_length=100)
+    text_hash = models.CharField(max_length=32)
+    vector = models.BinaryField()
+    scale = models.FloatField()
+
+    class Meta:
+        indexes = [models.Index(fields=["workspace_id", "model", "id"], name="embedding_ws_model")]

@@ -17,6 +17,7 @@ from apps.events.models import EventType
 from apps.events.services import record_events
 from apps.recordings.models import RevisionKind, Segment, Session, SessionStatus, Transcript
 from apps.recordings.representations import transcript_segment_created_data
+from apps.recordings.semantic import hooks as semantic_hooks
 from apps.recordings.services.sessions import lock_session
 
 # A segment row's columns, in the model's field order (`Segment.from_db` relies on it); the fast
@@ -286,4 +287,5 @@ def write_final_transcript(
     transcript = _transcript(session.id, session.workspace_id, RevisionKind.FINAL, now)
     rows = _segment_rows(transcript, segments, first_sequence=0, first_commit_index=0, now=now)
     Segment.objects.bulk_create(rows, batch_size=500)
+    semantic_hooks.schedule(session.id)  # vectors after commit (appends are hooked at the event outbox)
     return transcript
