@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from apps.recordings.models import SegmentEmbedding
-from apps.recordings.semantic import index
 from tests import factories
 from tests.mcp.test_tools import call, ok
 from tests.recordings.semantic_set import embed_everything, needs_extra, semantic_on  # noqa: F401
@@ -125,6 +124,8 @@ def test_another_workspaces_segments_never_appear_nor_are_read(api, acme, globex
         found = {item["session"]["id"] for item in get(api, bob_key, query="budget", mode=mode)["items"]}
         assert found == {theirs.id, also_theirs.id}
     # The search read its own workspace's vectors only (its cost follows its own size).
+    from apps.recordings.semantic import index  # numpy: the extra's
+
     assert index._cache[(acme.id, next(iter(index._cache))[1])].size == len(OTHER)
     cursor = get(api, bob_key, query="budget", mode="semantic", limit=1)["nextCursor"]
     assert api.get(SEARCH, alice_key, query="budget", mode="semantic", cursor=cursor).status_code == 400

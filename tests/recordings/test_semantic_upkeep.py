@@ -12,12 +12,15 @@ from django_q.conf import Conf
 
 from apps.recordings import services
 from apps.recordings.models import Segment, SegmentEmbedding
-from apps.recordings.semantic import embedders, hooks
-from apps.recordings.semantic.writer import text_hash
+from apps.recordings.semantic import installed
 from tests import factories
 from tests.recordings.semantic_set import embed_everything, needs_extra, semantic_on  # noqa: F401
 
 pytestmark = needs_extra
+
+if installed():  # numpy and the model: the extra's (requirements/semantic.txt)
+    from apps.recordings.semantic import embedders, hooks
+    from apps.recordings.semantic.writer import text_hash
 
 
 @pytest.fixture
