@@ -74,6 +74,11 @@ def generate(path: Path, *, sessions: int, segments: int) -> int:
     return total
 
 
+def count_segments(path: Path) -> int:
+    with path.open("rb") as lines:
+        return sum(len(r["committed"]) + len(r["final"] or []) for r in map(json.loads, lines))
+
+
 def _time(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
@@ -154,14 +159,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="importer/seed_demo pairs per database")
     parser.add_argument("--jobs", type=int, nargs="+", default=[1], help="the importer's --jobs, one load each")
     parser.add_argument("--no-seed-demo", action="store_true", help="time the importer only")
+    parser.add_argument("--no-rerun", action="store_true", help="skip the re-run on the loaded database")
+    parser.add_argument("--reuse-file", action="store_true",
+                        help="load the file an earlier run generated for this size, if there is one")  # fmt: skip
     parser.add_argument("--pg-url", default=f"postgres://postgres@127.0.0.1:5432/{PG_NAME}")
     args = parser.parse_args()
 
     run_dir, started = new_run("import")
     DATA.mkdir(exist_ok=True)
     source = DATA / f"import-bench-{args.sessions}x{args.segments}.jsonl"
-    log(f"generating {source.relative_to(ROOT)}")
-    segments = generate(source, sessions=args.sessions, segments=args.segments)
+    if args.reuse_file and source.exists():
+        log(f"reusing {source.relative_to(ROOT)}")
+        segments = count_segments(source)
+    else:
+        log(f"generating {source.relative_to(ROOT)}")
+        partial = source.with_suffix(f".{os.getpid()}.part")
+        segments = generate(partial, sessions=args.sessions, segments=args.segments)
+        partial.replace(source)  # whole, for a concurrent run's --reuse-file
     log(f"{args.sessions:,} sessions, {segments:,} segments, {source.stat().st_size / 1e6:.0f} MB")
     loadavg_before = os.getloadavg()
     results = []
@@ -185,7 +199,7 @@ def main() -> None:
                 log(f"  {seconds:.1f}s, {cpu:.1f} CPU s: {line}")
                 results.append({"db": kind, "round": round_ + 1, "loader": loader, "seconds": seconds, "cpu": cpu,
                                 "load": load, "line": line})  # fmt: skip
-                if loader.startswith("import_recordings"):  # again on the loaded database: everything skipped
+                if loader.startswith("import_recordings") and not args.no_rerun:  # again: everything skipped
                     seconds, cpu, line = timed(db, *command)
                     log(f"  re-run {seconds:.1f}s, {cpu:.1f} CPU s: {line}")
                     results.append({"db": kind, "round": round_ + 1, "loader": f"{loader} re-run", "seconds": seconds,
