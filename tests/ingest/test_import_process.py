@@ -61,8 +61,9 @@ def test_the_import_page_record_imports(tmp_path):
     assert Session.objects.get().external_id == record["externalId"]
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
-def test_a_killed_import_leaves_whole_sessions_and_a_rerun_completes_it(tmp_path, jobs):
+@pytest.mark.parametrize(("jobs", "stop"), [(1, signal.SIGKILL), (2, signal.SIGKILL), (2, signal.SIGINT)],
+                         ids=["killed", "killed-with-workers", "ctrl-c-with-workers"])  # fmt: skip
+def test_a_killed_import_leaves_whole_sessions_and_a_rerun_completes_it(tmp_path, jobs, stop):
     ws = factories.workspace("acme")
     sessions, per_session = 1500, 40
     path = tmp_path / "history.jsonl"
@@ -76,13 +77,18 @@ def test_a_killed_import_leaves_whole_sessions_and_a_rerun_completes_it(tmp_path
             }) + "\n")  # fmt: skip
 
     command = [sys.executable, "manage.py", "import_recordings", str(path), "--workspace", "acme", "--jobs", str(jobs)]
-    # A session of its own, so the kill reaches the workers too, as a terminal's job control would.
+    # A session of its own, so the signal reaches the workers too, as a terminal's job control
+    # would; Ctrl-C's default restored (a test run started in the background ignores it).
     process = subprocess.Popen(command, cwd=ROOT, env=server_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               start_new_session=True)  # fmt: skip
+                               start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     try:
         stored = Session.objects.filter(workspace=ws)
         wait_until(lambda: stored.count() >= 50, what="50 sessions loaded", timeout=SECONDS)
-        os.killpg(process.pid, signal.SIGKILL)  # no clean-up of any kind: mid-session, mid-transaction
+        # SIGKILL: no clean-up of any kind, mid-session, mid-transaction. SIGINT: Ctrl-C, which
+        # the command answers by stopping its workers before it exits.
+        os.killpg(process.pid, stop)
+        assert process.wait(timeout=SECONDS) != 0
     finally:
         process.kill()
         process.wait(timeout=SECONDS)

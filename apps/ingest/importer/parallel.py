@@ -20,6 +20,7 @@ Invariants, the single-process loader's kept:
 from __future__ import annotations
 
 import multiprocessing
+import signal
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 
@@ -48,7 +49,7 @@ def load_parallel(
     held_back: list[tuple[int, RawItem]] = []
     tasks = _tasks(workspace.pk, emit_events, raws, held_back)
     close_connections_before_fork()
-    pool = multiprocessing.get_context("fork").Pool(jobs)
+    pool = multiprocessing.get_context("fork").Pool(jobs, initializer=_ignore_interrupts)
     try:
         for done, size, task_refused in pool.imap(_load_task, tasks):
             _add(summary, done)
@@ -74,6 +75,11 @@ def load_parallel(
     if summary.imported:
         services.refresh_statistics()
     return summary
+
+
+def _ignore_interrupts() -> None:
+    """A worker leaves Ctrl-C to the parent, which stops every worker at once (`terminate`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _tasks(
