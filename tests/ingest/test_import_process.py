@@ -1,6 +1,7 @@
 """`import_recordings` as an operator runs it, in its own process on this test's database:
 docs/import.md's command as written, its record example, a run killed mid-file that a re-run
-completes, and the progress bar that only a terminal gets."""
+completes (with one process and with worker processes), worker processes giving the outcome of
+one process, and the progress bar that only a terminal gets."""
 
 from __future__ import annotations
 
@@ -60,7 +61,9 @@ def test_the_import_page_record_imports(tmp_path):
     assert Session.objects.get().external_id == record["externalId"]
 
 
-def test_a_killed_import_leaves_whole_sessions_and_a_rerun_completes_it(tmp_path):
+@pytest.mark.parametrize(("jobs", "stop"), [(1, signal.SIGKILL), (2, signal.SIGKILL), (2, signal.SIGINT)],
+                         ids=["killed", "killed-with-workers", "ctrl-c-with-workers"])  # fmt: skip
+def test_a_killed_import_leaves_whole_sessions_and_a_rerun_completes_it(tmp_path, jobs, stop):
     ws = factories.workspace("acme")
     sessions, per_session = 1500, 40
     path = tmp_path / "history.jsonl"
@@ -73,12 +76,19 @@ def test_a_killed_import_leaves_whole_sessions_and_a_rerun_completes_it(tmp_path
                                "text": f"line {n} of meeting {i}"} for n in range(per_session)],
             }) + "\n")  # fmt: skip
 
-    command = [sys.executable, "manage.py", "import_recordings", str(path), "--workspace", "acme"]
-    process = subprocess.Popen(command, cwd=ROOT, env=server_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    command = [sys.executable, "manage.py", "import_recordings", str(path), "--workspace", "acme", "--jobs", str(jobs)]
+    # A session of its own, so the signal reaches the workers too, as a terminal's job control
+    # would; Ctrl-C's default restored (a test run started in the background ignores it).
+    process = subprocess.Popen(command, cwd=ROOT, env=server_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     try:
         stored = Session.objects.filter(workspace=ws)
         wait_until(lambda: stored.count() >= 50, what="50 sessions loaded", timeout=SECONDS)
-        process.send_signal(signal.SIGKILL)  # no clean-up of any kind: mid-session, mid-transaction
+        # SIGKILL: no clean-up of any kind, mid-session, mid-transaction. SIGINT: Ctrl-C, which
+        # the command answers by stopping its workers before it exits.
+        os.killpg(process.pid, stop)
+        assert process.wait(timeout=SECONDS) != 0
     finally:
         process.kill()
         process.wait(timeout=SECONDS)
@@ -86,7 +96,7 @@ def test_a_killed_import_leaves_whole_sessions_and_a_rerun_completes_it(tmp_path
     assert 50 <= loaded < sessions, "the run finished before it was killed: make the file larger"
     assert Segment.objects.filter(workspace=ws).count() == loaded * per_session  # whole sessions only
 
-    done = manage("import_recordings", str(path), "--workspace", "acme")
+    done = manage("import_recordings", str(path), "--workspace", "acme", "--jobs", str(jobs))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == (
         f"imported {sessions - loaded:,} sessions ({(sessions - loaded) * per_session:,} segments), "
@@ -96,6 +106,58 @@ def test_a_killed_import_leaves_whole_sessions_and_a_rerun_completes_it(tmp_path
     assert list(texts.values_list("text", flat=True)) == [f"line {n} of meeting 1499" for n in range(per_session)]
     assert Session.objects.filter(workspace=ws).count() == sessions
     assert Segment.objects.filter(workspace=ws).count() == sessions * per_session
+
+
+def test_worker_processes_give_the_outcome_of_one_process(tmp_path):
+    """Bad lines, a record repeated unchanged and one repeated changed (near its first and far
+    from it): the same summary, the same refusals in the same order, the same stored rows."""
+    one, workers = factories.workspace("one"), factories.workspace("workers")
+
+    def record(i: int, label: str | None = None) -> str:
+        return json.dumps({
+            "externalId": f"m-{i}", "label": label or f"Meeting {i}", "status": "completed",
+            "startedAt": "2026-11-01T10:00:00Z", "endedAt": "2026-11-01T11:00:00Z",
+            "committed": [{"timestampStart": n * 1000, "timestampEnd": n * 1000 + 900, "speakerLabel": "Ann",
+                           "text": f"line {n} of meeting {i}"} for n in range(5)],
+            "final": [{"timestampStart": 0, "timestampEnd": 4900, "text": f"all of meeting {i}"}],
+            "boards": [{"boardId": "summary", "status": "ready", "sourceRevisionKind": "final",
+                        "payload": {"text": f"summary {i}"}}],
+        })  # fmt: skip
+
+    lines = [record(i) for i in range(60)]
+    lines[7] = '{"externalId": "cut-off", '
+    lines.insert(9, record(8, label="Changed near"))  # right after its first
+    lines.insert(30, record(3))  # unchanged, far from its first
+    lines.insert(50, record(20, label="Changed far"))
+    lines.append('["not", "a", "session"]')
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(line + "\n" for line in lines))
+
+    first = manage("import_recordings", str(path), "--workspace", "one")
+    second = manage("import_recordings", str(path), "--workspace", "workers", "--jobs", "2")
+    assert first.returncode == second.returncode == 1  # something was refused: listed, the rest loaded
+    summary = "imported 59 sessions (354 segments), skipped 1 already present, refused 4"
+    assert first.stdout.splitlines()[-1] == second.stdout.splitlines()[-1] == summary
+    assert second.stderr.splitlines() == first.stderr.splitlines()
+    assert [line.split(": ")[0] for line in first.stderr.splitlines()[:4]] == [
+        f"{path}:8", f"{path}:10", f"{path}:51", f"{path}:64"
+    ]
+
+    def stored(ws) -> list[tuple]:
+        sessions = Session.objects.filter(workspace=ws).prefetch_related("transcripts__segments", "boards")
+        return sorted(
+            (s.external_id, s.label, s.status, s.started_at, s.ended_at, s.created_at, s.updated_at,
+             sorted((t.revision_kind, t.created_at, [(g.sequence, g.timestamp_start, g.timestamp_end, g.speaker_label,
+                                                      g.text, g.created_at) for g in t.segments.order_by("sequence")])
+                    for t in s.transcripts.all()),
+             sorted((b.board_id, b.version, b.is_current, b.payload_hash, b.created_at) for b in s.boards.all()))
+            for s in sessions
+        )  # fmt: skip
+
+    assert len(stored(workers)) == 59
+    assert stored(workers) == stored(one)
+    again = manage("import_recordings", str(path), "--workspace", "workers", "--jobs", "2")
+    assert again.stdout.splitlines()[-1] == "imported 0 sessions (0 segments), skipped 60 already present, refused 4"
 
 
 def test_a_progress_bar_only_on_a_terminal():

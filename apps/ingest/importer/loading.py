@@ -48,36 +48,49 @@ def load(
     workspace: Workspace,
     items: Iterable[Item],
     emit_events: bool = False,
-    progress: Callable[[Item, Summary], None] | None = None,
+    progress: Callable[[int, Summary], None] | None = None,
 ) -> Summary:
+    """Load `items` in their order, in this process; `progress(bytes read, summary)` after each."""
     summary = Summary()
-    write = _write_with_events if emit_events else _write_bulk
     for chunk in _chunks(items, CHUNK):
-        ids = [i.record.external_id for i in chunk if isinstance(i.record, SessionRecord)]
-        present = _stored_shapes(workspace, ids)
-        for item in chunk:
-            record = item.record
-            if isinstance(record, Refused):
-                summary.refused.append((item.where, str(record)))
-            elif record.external_id in present:
-                _compare(summary, item, present[record.external_id])
-            else:
-                try:
-                    write(workspace, record)
-                except IntegrityError:
-                    # Written meanwhile: earlier in this chunk, or by another importer.
-                    stored = _stored_shapes(workspace, [record.external_id]).get(record.external_id)
-                    if stored is None:
-                        raise
-                    _compare(summary, item, stored)
-                else:
-                    summary.imported += 1
-                    summary.segments += record.segment_count
-            if progress:
-                progress(item, summary)
+        load_chunk(workspace, chunk, summary, emit_events=emit_events, progress=progress)
     if summary.imported:
         services.refresh_statistics()
     return summary
+
+
+def load_chunk(
+    workspace: Workspace,
+    chunk: list[Item],
+    summary: Summary,
+    *,
+    emit_events: bool,
+    progress: Callable[[int, Summary], None] | None = None,
+) -> None:
+    """Load one chunk of items in order into `summary`, one transaction per session."""
+    write = _write_with_events if emit_events else _write_bulk
+    ids = [i.record.external_id for i in chunk if isinstance(i.record, SessionRecord)]
+    present = _stored_shapes(workspace, ids)
+    for item in chunk:
+        record = item.record
+        if isinstance(record, Refused):
+            summary.refused.append((item.where, str(record)))
+        elif record.external_id in present:
+            _compare(summary, item, present[record.external_id])
+        else:
+            try:
+                write(workspace, record)
+            except IntegrityError:
+                # Written meanwhile: earlier in this chunk, or by another importer.
+                stored = _stored_shapes(workspace, [record.external_id]).get(record.external_id)
+                if stored is None:
+                    raise
+                _compare(summary, item, stored)
+            else:
+                summary.imported += 1
+                summary.segments += record.segment_count
+        if progress:
+            progress(item.size, summary)
 
 
 def _compare(summary: Summary, item: Item, stored: tuple) -> None:

@@ -3,7 +3,11 @@
 A JSON Lines file gives one record per non-blank line (`FILE:LINE`), a caption file one record
 (`FILE`); a folder gives its `.jsonl`, `.vtt` and `.srt` files in name order (a caption file's
 `.json` sidecar is read with it, not on its own). Reading never stops at a bad record: it is
-yielded as a `Refused` in its place, so the loader can report it and go on."""
+yielded as a `Refused` in its place, so the loader can report it and go on.
+
+Reading is two steps, `raw_items` (the bytes of a line, or a caption file's path) and `parse`
+(the checked record), so that worker processes can parse what one reader hands them
+(`apps/ingest/importer/parallel.py`); `items` is both in one."""
 
 from __future__ import annotations
 
@@ -29,6 +33,15 @@ class Item:
     size: int  # bytes of input it consumed, for the progress bar
 
 
+@dataclass(frozen=True)
+class RawItem:
+    """One record as read, not yet decoded or checked: a JSON Lines line, or a caption file."""
+
+    where: str
+    line: bytes | None  # a JSON Lines line, or None for a caption file (`where` is its path)
+    size: int
+
+
 def expand(paths: list[str]) -> list[Path]:
     """The files to read, in order; an unknown kind of file is an error before anything loads."""
     files: list[Path] = []
@@ -46,18 +59,38 @@ def expand(paths: list[str]) -> list[Path]:
 
 
 def items(files: list[Path]) -> Iterator[Item]:
+    return map(parse, raw_items(files))
+
+
+def raw_items(files: list[Path]) -> Iterator[RawItem]:
     for path in files:
         if path.suffix.lower() in JSONL_SUFFIXES:
-            yield from _jsonl_items(path)
+            with path.open("rb") as lines:
+                for number, line in enumerate(lines, start=1):
+                    if line.strip():
+                        yield RawItem(f"{path}:{number}", line, len(line))
         else:
-            yield Item(str(path), _checked(lambda: caption_record(path)), path.stat().st_size)
+            yield RawItem(str(path), None, path.stat().st_size)
 
 
-def _jsonl_items(path: Path) -> Iterator[Item]:
-    with path.open("rb") as lines:
-        for number, line in enumerate(lines, start=1):
-            if line.strip():
-                yield Item(f"{path}:{number}", _checked(lambda: _decode(line)), len(line))
+def parse(raw: RawItem) -> Item:
+    if raw.line is None:
+        return Item(raw.where, _checked(lambda: caption_record(Path(raw.where))), raw.size)
+    return Item(raw.where, _checked(lambda: _decode(raw.line)), raw.size)
+
+
+def external_id(raw: RawItem) -> str | None:
+    """The record's `externalId` as written, without checking the record (None when there is no
+    string there): what the parallel loader keys on to keep a run's outcome in file order."""
+    if raw.line is None:
+        record = parse(raw).record
+        return record.external_id if isinstance(record, SessionRecord) else None
+    try:
+        data = orjson.loads(raw.line)
+    except orjson.JSONDecodeError:
+        return None
+    value = data.get("externalId") if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _decode(line: bytes) -> Any:

@@ -1,4 +1,4 @@
-"""`import_recordings PATH… [--workspace SLUG] [--emit-events]`: load a team's history.
+"""`import_recordings PATH… [--workspace SLUG] [--emit-events] [--jobs N]`: load a team's history.
 
 Reads JSON Lines files (one session a line) and WebVTT/SRT transcripts (with a sidecar or by the
 file-name convention), as docs/import.md describes. A re-run changes nothing, and a run that was
@@ -12,7 +12,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from apps.ingest.importer import loading, sources
+from apps.ingest.importer import loading, parallel, sources
 from apps.tenancy.models import Workspace
 
 
@@ -32,8 +32,20 @@ class Command(BaseCommand):
             help="record each session's events as a live producer's (streams, the event log and "
             "webhooks see them); off by default, so history is not replayed",
         )
+        parser.add_argument(
+            "--jobs",
+            type=int,
+            default=1,
+            help="worker processes that write sessions side by side (PostgreSQL: each keeps one "
+            "database process busy; SQLite has one writer, so more than 1 gains little there); "
+            "the outcome is the same as with 1",
+        )
 
-    def handle(self, *args, paths: list[str], workspace: str | None, emit_events: bool, **options) -> None:
+    def handle(
+        self, *args, paths: list[str], workspace: str | None, emit_events: bool, jobs: int, **options
+    ) -> None:
+        if jobs < 1:
+            raise CommandError("--jobs is a number of worker processes: 1 or more")
         ws = _workspace(workspace)
         try:
             files = sources.expand(paths)
@@ -43,12 +55,19 @@ class Command(BaseCommand):
         bar = tqdm(total=sum(f.stat().st_size for f in files), unit="B", unit_scale=True, file=sys.stderr,
                    disable=not sys.stdout.isatty(), desc="importing")  # fmt: skip
 
-        def progress(item: sources.Item, summary: loading.Summary) -> None:
-            bar.update(item.size)
+        def progress(size: int, summary: loading.Summary) -> None:
+            bar.update(size)
             bar.set_postfix(sessions=summary.imported + summary.skipped, refused=len(summary.refused), refresh=False)
 
         with bar:
-            summary = loading.load(workspace=ws, items=sources.items(files), emit_events=emit_events, progress=progress)
+            if jobs == 1:
+                summary = loading.load(
+                    workspace=ws, items=sources.items(files), emit_events=emit_events, progress=progress
+                )
+            else:
+                summary = parallel.load_parallel(
+                    workspace=ws, raws=sources.raw_items(files), jobs=jobs, emit_events=emit_events, progress=progress
+                )
         for where, why in summary.refused:
             self.stderr.write(f"{where}: {why}")
         self.stdout.write(summary.line())
