@@ -1,0 +1,18 @@
+// The checked-in wire types equal what openapi-typescript generates from the live server's
+// /openapi.json: the API changed and the types did not when this fails.
+import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
+import { test } from "node:test";
+import { OUTPUT, generate } from "../scripts/generate.mjs";
+import { live } from "../testing/live.mjs";
+
+test("src/generated/openapi.ts is what the served /openapi.json generates", async () => {
+  const document = await (await fetch(`${live.baseUrl}/openapi.json`)).json();
+  // The test server also mounts the repository's test-only views (tests/urls.py, under /test/):
+  // they are not the API's.
+  for (const path of Object.keys(document.paths)) if (path.startsWith("/test/")) delete document.paths[path];
+  const expected = await generate(document);
+  const actual = await readFile(OUTPUT, "utf8");
+  assert.ok(actual === expected,
+    "src/generated/openapi.ts is out of date: run `node scripts/generate.mjs <base URL>` in clients/typescript");
+});
