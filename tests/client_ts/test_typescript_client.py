@@ -39,8 +39,9 @@ LIMITED_ENV = {"CONNECT_RATE_LIMIT_PER_CREDENTIAL": "3", "CONNECT_RATE_LIMIT_WIN
 SESSIONS = 5  # listed two per page: three pages
 
 
-def run(command: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(command, cwd=PACKAGE, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+def run(command: list[str], env: dict[str, str] | None = None, timeout: float = 600,
+        cwd: Path = PACKAGE) -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -50,16 +51,19 @@ def show(result: subprocess.CompletedProcess) -> str:
 
 @pytest.fixture(scope="module")
 def package():
-    """clients/typescript with its dev dependencies installed and `dist/` built."""
+    """clients/typescript with its dev dependencies installed and `dist/` built: the install
+    command of docs/typescript-client.md (its `prepare` script builds) when node_modules is
+    missing or older than package-lock.json, else only the (incremental) build."""
     if shutil.which("npm") is None or shutil.which("node") is None:
         pytest.skip("node and npm are not installed: the TypeScript client cannot be built here")
     installed = PACKAGE / "node_modules" / ".package-lock.json"
     lock = PACKAGE / "package-lock.json"
     if not installed.is_file() or installed.stat().st_mtime < lock.stat().st_mtime:
-        result = run(["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"])
-        assert result.returncode == 0, show(result)
-    result = run(["node", "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"])
+        result = run(["npm", "--prefix", "clients/typescript", "ci"], cwd=ROOT)
+    else:
+        result = run(["node", "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"])
     assert result.returncode == 0, show(result)
+    assert (PACKAGE / "dist" / "index.js").is_file() and (PACKAGE / "dist" / "index.d.ts").is_file()
     return PACKAGE
 
 
@@ -97,27 +101,43 @@ def seed(alice) -> dict[str, str]:
     }
 
 
-def test_build_typecheck_and_pack(package, tmp_path):
-    """`npm pack` makes a tarball with the built ESM and its declarations, which Node imports
-    from a project's node_modules without the package's dev dependencies."""
+IMPORT_CHECK = (
+    'import { Connect, verifyWebhook, NotFound } from "connect-client";\n'
+    'const client = new Connect({ baseUrl: "http://127.0.0.1:9", apiKey: "svc_x" });\n'
+    'console.log(typeof client.sessions.list, typeof verifyWebhook, new NotFound({ status: 404, code: "not_found" }).status);\n'
+)
+
+
+def imports_in(project: Path) -> list[str]:
+    (project / "main.mjs").write_text(IMPORT_CHECK)
+    imported = subprocess.run(["node", "main.mjs"], cwd=project, capture_output=True, text=True, timeout=60)
+    assert imported.returncode == 0, imported.stderr
+    return imported.stdout.split()
+
+
+def test_installs_from_the_folder_and_packs(package, tmp_path):
+    """`npm install <checkout>/clients/typescript` in a project, and `npm pack`'s tarball (the
+    built ESM and its declarations, no tests, no node_modules), each import in plain Node
+    without the package's dev dependencies."""
+    from_folder = tmp_path / "from-folder"
+    from_folder.mkdir()
+    result = run(["npm", "install", "--no-audit", "--no-fund", "--offline", str(PACKAGE)], cwd=from_folder)
+    assert result.returncode == 0, show(result)
+    assert imports_in(from_folder) == ["function", "function", "404"]
+
     result = run(["npm", "pack", "--pack-destination", str(tmp_path), "--ignore-scripts"])
     assert result.returncode == 0, show(result)
     [tarball] = tmp_path.glob("connect-client-*.tgz")
+    from_tarball = tmp_path / "from-tarball"
     with tarfile.open(tarball) as archive:
         names = set(archive.getnames())
         assert {"package/dist/index.js", "package/dist/index.d.ts", "package/package.json",
                 "package/README.md"} <= names, sorted(names)
-        assert not any("/node_modules/" in name or name.startswith("package/test/") for name in names)
-        target = tmp_path / "project" / "node_modules"
-        archive.extractall(target, filter="data")
-    (target / "package").rename(target / "connect-client")
-    (tmp_path / "project" / "main.mjs").write_text(
-        'import { Connect, verifyWebhook, NotFound } from "connect-client";\n'
-        'const client = new Connect({ baseUrl: "http://127.0.0.1:9", apiKey: "svc_x" });\n'
-        'console.log(typeof client.sessions.list, typeof verifyWebhook, new NotFound({status: 404, code: "not_found"}).status);\n')
-    imported = subprocess.run(["node", "main.mjs"], cwd=tmp_path / "project", capture_output=True, text=True, timeout=60)
-    assert imported.returncode == 0, imported.stderr
-    assert imported.stdout.split() == ["function", "function", "404"]
+        assert not any("/node_modules/" in name or name.startswith(("package/test/", "package/testing/"))
+                       for name in names), sorted(names)
+        archive.extractall(from_tarball / "node_modules", filter="data")
+    (from_tarball / "node_modules" / "package").rename(from_tarball / "node_modules" / "connect-client")
+    assert imports_in(from_tarball) == ["function", "function", "404"]
 
 
 def test_node_suite_against_live_servers(package, servers, alice):
