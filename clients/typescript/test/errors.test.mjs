@@ -1,9 +1,10 @@
 // Error answers map to one class per wire code, carrying status, code, requestId and detail;
 // the stream ends on 401/403 with its typed error; an abort signal ends a call.
 import assert from "node:assert/strict";
+import net from "node:net";
 import { test } from "node:test";
 import {
-  Connect, ConnectError, Forbidden, InsufficientScope, InvalidRequest, NotFound, Unauthorized,
+  APITimeoutError, Connect, ConnectError, Forbidden, InsufficientScope, InvalidRequest, NotFound, Unauthorized,
 } from "connect-client";
 import { client, live } from "../testing/live.mjs";
 
@@ -63,4 +64,22 @@ test("an AbortSignal ends a call", async () => {
   const controller = new AbortController();
   controller.abort(new Error("stop"));
   await assert.rejects(client().sessions.get(live.sessionIds[0], { signal: controller.signal }), /stop/);
+});
+
+test("a timeout is APITimeoutError after the retries a GET is allowed; a POST is not retried", async (t) => {
+  // A server that accepts connections and never answers; the attempts are counted where the
+  // client sends them (its `fetch`), since fetch may open a connection before it is used.
+  const sockets = [];
+  const silent = net.createServer((socket) => sockets.push(socket));
+  await new Promise((resolve) => silent.listen(0, "127.0.0.1", resolve));
+  t.after(() => { sockets.forEach((s) => s.destroy()); silent.close(); });
+  const attempts = [];
+  const counting = (input, init) => { attempts.push(init.method); return fetch(input, init); };
+  const connect = new Connect({ baseUrl: `http://127.0.0.1:${silent.address().port}`, apiKey: "svc_x", fetch: counting,
+                                timeout: 500, retry: { maxRetries: 2, baseDelayMs: 10 } });
+  await assert.rejects(connect.sessions.get("ses_1"), APITimeoutError);
+  assert.deepEqual(attempts, ["GET", "GET", "GET"], "the first attempt and two retries");
+  await assert.rejects(connect.webhooks.create({ name: "x", url: "https://example.com", filters: [{ type: "session.created" }] }),
+                       APITimeoutError);
+  assert.deepEqual(attempts.slice(3), ["POST"], "a write without an Idempotency-Key is sent once");
 });

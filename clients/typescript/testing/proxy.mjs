@@ -1,6 +1,6 @@
 // A TCP proxy in front of the live server, so a test can cut a client's connection mid-stream
 // (both sides destroyed: the client sees a reset, the server a closed socket) and read what each
-// connection sent. `retry` (ms) is injected as an SSE `retry:` field at the start of the first
+// connection sent, or silence it. `retry` (ms) is injected as an SSE `retry:` field at the start of the first
 // response's body, as a server would send it.
 import net from "node:net";
 
@@ -23,6 +23,7 @@ export class Proxy {
       let headDone = !inject;
       client.on("data", (data) => { record.request += data.toString("latin1"); record.upstream.write(data); });
       record.upstream.on("data", (data) => {
+        if (record.silenced) return;
         if (headDone) { client.write(data); return; }
         head += data.toString("latin1");
         const end = head.indexOf("\r\n\r\n");
@@ -40,6 +41,11 @@ export class Proxy {
   }
 
   get url() { return `http://127.0.0.1:${this.server.address().port}`; }
+
+  /** From now on the open connections pass nothing from the server on (a peer gone silent, no FIN or RST). */
+  silence() {
+    for (const record of this.connections) record.silenced = true;
+  }
 
   /** Drops every open connection. */
   cut() {
