@@ -34,6 +34,8 @@ MAIN_ENV = {
     "CONNECT_WEBHOOK_RETRY_SCHEDULE": "0,0,0,0,0,0",
     "CONNECT_WEBHOOK_SWEEP_SECONDS": "0.2",
     "CONNECT_Q_WORKERS": "1",
+    # A ping a second: the stream test's heartbeat timeout (5 s) then only ends a silenced connection.
+    "CONNECT_SSE_HEARTBEAT_SECONDS": "1",
 }
 LIMITED_ENV = {"CONNECT_RATE_LIMIT_PER_CREDENTIAL": "3", "CONNECT_RATE_LIMIT_WINDOW_SECONDS": "5"}
 SESSIONS = 5  # listed two per page: three pages
