@@ -129,6 +129,10 @@ BLOCKS: dict[str, tuple[str, str]] = {
     'redirect, PKCE)."""': ("substitute", f"{HERE}::test_oauth_page_command_line_tool_signs_in_refreshes_and_reads"),
     'docs/webhooks.md ```python receiver """A Connect webhook receiver: verifies every request, deduplicates, '
     'acknowledges quickly."""': ("run", "tests/webhooks/receiver.py::doc_receiver"),
+    "docs/typescript-client.md ```sh npm --prefix clients/typescript ci":
+        ("run", "tests/client_ts/test_typescript_client.py::package"),
+    'docs/typescript-client.md ```ts import { Connect } from "connect-client";':
+        ("run", "tests/client_ts/test_typescript_client.py::test_node_suite_against_live_servers"),
 }
 
 # Command lines in inline code or indented outside fenced blocks, other than bare references to
