@@ -14,7 +14,7 @@ import pytest
 
 from apps.webhooks import keys
 from apps.webhooks.models import Delivery
-from bench.harness import pid_holding_socket, socket_inodes, tcp_sockets
+from bench.harness import pid_holding_socket, tcp_sockets
 from tests import factories
 from tests.servers import cmdline_of, descendants, parent_of
 from tests.webhooks.conftest import wait_until
@@ -100,20 +100,21 @@ def test_key_rotation_mid_stream_old_kid_still_verifies(webhook_server, live_rec
     assert set(live_receiver.keyset.keys) >= {old_kid, new_kid}
 
 
-def _worker_owning_local_port(server_pid: int, port: int) -> int | None:
-    """The server's process holding the connection from local `port`, looked for again until it
-    is found; None once the connection is no longer open (the attempt timed out before the scan
-    found it). A connection held by a process outside the server fails at once, naming it: an
-    attempt made by another server's task cluster on this database is a leak between tests,
-    not a miss."""
+def _worker_owning_connection(server_pid: int, port: int, receiver_port: int) -> int | None:
+    """The server's process holding the connection from local `port` to the receiver, looked
+    for again until it is found; None once that connection is no longer open (the attempt timed
+    out before the scan found it). The connection is named by both ports: the kernel hands the
+    same local port to connections to other destinations, so other processes may hold sockets
+    of that port number. A connection held by a process outside the server fails at once,
+    naming it: an attempt made by another server's task cluster on this database is a leak
+    between tests, not a miss."""
     deadline = time.monotonic() + 10
     while True:
-        inodes = socket_inodes(port)
-        family = descendants(server_pid)
-        pid = pid_holding_socket(family, inodes)
+        rows = [row for row in tcp_sockets(port) if int(row[1].rsplit(":", 1)[1], 16) == receiver_port]
+        inodes = {row[2] for row in rows} - {"0"}
+        pid = pid_holding_socket(descendants(server_pid), inodes)
         if pid is not None:
             return pid
-        rows = tcp_sockets(port)
         if not any(row[3] == "01" for row in rows):  # 01: ESTABLISHED
             return None
         anywhere = pid_holding_socket([int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()], inodes)
@@ -122,11 +123,11 @@ def _worker_owning_local_port(server_pid: int, port: int) -> int | None:
             while up and up > 1 and len(chain) < 6:
                 chain.append(f"{up} {cmdline_of(up).replace(bytes(1), b' ')[:120]!r}")
                 up = parent_of(up)
-            raise AssertionError(f"local port {port} is held by a process outside the server {server_pid}: "
-                                 + " <- ".join(chain))
+            raise AssertionError(f"the connection from local port {port} to the receiver is held by a process "
+                                 f"outside the server {server_pid}: " + " <- ".join(chain))
         if time.monotonic() > deadline:
-            raise AssertionError(f"no process of the server owns local port {port}: /proc/net/tcp rows "
-                                 f"(local, remote, inode, state) {rows}; owner anywhere: {anywhere}")
+            raise AssertionError(f"no process of the server owns the connection from local port {port}: "
+                                 f"/proc/net/tcp rows (local, remote, inode, state) {rows}; owner anywhere: {anywhere}")
         time.sleep(0.05)
 
 
@@ -142,7 +143,7 @@ def test_a_worker_killed_mid_attempt_loses_nothing(webhook_server, live_receiver
     factories.session(alice.workspace)
     for arrival in range(1, 7):
         worker_port = live_receiver.wait_for_arrivals(arrival)[arrival - 1]  # this attempt's, not a later one's
-        worker = _worker_owning_local_port(webhook_server.process.pid, worker_port)
+        worker = _worker_owning_connection(webhook_server.process.pid, worker_port, live_receiver.port)
         if worker is not None:
             break
     else:
