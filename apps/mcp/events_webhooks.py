@@ -11,14 +11,16 @@ extension adds lives here:
   application and member (an access token changes at every refresh, the subscription does not).
 - The secret is the client's `whsec_` value, sealed like the endpoints' own; a refresh with a
   new one keeps the old one signing beside it for `ROTATION_GRACE` (two `v1,` signatures).
-- Bodies are the extension's `EventOccurrence` (`eventId`, `name`, `timestamp`, `data`,
-  `cursor`), queued by `on_event_recorded` inside the event's transaction; the endpoint's filter
-  names a session that cannot exist (`mcp:` + the argument), so the REST matcher never feeds it
-  the REST body as well. `cursor` is null: deliveries are retried one by one and may arrive out
-  of order, and no watermark is kept; a client resumes with `events/poll` and the REST cursor.
-- The grant (`refreshBefore`) is kept in the endpoint's name (webhook endpoints have no column
-  for it). An expired subscription gets no new delivery (checked when one would be queued) and
-  `expire_subscriptions`, every minute, deletes it, which cancels what it still had pending.
+- The endpoint is owned (`owner = "mcp"`): the REST matcher never sends it the REST body and
+  the REST API neither lists nor changes it. Its `filters` are the subscription's own, one
+  entry: the event type and, when the arguments name one, the session. Bodies are the
+  extension's `EventOccurrence` (`eventId`, `name`, `timestamp`, `data`, `cursor`), queued by
+  `on_event_recorded` inside the event's transaction for the owned endpoints whose filter
+  matches. `cursor` is null: deliveries are retried one by one and may arrive out of order, and
+  no watermark is kept; a client resumes with `events/poll` and the REST cursor.
+- The grant (`refreshBefore`) is the endpoint's `expires_at`. An expired subscription gets no
+  new delivery (`deliverable_endpoints` skips it) and `expire_subscriptions`, every minute,
+  deletes it, which cancels what it still had pending.
 - Before the first delivery to a URL the principal has not used, the URL must prove it wants
   them: a signed `verification` envelope whose `challenge` it echoes (constant-time compare),
   through the same guarded dialler as deliveries; failures answer `-32015` with a category,
@@ -37,7 +39,6 @@ import json
 import secrets
 import ssl
 import time
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -45,7 +46,6 @@ import httpcore
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from apps.access.principal import Principal
 from apps.core.errors import ApiError
@@ -54,8 +54,8 @@ from apps.events.representations import event_envelope
 from apps.mcp import events_extension
 from apps.mcp.arguments import ToolArgumentError, validate_arguments
 from apps.mcp.events_extension import ARGUMENTS, INVALID_PARAMS, NOT_FOUND, UNSUPPORTED, EventsError, event_type_of
-from apps.webhooks import destinations, keys, outbound, services, standard
-from apps.webhooks.filters import SUBSCRIBABLE_TYPES
+from apps.webhooks import destinations, keys, outbound, selectors, services, standard
+from apps.webhooks.filters import SUBSCRIBABLE_TYPES, filters_match
 from apps.webhooks.models import EndpointSigning, WebhookEndpoint
 
 # The event types that can be delivered by webhook: those apps/webhooks delivers.
@@ -70,36 +70,16 @@ MIN_TTL = timedelta(seconds=10)
 MAX_TTL = timedelta(days=1)
 ROTATION_GRACE = timedelta(minutes=5)
 
-NAME_PREFIX = "MCP events/subscribe "
-SESSION_MARKER = "mcp:"  # session ids are ULIDs: one with a colon never exists
-ANY_SESSION = "*"
+OWNER = "mcp"  # WebhookEndpoint.owner of a subscription
+NAME_PREFIX = "MCP events/subscribe "  # what the health board and the admin show; never read back
 VERIFY_TIMEOUT_SECONDS = 5.0
 MAX_CHALLENGE_RESPONSE = 4096
 SECRET_MIN_BYTES, SECRET_MAX_BYTES = 24, 64
 
 
-@dataclass(frozen=True)
-class Subscription:
-    """What an endpoint row says about the subscription it is."""
-
-    event_type: str
-    session_id: str | None
-    refresh_before: datetime
-
-    @classmethod
-    def of(cls, endpoint: WebhookEndpoint) -> Subscription | None:
-        if not endpoint.name.startswith(NAME_PREFIX) or len(endpoint.filters or []) != 1:
-            return None
-        until = parse_datetime(endpoint.name.rpartition(" until ")[2])
-        entry = endpoint.filters[0]
-        marker = entry.get("sessionId", "")
-        if until is None or not marker.startswith(SESSION_MARKER):
-            return None  # edited through the REST API: no longer a subscription of ours
-        session = marker[len(SESSION_MARKER):]
-        return cls(entry["type"], None if session == ANY_SESSION else session, until)
-
-    def live(self, now: datetime) -> bool:
-        return self.refresh_before > now
+def live_subscriptions(now: datetime):
+    """Subscriptions not deleted and not past their grant (of every workspace)."""
+    return WebhookEndpoint.objects.filter(owner=OWNER, deleted_at__isnull=True, expires_at__gt=now)
 
 
 def register() -> None:
@@ -202,19 +182,16 @@ def _verified(principal: Principal, key: dict[str, Any], url: str, now: datetime
     already delivers to `url`: the URL confirmed it for them."""
     same = ({"credential_kind": "api_key", "credential_id": key["credential"]} if principal.kind == "api_key"
             else {"credential_kind": principal.kind, "oauth_application_id": key["application"]})
-    for endpoint in WebhookEndpoint.objects.filter(
-            workspace=principal.workspace, created_by=principal.issuer, url=url, deleted_at__isnull=True,
-            name__startswith=NAME_PREFIX, **same):
-        subscription = Subscription.of(endpoint)
-        if subscription and subscription.live(now):
-            return True
-    return False
+    return live_subscriptions(now).filter(workspace=principal.workspace, created_by=principal.issuer, url=url,
+                                          **same).exists()
 
 
 def subscribe(principal: Principal, params: dict[str, Any], endpoint_id: str, event_type: str,
               arguments: dict[str, Any], url: str, secret: bytes) -> dict[str, Any]:
     now = timezone.now()
-    refresh_before = _grant(params, now)
+    granted = _grant(params, now)
+    # To the millisecond, as `refreshBefore` says it: the column holds what the client was told.
+    refresh_before = granted.replace(microsecond=granted.microsecond // 1000 * 1000)
     _check_url(url)
     key = _principal_key(principal)
     if not _verified(principal, key, url, now):
@@ -222,9 +199,11 @@ def subscribe(principal: Principal, params: dict[str, Any], endpoint_id: str, ev
     session = arguments.get("sessionId")
     fields = {
         "workspace": principal.workspace,
-        "name": f"{NAME_PREFIX}{event_type} until {iso_ms(refresh_before)}",
+        "owner": OWNER,
+        "expires_at": refresh_before,
+        "name": (f"{NAME_PREFIX}{event_type}" + (f" of {session}" if session else ""))[:200],
         "url": url,
-        "filters": [{"type": event_type, "sessionId": (SESSION_MARKER + (session or ANY_SESSION))[:200]}],
+        "filters": [{"type": event_type, **({"sessionId": session} if session else {})}],
         "signing": EndpointSigning.STANDARD_WEBHOOKS,
         "active": True,
         "disabled_reason": "",
@@ -257,10 +236,8 @@ def subscribe(principal: Principal, params: dict[str, Any], endpoint_id: str, ev
 
 
 def unsubscribe(principal: Principal, endpoint_id: str) -> dict[str, Any]:
-    endpoint = WebhookEndpoint.objects.filter(pk=endpoint_id, workspace=principal.workspace,
-                                              deleted_at__isnull=True).first()
-    subscription = Subscription.of(endpoint) if endpoint else None
-    if subscription is None or not subscription.live(timezone.now()):
+    endpoint = live_subscriptions(timezone.now()).filter(pk=endpoint_id, workspace=principal.workspace).first()
+    if endpoint is None:
         raise EventsError(NOT_FOUND, "No subscription of this credential has this name, arguments and delivery.url",
                           {"kind": "subscription"})
     services.delete_endpoint(endpoint=endpoint)
@@ -326,12 +303,11 @@ def on_event_recorded(sender, event, **kwargs) -> None:  # noqa: ARG001 - signal
     """Inside record_event's transaction: one delivery per live subscription the event matches."""
     if event.type not in WEBHOOK_TYPES:
         return
-    now, body = timezone.now(), None
-    for endpoint in WebhookEndpoint.objects.filter(workspace_id=event.workspace_id, active=True,
-                                                   deleted_at__isnull=True, name__startswith=NAME_PREFIX):
-        subscription = Subscription.of(endpoint)
-        if (subscription is None or not subscription.live(now) or subscription.event_type != event.type
-                or subscription.session_id not in (None, event.session_id)):
+    body = None
+    facts = services.event_facts(event_type=event.type, session_id=event.session_id, data=event.data)
+    for endpoint in selectors.deliverable_endpoints(workspace_id=event.workspace_id, owner=OWNER,
+                                                    now=timezone.now()):
+        if not filters_match(endpoint.filters, facts):
             continue
         body = body or occurrence_body(event)
         services.queue_delivery(endpoint=endpoint, event_id=event.id, event_type=event.type, body=body)
@@ -349,10 +325,9 @@ def occurrence_body(event) -> str:
 def expire_subscriptions() -> int:
     """Delete the subscriptions past their grant (their pending deliveries are cancelled).
     Runs every minute (apps/mcp/apps.py); returns how many it ended."""
-    now, ended = timezone.now(), 0
-    for endpoint in WebhookEndpoint.objects.filter(deleted_at__isnull=True, name__startswith=NAME_PREFIX):
-        subscription = Subscription.of(endpoint)
-        if subscription is not None and not subscription.live(now):
-            services.delete_endpoint(endpoint=endpoint)
-            ended += 1
+    ended = 0
+    for endpoint in WebhookEndpoint.objects.filter(owner=OWNER, deleted_at__isnull=True,
+                                                   expires_at__lte=timezone.now()):
+        services.delete_endpoint(endpoint=endpoint)
+        ended += 1
     return ended

@@ -72,6 +72,14 @@ class WebhookEndpoint(models.Model):
     credential_kind = models.CharField(max_length=16)  # "api_key" | "oauth"
     credential_id = models.CharField(max_length=64)  # ApiKey id, or the OAuth access token's pk
     oauth_application_id = models.BigIntegerField(null=True, blank=True)
+    # The door that made it: "" for the REST API's endpoints; otherwise the app that owns it
+    # (e.g. "mcp" for the MCP events extension's subscriptions). An owned endpoint gets only what
+    # its owner queues (`services.queue_delivery`), never the REST matcher's bodies, and the
+    # REST API neither lists nor changes it (selectors.live_endpoints): its owner's wire does.
+    owner = models.CharField(max_length=16, blank=True, default="")
+    # When it stops: no new delivery is queued for it from then on (selectors.deliverable_endpoints)
+    # and its owner deletes it. Null: it lasts until deleted (every REST endpoint).
+    expires_at = models.DateTimeField(null=True, blank=True)
     # The endpoint's place in the drains' rotation (fair queueing over worker time,
     # apps/webhooks/delivery.py). `fair_clock`: where its next batch starts on a clock shared by
     # all endpoints, pushed on by the seconds each batch of it used, so a receiver that answers

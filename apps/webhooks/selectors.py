@@ -1,9 +1,11 @@
-"""Reads of webhook endpoints and deliveries. Every function takes `workspace=`: another
-workspace's endpoint or delivery is indistinguishable from a missing one (`NotFound`)."""
+"""Reads of webhook endpoints and deliveries. The REST reads take `workspace=`: another
+workspace's endpoint or delivery is indistinguishable from a missing one (`NotFound`), and so is
+an endpoint another app owns (`WebhookEndpoint.owner`) and its deliveries: the REST API shows
+only its own endpoints; an owner shows its own through its wire."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -19,7 +21,17 @@ RETENTION_DAYS = 30
 
 
 def live_endpoints(*, workspace: Workspace) -> QuerySet[WebhookEndpoint]:
-    return WebhookEndpoint.objects.filter(workspace=workspace, deleted_at__isnull=True)
+    """The REST API's endpoints: not deleted, and not owned by another app."""
+    return WebhookEndpoint.objects.filter(workspace=workspace, deleted_at__isnull=True, owner="")
+
+
+def deliverable_endpoints(*, workspace_id: Any, owner: str, now: datetime) -> QuerySet[WebhookEndpoint]:
+    """The endpoints of `owner` ("" for REST's) a new event may be queued for: active, not
+    deleted, not past `expires_at`."""
+    return WebhookEndpoint.objects.filter(
+        Q(expires_at__isnull=True) | Q(expires_at__gt=now),
+        workspace_id=workspace_id, owner=owner, active=True, deleted_at__isnull=True,
+    )
 
 
 def get_endpoint(*, workspace: Workspace, endpoint_id: str) -> WebhookEndpoint:
@@ -59,7 +71,7 @@ def retained_deliveries(*, workspace: Workspace) -> QuerySet[Delivery]:
     """Deliveries inside the retention window: terminal ones older than 30 days are gone
     (404) even before the purge job deletes them; pending and retrying never expire."""
     cutoff = timezone.now() - timedelta(days=RETENTION_DAYS)
-    return Delivery.objects.filter(workspace=workspace).exclude(
+    return Delivery.objects.filter(workspace=workspace, endpoint__owner="").exclude(
         status__in=TERMINAL_STATUSES, terminal_at__lt=cutoff
     )
 

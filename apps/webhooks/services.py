@@ -35,7 +35,7 @@ from apps.webhooks.models import (
     WebhookEndpoint,
 )
 from apps.webhooks.representations import request_body
-from apps.webhooks.selectors import RETENTION_DAYS
+from apps.webhooks.selectors import RETENTION_DAYS, deliverable_endpoints
 
 TEST_EVENT_TYPE = "webhook.test"
 MAX_NAME_LENGTH = 200
@@ -266,18 +266,19 @@ def _drain_after_commit() -> None:
 def create_event_deliveries(
     *, workspace_id: Any, event_id: str, event_type: str, session_id: str, occurred_at, data: dict[str, Any]
 ) -> list[Delivery]:
-    """One delivery per active endpoint of the workspace whose filters match, written in the
-    caller's transaction (the event's), the body fixed now. One INSERT, so no savepoint of its
-    own: every recorded event passes here, a segment's too, and a SAVEPOINT/RELEASE pair was
-    two of the nine round trips of a segment append."""
+    """One delivery per deliverable REST endpoint of the workspace (owned ones get only what
+    their owner queues) whose filters match, written in the caller's transaction (the event's),
+    the body fixed now. One INSERT, so no savepoint of its own: every recorded event passes here,
+    a segment's too, and a SAVEPOINT/RELEASE pair was two of the nine round trips of a segment
+    append."""
     if event_type not in webhook_filters.SUBSCRIBABLE_TYPES:
         return []
-    endpoints = WebhookEndpoint.objects.filter(workspace_id=workspace_id, active=True, deleted_at__isnull=True)
-    facts = {"type": event_type, "sessionId": session_id, "status": data.get("status")}
+    now = timezone.now()
+    endpoints = deliverable_endpoints(workspace_id=workspace_id, owner="", now=now)
+    facts = event_facts(event_type=event_type, session_id=session_id, data=data)
     matching = [e for e in endpoints if webhook_filters.filters_match(e.filters, facts)]
     if not matching:
         return []
-    now = timezone.now()
     body = request_body(event_id=event_id, event_type=event_type, occurred_at=iso_ms(occurred_at), data=data)
     deliveries = [
         _new_delivery(endpoint=e, event_id=event_id, event_type=event_type, kind=DeliveryKind.EVENT, body=body, now=now)
@@ -288,10 +289,16 @@ def create_event_deliveries(
     return deliveries
 
 
+def event_facts(*, event_type: str, session_id: str, data: dict[str, Any]) -> dict[str, Any]:
+    """What a filter entry is matched against (webhook_filters.filters_match)."""
+    return {"type": event_type, "sessionId": session_id, "status": data.get("status")}
+
+
 def queue_delivery(*, endpoint: WebhookEndpoint, event_id: str, event_type: str, body: str) -> Delivery:
     """One event delivery of a body another app shaped for its own wire (the MCP events
-    extension's), written in the caller's transaction and then drained, signed, retried and
-    guarded like every delivery."""
+    extension's), to an endpoint that app owns, written in the caller's transaction and then
+    drained, signed, retried and guarded like every delivery. The caller picks the endpoint from
+    `selectors.deliverable_endpoints(owner=…)`, so an expired one is never given one."""
     delivery = _new_delivery(endpoint=endpoint, event_id=event_id, event_type=event_type,
                              kind=DeliveryKind.EVENT, body=body, now=timezone.now())
     delivery.save(force_insert=True)
@@ -382,7 +389,7 @@ def recover_deliveries(*, endpoint: WebhookEndpoint, since: datetime, until: dat
         start_ms=int(start.timestamp() * 1000), end_ms=int(until.timestamp() * 1000), chunk=RECOVER_CHUNK,
     ):
         matching = [e for e in events if webhook_filters.filters_match(
-            endpoint.filters, {"type": e.type, "sessionId": e.session_id, "status": e.data.get("status")})]
+            endpoint.filters, event_facts(event_type=e.type, session_id=e.session_id, data=e.data))]
         last = _last_deliveries(endpoint, [e.id for e in matching])
         for event in matching:
             previous = last.get(event.id)

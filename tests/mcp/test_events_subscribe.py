@@ -150,6 +150,16 @@ def test_subscribe_verifies_delivers_signed_occurrences_and_a_refresh_rotates_th
                  subscribe_params(callback.url, secret, ttlMs=HOUR_MS), version)["result"]
     assert result["id"].startswith("wh_mcp") and result["cursor"] is None and result["truncated"] is False
     assert asked < at(result["refreshBefore"]) <= datetime.now(timezone.utc) + timedelta(hours=1)
+    # Stored in columns: an endpoint the MCP door owns, its grant, its own filter.
+    row = WebhookEndpoint.objects.get(pk=result["id"])
+    assert (row.owner, row.filters) == ("mcp", [{"type": "session.created"}])
+    assert row.expires_at == at(result["refreshBefore"])
+    # REST's webhooks API does not show it (its owner's wire does): not listed, 404 to read.
+    rest = {"Authorization": f"Bearer {key}"}
+    listed = httpx.get(f"{webhook_server.url}/api/v1/webhooks", headers=rest, timeout=30).json()["items"]
+    assert result["id"] not in [e["id"] for e in listed]
+    assert httpx.get(f"{webhook_server.url}/api/v1/webhooks/{result['id']}", headers=rest,
+                     timeout=30).status_code == 404
 
     # The handshake came first, signed with the client's secret and naming the subscription.
     [handshake] = callback.of_type("verification")
@@ -210,6 +220,9 @@ def test_arguments_narrow_to_one_session_and_the_key_separates_subscriptions(
     every = rpc(webhook_server.url, key, "events/subscribe", subscribe_params(
         callback.url, secret, name="session.status_changed"))["result"]
     assert one["id"] != every["id"]
+    assert WebhookEndpoint.objects.get(pk=one["id"]).filters == [{"type": "session.status_changed",
+                                                                  "sessionId": watched.id}]
+    assert WebhookEndpoint.objects.get(pk=every["id"]).filters == [{"type": "session.status_changed"}]
     assert len(callback.of_type("verification")) == 1  # one handshake per (principal, url)
 
     services.change_session_status(session=other, status="completed")
