@@ -4,14 +4,12 @@ task side beside them, supervised until SIGINT/SIGTERM (docs/decisions/serve-liv
 - Each server has its own SO_REUSEPORT socket of the port, held by `serve` across restarts, so
   connections queued on it wait for the next server; the server listens on it itself once its
   application is built (a socket only bound is not in the kernel's group).
-- Each server beats a byte a second on the pipe named by `SERVE_READY_FD` from its reactor
-  thread; the task side starts once every server has beaten once or exited. A server silent for
-  `liveness_seconds` (frozen, its loop blocked) is killed and replaced, as is one that exits;
-  a silent server's socket is closed at once and its replacement gets a fresh one, bound but
-  not listening, so new connections go to the other servers meanwhile.
+- Each server beats a byte a second on the pipe named by `SERVE_READY_FD`; the task side starts
+  once every server has beaten once or exited. A server silent for `liveness_seconds` (frozen)
+  is killed and replaced, as is one that exits; a silent server's socket is closed at once and
+  its replacement gets a fresh one, not yet listening, so new connections go to the others.
 - Each child leads a process group, killed whole if it has not stopped STOP_SECONDS after the
-  stop began (one deadline for all of them), and gets SIGTERM when `serve` dies, however it
-  dies (PR_SET_PDEATHSIG).
+  stop began (one deadline for all), and gets SIGTERM when `serve` dies (PR_SET_PDEATHSIG).
 
 Relies on: daphne's `--fd` (Twisted's `fd:` endpoint), Linux's SO_REUSEPORT and PR_SET_PDEATHSIG.
 """

@@ -1,33 +1,18 @@
 """Webhook delivery of the MCP Events extension: `events/subscribe` and `events/unsubscribe`.
 
-A subscription is a webhook endpoint of the workspace (apps/webhooks), so its deliveries are
-drained, retried, SSRF-guarded at connect time and signed exactly like the REST ones; what the
-extension adds lives here:
-
-- Its key is (principal, `delivery.url`, `name`, `arguments`) and the endpoint's id is derived
-  from it (`wh_mcp…`, a hash), so the id the client is given is stable across refreshes and
-  restarts, is what `Svc-Webhook-Id` carries on every delivery, and a repeat subscribe finds
-  the same row (an upsert; a lapsed one is revived). The principal is the API key, or the OAuth
-  application and member (an access token changes at every refresh, the subscription does not).
-- The secret is the client's `whsec_` value, sealed like the endpoints' own; a refresh with a
-  new one keeps the old one signing beside it for `ROTATION_GRACE` (two `v1,` signatures).
-- The endpoint is owned (`owner = "mcp"`): the REST matcher never sends it the REST body and
-  the REST API neither lists nor changes it. Its `filters` are the subscription's own, one
-  entry: the event type and, when the arguments name one, the session. Bodies are the
-  extension's `EventOccurrence` (`eventId`, `name`, `timestamp`, `data`, `cursor`), queued by
-  `on_event_recorded` inside the event's transaction for the owned endpoints whose filter
-  matches. `cursor` is null: deliveries are retried one by one and may arrive out of order, and
-  no watermark is kept; a client resumes with `events/poll` and the REST cursor.
-- The grant (`refreshBefore`) is the endpoint's `expires_at`. An expired subscription gets no
-  new delivery (`deliverable_endpoints` skips it) and `expire_subscriptions`, every minute,
-  deletes it, which cancels what it still had pending.
-- Before the first delivery to a URL the principal has not used, the URL must prove it wants
-  them: a signed `verification` envelope whose `challenge` it echoes (constant-time compare),
-  through the same guarded dialler as deliveries; failures answer `-32015` with a category,
-  never the endpoint's response.
-
-Errors are `events_extension.EventsError`s, answered by apps/mcp/protocol.py.
-"""
+A subscription is a webhook endpoint of the workspace owned by mcp (`owner = "mcp"`: the REST
+matcher never feeds it and the REST API neither lists nor changes it), so its deliveries are
+drained, retried, SSRF-guarded and signed as the REST ones. Its id is derived from (principal,
+url, name, arguments), so a repeat subscribe finds the same row and `Svc-Webhook-Id` is stable;
+its `filters` are the subscription's own; its grant (`refreshBefore`) is the endpoint's
+`expires_at`, past which nothing is queued and `expire_subscriptions` deletes it. The secret is
+the client's `whsec_` value, sealed like the endpoints' own; a refresh with a new one keeps the
+old one signing beside it for `ROTATION_GRACE`. Bodies are the extension's `EventOccurrence`,
+queued by `on_event_recorded` in the event's transaction (`cursor` null: retried deliveries may
+arrive out of order; a client resumes with `events/poll`). Before the first delivery to a URL
+the principal has not used, the URL must echo a signed challenge, through the same guarded
+dialler; failures answer `-32015` with a category, never the endpoint's response. The reasons:
+docs/decisions/mcp-events-subscribe.md. Errors are `events_extension.EventsError`s."""
 
 from __future__ import annotations
 

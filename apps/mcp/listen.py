@@ -3,17 +3,15 @@
 A listen request names the resources whose changes it wants (`resourceSubscriptions`) and
 whether it wants `notifications/resources/list_changed` (`resourcesListChanged`). Each resource
 URI becomes filter entries of the event log (a session: its `session.status_changed`; a
-transcript whose content grows while recording: its `transcript.segment.created`), and a
-`ListenSubscription` renders the log's rows as notifications: one per event and URI, in log
-order, each carrying the listen request's id (`io.modelcontextprotocol/subscriptionId`) and the
-event's id (the SSE `id:` line and `_meta["svc/eventId"]`), so a client that reconnects
-names where it left off (`Last-Event-ID`, or `_meta["svc/lastEventId"]` in the request) and
-misses nothing and gets nothing twice (apps/stream/resume.py).
+transcript growing while recording: its `transcript.segment.created`), and a
+`ListenSubscription` renders the log's rows as notifications, one per event and URI in log
+order, each with the listen request's id (`io.modelcontextprotocol/subscriptionId`) and the
+event's id (SSE `id:` and `_meta["svc/eventId"]`): a client that reconnects names where it left
+off (`Last-Event-ID` or `_meta["svc/lastEventId"]`) and misses nothing, twice nothing.
 
-What the log records no event for is not honored and is left out of the acknowledgment (the
-spec's way to say so): a final transcript revision and boards change without an event of the
-log. Scopes are the reads' (a URI needs the scope reading it needs), tenancy the workspace's (a
-session of another workspace is not found, as `resources/read` says)."""
+What the log records no event for (a final revision, boards) is not honored and is left out of
+the acknowledgment, the spec's way to say so. Scopes are the reads' (a URI needs the scope its
+read needs); a session of another workspace is not found, as `resources/read` says."""
 
 from __future__ import annotations
 

@@ -328,4 +328,4 @@ def test_legacy_events_stream_and_a_2025_client(servers, streams, acme, alice_ke
     event = reader.wait_for("notifications/events/event", 1)[0]["params"]
     assert (event["eventId"], event["name"]) == (Event.objects.get(session_id=created.id).id, "session.created")
     listed = post(a.url, alice_key, {"jsonrpc": "2.0", "id": 2, "method": "events/list"}, version="2025-11-25")
-    assert all(e["delivery"] == ["poll", "push"] for e in listed.json()["result"]["events"])
+    assert all(e["delivery"][:2] == ["poll", "push"] for e in listed.json()["result"]["events"])

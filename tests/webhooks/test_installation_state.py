@@ -144,6 +144,9 @@ def test_deliveries_stop_while_disabled_and_resume_once_re_enabled(webhook_serve
                 "name": "demo", "url": receiver.url, "filters": [{"type": "session.created"}]}).json()["id"]
         factories.session(alice.workspace)
         receiver.wait_for(1)
+        # The attempt is recorded after the receiver answered: a revocation before that cancels
+        # the delivery under the worker (its lease is lost), which is not what this test is about.
+        wait_until(lambda: Delivery.objects.filter(endpoint_id=endpoint_id, status="succeeded").exists())
         tenancy.revoke_api_key(api_key=api_key)  # what `make run NEW_KEY=1` does to the old key
 
         factories.session(alice.workspace)  # nothing is queued for an inactive endpoint

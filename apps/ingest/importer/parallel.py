@@ -1,20 +1,16 @@
 """Loading with worker processes (`import_recordings --jobs N`): the same outcome as one process.
 
-One reader (this process) hands chunks of raw records to N forked workers; each worker decodes,
-checks and writes its chunk exactly as `loading.load_chunk` does in one process, one session per
-transaction on a connection of its own. On PostgreSQL most of a load is the database's work
-(the search index kept by its triggers), and each connection's work runs in a server process of
-its own, so N workers keep up to N cores busy; SQLite has one writer at a time, so more than one
-job gains little there.
+One reader (this process) hands chunks of raw records to N forked workers; each decodes, checks
+and writes its chunk as `loading.load_chunk` does, one session per transaction on a connection
+of its own. On PostgreSQL most of a load is the database's own work (the search index's
+triggers), which runs in each connection's server process, so N workers keep N cores busy;
+SQLite has one writer at a time, so more jobs gain little there.
 
-Invariants, the single-process loader's kept:
-- whole sessions only: a worker stopped at any point loses its open transaction and no more;
-  an interrupted parent stops every worker, and a re-run skips what was loaded;
-- the outcome is that of the file order: a record whose `externalId` already appeared earlier
-  in the run is held back and loaded after every worker has finished, in order, so it is
-  compared with the first one's stored session (skipped or refused) as in one process, never
-  raced against it;
-- refusals are listed in input order, and the search statistics are refreshed once, at the end.
+Invariants, the single-process loader's kept: whole sessions only (a stopped worker loses its
+open transaction and no more; an interrupted parent stops every worker; a re-run skips what was
+loaded); the outcome of the file order (a record whose `externalId` already appeared in the run
+is held back and loaded after the workers finish, in order, never raced against the first);
+refusals listed in input order; the search statistics refreshed once, at the end.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import numpy as np
 
 
 def quantize(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(int8 rows, scales) with rows ≈ int8 × scale: each row's largest component maps to 127,
+    """(int8 rows, scales) with rows ≈ int8 times scale: each row's largest component maps to 127,
     so the rounding error of a component is at most half its row's scale."""
     rows = np.asarray(rows, dtype=np.float32)
     peak = np.abs(rows).max(axis=1)

@@ -183,6 +183,8 @@ class SearchHit(Model):
     # Where the match is: the matching segment's sequence and start (ms from the session start).
     sequence: int | None = None
     timestamp_start: int | None = None
+    # How well it matched (semantic and hybrid modes; absent from keyword hits).
+    score: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)

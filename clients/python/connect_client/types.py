@@ -13,6 +13,7 @@ SessionStatus = Literal["recording", "processing", "completed", "failed"]
 RevisionKind = Literal["committed", "final"]
 TranscriptFormat = Literal["json", "vtt", "srt", "txt"]
 TextFormat = Literal["vtt", "srt", "txt"]  # the exports: answered as text
+SearchMode = Literal["keyword", "semantic", "hybrid"]  # semantic and hybrid: where search by meaning is on
 EventType = Literal["session.created", "session.status_changed", "transcript.segment.created"]
 DeliveryStatus = Literal["pending", "retrying", "succeeded", "dead_letter", "cancelled"]
 DeliveryKind = Literal["event", "test"]

@@ -12,7 +12,7 @@ from .._resource import (AsyncAPIResource, SyncAPIResource, _many, _one, _seg, _
                          to_async_raw_list, to_raw, to_raw_list)
 from .._response import Request
 from ..pagination import AsyncPaginator, ListCall, Paginator
-from ..types import RevisionKind, TextFormat, TranscriptFormat
+from ..types import RevisionKind, SearchMode, TextFormat, TranscriptFormat
 
 FORMATS = ("json", "vtt", "srt", "txt")
 Revisions = builtins.list[models.TranscriptRevision]
@@ -37,8 +37,10 @@ def _revisions(session_id: str, revision_kind: str | None, format: str,
     return Request("GET", path, parse, params=_params(format, max_cue_chars, revisionKind=revision_kind))
 
 
-def _search(query: str, revision_kind: str | None, limit: int | None) -> ListCall[models.SearchHit]:
-    return ListCall("/api/v1/transcripts/search", {"query": query, "revisionKind": revision_kind, "limit": limit},
+def _search(query: str, revision_kind: str | None, limit: int | None,
+            mode: SearchMode | None) -> ListCall[models.SearchHit]:
+    return ListCall("/api/v1/transcripts/search",
+                    {"query": query, "revisionKind": revision_kind, "limit": limit, "mode": mode},
                     models.SearchHit.from_wire)
 
 
@@ -72,8 +74,8 @@ class Transcripts(SyncAPIResource):
         return self._send(_revisions(session_id, revision_kind, format, max_cue_chars))
 
     def search(self, query: str, *, revision_kind: RevisionKind | None = None,
-               limit: int | None = None) -> Paginator[models.SearchHit]:
-        return self._list(_search(query, revision_kind, limit))
+               limit: int | None = None, mode: SearchMode | None = None) -> Paginator[models.SearchHit]:
+        return self._list(_search(query, revision_kind, limit, mode))
 
 
 class AsyncTranscripts(AsyncAPIResource):
@@ -103,8 +105,8 @@ class AsyncTranscripts(AsyncAPIResource):
         return await self._send(_revisions(session_id, revision_kind, format, max_cue_chars))
 
     def search(self, query: str, *, revision_kind: RevisionKind | None = None,
-               limit: int | None = None) -> AsyncPaginator[models.SearchHit]:
-        return self._list(_search(query, revision_kind, limit))
+               limit: int | None = None, mode: SearchMode | None = None) -> AsyncPaginator[models.SearchHit]:
+        return self._list(_search(query, revision_kind, limit, mode))
 
 
 class TranscriptsWithRawResponse:

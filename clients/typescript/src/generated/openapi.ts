@@ -3865,6 +3865,14 @@ export interface operations {
                 cursor?: string;
                 /** @description Page size, 1 to 100; default 20. */
                 limit?: number;
+                /**
+                 * @description Extension: `keyword` (default: every word in one segment), `semantic` (the segments nearest the query's meaning) or `hybrid` (both lists fused by rank). `semantic` and `hybrid` add `score` to each hit and need search by meaning turned on (CONNECT_SEMANTIC_SEARCH=1); else they answer 400.
+                 *
+                 *     * `keyword` - keyword
+                 *     * `semantic` - semantic
+                 *     * `hybrid` - hybrid
+                 */
+                mode?: "keyword" | "semantic" | "hybrid";
                 query: string;
                 /**
                  * @description * `committed` - committed

@@ -20,6 +20,8 @@ export interface RevisionsParams<F extends TranscriptFormat = TranscriptFormat> 
 export interface SearchParams {
   revisionKind?: RevisionKind;
   limit?: number;
+  /** `semantic` and `hybrid` search by meaning where the server has it on (else a 400). */
+  mode?: "keyword" | "semantic" | "hybrid";
 }
 
 function formatQuery(format: TranscriptFormat | undefined, maxCueChars: number | undefined) {
@@ -53,11 +55,11 @@ export class Transcripts extends APIResource {
     }, options);
   }
 
-  /** Full-text search across the workspace's transcripts, best match first. */
+  /** Search across the workspace's transcripts, best match first (by words, by default). */
   search(query: string, params: SearchParams = {}, options?: RequestOptions): Paginator<SearchHit> {
     return this.paginate({
       path: "/api/v1/transcripts/search",
-      query: { query, revisionKind: params.revisionKind, limit: params.limit },
+      query: { query, revisionKind: params.revisionKind, limit: params.limit, mode: params.mode },
     }, null, options);
   }
 }
