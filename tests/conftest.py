@@ -87,3 +87,17 @@ def live_server_daphne(django_db_setup, django_db_blocker, tmp_path_factory):
     server = start(tmp_path_factory.mktemp("live-server"))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def webhook_server(django_db_setup, django_db_blocker, tmp_path_factory):
+    """`manage.py serve` with the task cluster (tests/webhooks/conftest.py LIVE_ENV), on this
+    worker's test database: one per test process. Defined here, never imported into a module: a
+    session fixture imported into a module is another fixture, so a second server with the same
+    queue and database would run beside the first until the session ends and take its
+    deliveries (a test that kills the worker holding an attempt then found another server's)."""
+    from tests.webhooks.conftest import LIVE_ENV
+
+    server = start(tmp_path_factory.mktemp("webhook-server"), tasks=True, env=LIVE_ENV)
+    yield server
+    server.stop()

@@ -28,7 +28,7 @@ from apps.webhooks import shapes as webhooks_shapes
 from apps.webhooks.models import Delivery, DeliveryAttempt, WebhookEndpoint
 from tests import factories
 from tests.events.live import Reader
-from tests.webhooks.conftest import fresh_process_caches, wait_until, webhook_server, webhook_settings  # noqa: F401
+from tests.webhooks.conftest import fresh_process_caches, wait_until, webhook_settings  # noqa: F401
 from tests.webhooks.receiver import Receiver
 
 T = datetime(2026, 1, 5, 9, 30, 0, 123456, tzinfo=timezone.utc)

@@ -24,7 +24,7 @@ from apps.mcp import events_webhooks
 from apps.recordings import services
 from apps.webhooks.models import Delivery, WebhookEndpoint
 from tests import factories
-from tests.webhooks.conftest import fresh_process_caches, webhook_server, webhook_settings, wait_until  # noqa: F401
+from tests.webhooks.conftest import fresh_process_caches, webhook_settings, wait_until  # noqa: F401
 
 # Live servers, a task cluster and real deliveries: generous on a busy machine, never timed.
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]

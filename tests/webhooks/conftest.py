@@ -12,7 +12,6 @@ from django.test import Client
 from django_q.conf import Conf
 
 from tests import factories
-from tests.servers import start
 from tests.webhooks.receiver import JwksServer, Receiver
 
 QUEUE_NAME = f"connect-test-{os.getpid()}"
@@ -74,14 +73,6 @@ def receiver(jwks_server):
     r = Receiver(jwks_server.url)
     yield r
     r.close()
-
-
-@pytest.fixture(scope="session")
-def webhook_server(django_db_setup, django_db_blocker, tmp_path_factory):
-    """`manage.py serve` with the task cluster, on this worker's test database."""
-    server = start(tmp_path_factory.mktemp("webhook-server"), tasks=True, env=LIVE_ENV)
-    yield server
-    server.stop()
 
 
 def wait_until(predicate, timeout: float = 90, interval: float = 0.1):
