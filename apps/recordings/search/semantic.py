@@ -92,7 +92,7 @@ def nearest_revisions(workspace: Workspace, query: str, revision_kind: str | Non
     with connection.cursor() as cursor:
         cursor.execute(sql, list(scores))
         rows = [row for row in cursor.fetchall() if row[1] == row[2] == workspace.id]
-    index.note_missing(workspace.id, embedder.name, len(found), len(found) - len(rows))
+    index.forget_ids(workspace.id, embedder.name, set(scores) - {row[0] for row in rows})
     best: dict[str, tuple[int, float]] = {}
     for embedding_id, _, _, transcript_id, sequence, kind in rows:
         if revision_kind and kind != revision_kind:
