@@ -82,15 +82,16 @@ def test_ids_known_gone_are_left_out_and_fewer_rows_than_asked_are_all_returned(
 _segment_numbers = itertools.count()
 
 
-def store(workspace_id: str, vectors: np.ndarray, first_id: int | None = None) -> list[int]:
-    """Rows as the writer stores them (int8 + scale); explicit ids from `first_id` when given."""
+def store(workspace_id: str, vectors: np.ndarray, first_id: int | None = None, transcripts=None) -> list[int]:
+    """Rows as the writer stores them (int8 + scale); explicit ids from `first_id` when given,
+    transcripts from `transcripts` (one a row; "tr" when not given)."""
     codes, scales = quantize(vectors)
     made = []
     for n, (code, scale) in enumerate(zip(codes, scales)):
         row = SegmentEmbedding.objects.create(
             **({"id": first_id + n} if first_id is not None else {}), segment_id=f"seg-{next(_segment_numbers)}",
-            workspace_id=workspace_id, transcript_id="tr", model=MODEL, text_hash="h", vector=code.tobytes(),
-            scale=float(scale),
+            workspace_id=workspace_id, transcript_id=transcripts[n] if transcripts else "tr", model=MODEL,
+            text_hash="h", vector=code.tobytes(), scale=float(scale),
         )  # fmt: skip
         made.append(row.id)
     return made
@@ -164,3 +165,21 @@ def test_the_periodic_check_drops_deleted_rows_and_reads_rows_committed_below_th
     assert entry.size == 91 and not entry.gone
     assert set(entry.ids[: entry.size]) == set(made) - set(made[10:20]) | set(late)
     assert not set(made[10:20]) & set(found)
+
+
+@pytest.mark.django_db
+def test_the_nearest_are_grouped_per_transcript_best_first(fresh_cache):
+    rng = np.random.default_rng(12)
+    rows, centers = clustered(rng, 60, topics=3)
+    made = store("ws-a", rows, transcripts=[f"t{n % 6}" for n in range(60)])
+    query = unit(centers[0] + 0.05 * rng.standard_normal(DIMENSIONS))
+    ranked = index.nearest("ws-a", MODEL, query, 60)
+    grouped = index.nearest_per_transcript("ws-a", MODEL, query, 60)
+    # Each transcript once, with its best row, in the order of those rows.
+    transcript_of = {made[n]: f"t{n % 6}" for n in range(60)}
+    expected, seen = [], set()
+    for embedding_id, score in ranked:
+        if transcript_of[embedding_id] not in seen:
+            seen.add(transcript_of[embedding_id])
+            expected.append((embedding_id, score, transcript_of[embedding_id]))
+    assert grouped == expected and len(grouped) == 6

@@ -35,13 +35,17 @@ LOAD_BATCH = 20_000
 @dataclass
 class WorkspaceVectors:
     """One workspace's vectors of one model: rows [0, size) of `codes` are in use, `ids[i]` is
-    row i's embedding id and `lengths[i]` its length, `gone` the ids of rows known deleted and
-    `gone_rows` their rows. Capacity doubles, so appends cost amortised O(rows added)."""
+    row i's embedding id, `lengths[i]` its length and `names[transcripts[i]]` its transcript,
+    `gone` the ids of rows known deleted and `gone_rows` their rows. Capacity doubles, so
+    appends cost amortised O(rows added); `names` only grows."""
 
     dimensions: int
     codes: np.ndarray = field(init=False)
     ids: np.ndarray = field(init=False)
     lengths: np.ndarray = field(init=False)
+    transcripts: np.ndarray = field(init=False)
+    names: list[str] = field(default_factory=list)
+    numbers: dict[str, int] = field(default_factory=dict)
     gone_rows: np.ndarray = field(init=False)
     size: int = 0
     last_id: int = 0
@@ -53,9 +57,10 @@ class WorkspaceVectors:
         self.codes = np.empty((0, self.dimensions), dtype=np.int8)
         self.ids = np.empty(0, dtype=np.int64)
         self.lengths = np.empty(0, dtype=np.float32)
+        self.transcripts = np.empty(0, dtype=np.int32)
         self.gone_rows = np.empty(0, dtype=np.int64)
 
-    def append(self, ids: np.ndarray, codes: np.ndarray) -> None:
+    def append(self, ids: np.ndarray, codes: np.ndarray, transcripts: list[str]) -> None:
         needed = self.size + len(ids)
         if needed > len(self.ids):
             capacity = max(needed, 2 * len(self.ids), 1024)
@@ -65,11 +70,19 @@ class WorkspaceVectors:
             grown_ids[: self.size] = self.ids[: self.size]
             grown_lengths = np.empty(capacity, dtype=np.float32)
             grown_lengths[: self.size] = self.lengths[: self.size]
+            grown_transcripts = np.empty(capacity, dtype=np.int32)
+            grown_transcripts[: self.size] = self.transcripts[: self.size]
             self.codes, self.ids, self.lengths = grown, grown_ids, grown_lengths
+            self.transcripts = grown_transcripts
         self.codes[self.size : needed] = codes
         self.ids[self.size : needed] = ids
         lengths = np.linalg.norm(np.asarray(codes, dtype=np.float32), axis=1)
         self.lengths[self.size : needed] = np.where(lengths > 0, lengths, 1.0)  # a zero row scores 0
+        for name in transcripts:
+            if name not in self.numbers:
+                self.numbers[name] = len(self.names)
+                self.names.append(name)
+        self.transcripts[self.size : needed] = [self.numbers[name] for name in transcripts]
         self.size = needed
         if len(ids):
             self.last_id = max(self.last_id, int(ids.max()))
@@ -93,7 +106,7 @@ class WorkspaceVectors:
         keep = np.ones(self.size, dtype=bool)
         keep[self.gone_rows] = False
         self.codes, self.ids = self.codes[: self.size][keep], self.ids[: self.size][keep]
-        self.lengths = self.lengths[: self.size][keep]
+        self.lengths, self.transcripts = self.lengths[: self.size][keep], self.transcripts[: self.size][keep]
         self.size, self.gone, self.gone_rows = len(self.ids), frozenset(), np.empty(0, dtype=np.int64)
 
 
@@ -102,16 +115,19 @@ _cache_lock = threading.Lock()
 
 
 def _append_rows(entry: WorkspaceVectors, rows: list[tuple]) -> None:
-    """(id, vector bytes) rows into the entry."""
+    """(id, vector bytes, transcript id) rows into the entry."""
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     codes = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.int8).reshape(len(rows), entry.dimensions)
-    entry.append(ids, codes)
+    entry.append(ids, codes, [r[2] for r in rows])
 
 
 def _read_new(entry: WorkspaceVectors, workspace_id: str, model: str) -> None:
-    """Rows of the workspace and model past the entry's last id, in id order, in batches."""
+    """Rows of the workspace and model past the entry's last id, in id order, in batches. The
+    order is the index's own (workspace_id, model, id): ordered by id alone, PostgreSQL walked
+    the primary key past the last id through every other workspace's newer rows."""
     sql = (
-        f"SELECT id, vector FROM {TABLE} WHERE workspace_id = %s AND model = %s AND id > %s ORDER BY id LIMIT %s"
+        f"SELECT id, vector, transcript_id FROM {TABLE} WHERE workspace_id = %s AND model = %s AND id > %s"
+        " ORDER BY workspace_id, model, id LIMIT %s"
     )
     while True:
         with connection.cursor() as cursor:
@@ -138,7 +154,7 @@ def _reconcile(entry: WorkspaceVectors, workspace_id: str, model: str) -> None:
     for start in range(0, len(missing), 1000):
         batch = [int(i) for i in missing[start : start + 1000]]
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT id, vector FROM {TABLE} WHERE id IN ({', '.join(['%s'] * len(batch))})", batch)
+            cursor.execute(f"SELECT id, vector, transcript_id FROM {TABLE} WHERE id IN ({', '.join(['%s'] * len(batch))})", batch)
             rows = cursor.fetchall()
         if rows:
             _append_rows(entry, rows)
@@ -165,26 +181,31 @@ def quantize_query(query: np.ndarray) -> np.ndarray:
     return codes[0]
 
 
-def rank(codes: np.ndarray, lengths: np.ndarray, ids: np.ndarray, query: np.ndarray, k: int,
-         gone_rows: np.ndarray | None = None) -> list[tuple[int, float]]:  # fmt: skip
-    """The `k` rows of `codes` (int8, C-contiguous; `lengths` their lengths) nearest the unit
-    vector `query`, leaving out `gone_rows`: (id, cosine), best first, ties by id."""
+def _ranked_rows(codes: np.ndarray, lengths: np.ndarray, ids: np.ndarray, query: np.ndarray, k: int,
+                 gone_rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """(rows, exact cosines) of the `k` rows nearest `query`, best first, ties by id."""
     size = len(codes)
-    if not size or k <= 0:
-        return []
+    kept = size - (0 if gone_rows is None else len(gone_rows))
+    k = min(k, kept)
+    if k <= 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
     # int32 sums of int8 products: exact in float32 for these lengths (below 2**24).
     scores = np.asarray(numkong.cdist(quantize_query(query)[None], codes, "dot", out_dtype="float32"))[0] / lengths
     if gone_rows is not None and len(gone_rows):
         scores[gone_rows] = -np.inf
-    kept = size - (0 if gone_rows is None else len(gone_rows))
-    k = min(k, kept)
-    if k <= 0:
-        return []
     top = np.argpartition(-scores, k - 1)[:k] if k < size else np.arange(size)
     top = top[np.isfinite(scores[top])]
     exact = (codes[top].astype(np.float32) @ np.asarray(query, dtype=np.float32)) / lengths[top]
     order = np.lexsort((ids[top], -exact))
-    return [(int(ids[top[i]]), float(exact[i])) for i in order]
+    return top[order], exact[order]
+
+
+def rank(codes: np.ndarray, lengths: np.ndarray, ids: np.ndarray, query: np.ndarray, k: int,
+         gone_rows: np.ndarray | None = None) -> list[tuple[int, float]]:  # fmt: skip
+    """The `k` rows of `codes` (int8, C-contiguous; `lengths` their lengths) nearest the unit
+    vector `query`, leaving out `gone_rows`: (id, cosine), best first, ties by id."""
+    rows, exact = _ranked_rows(codes, lengths, ids, query, k, gone_rows)
+    return [(int(i), float(e)) for i, e in zip(ids[rows], exact)]
 
 
 def nearest(workspace_id: str, model: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -194,6 +215,21 @@ def nearest(workspace_id: str, model: str, query: np.ndarray, k: int) -> list[tu
     with entry.lock:
         codes, lengths, ids, size, gone_rows = entry.codes, entry.lengths, entry.ids, entry.size, entry.gone_rows
     return rank(codes[:size], lengths[:size], ids[:size], query, k, gone_rows)
+
+
+def nearest_per_transcript(workspace_id: str, model: str, query: np.ndarray,
+                           k: int) -> list[tuple[int, float, str]]:  # fmt: skip
+    """Of the `k` rows nearest `query`, the best of each transcript: (embedding id, cosine,
+    transcript id), best first. Grouped here, so a search reads back one row a revision."""
+    entry = workspace_vectors(workspace_id, model, len(query))
+    with entry.lock:
+        codes, lengths, ids, size = entry.codes, entry.lengths, entry.ids, entry.size
+        transcripts, names, gone_rows = entry.transcripts, entry.names, entry.gone_rows
+    rows, exact = _ranked_rows(codes[:size], lengths[:size], ids[:size], query, k, gone_rows)
+    numbers = transcripts[rows]
+    _, first = np.unique(numbers, return_index=True)
+    first.sort()
+    return [(int(ids[rows[i]]), float(exact[i]), names[numbers[i]]) for i in first]
 
 
 def forget_ids(workspace_id: str, model: str, ids: set[int]) -> None:
