@@ -123,20 +123,23 @@ def _append_rows(entry: WorkspaceVectors, rows: list[tuple]) -> None:
 
 def _read_new(entry: WorkspaceVectors, workspace_id: str, model: str) -> None:
     """Rows of the workspace and model past the entry's last id, in id order, in batches. The
-    order is the index's own (workspace_id, model, id): ordered by id alone, PostgreSQL walked
-    the primary key past the last id through every other workspace's newer rows."""
+    newest id first, by the index (workspace_id, model, id): a search that finds nothing new
+    costs that one probe. The rows' read is bounded by it too: PostgreSQL reads them along the
+    primary key, through every workspace's rows written meanwhile."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT max(id) FROM {TABLE} WHERE workspace_id = %s AND model = %s", [workspace_id, model])
+        newest = cursor.fetchone()[0]
     sql = (
         f"SELECT id, vector, transcript_id FROM {TABLE} WHERE workspace_id = %s AND model = %s AND id > %s"
-        " ORDER BY workspace_id, model, id LIMIT %s"
+        " AND id <= %s ORDER BY id LIMIT %s"
     )
-    while True:
+    while newest is not None and entry.last_id < newest:
         with connection.cursor() as cursor:
-            cursor.execute(sql, [workspace_id, model, entry.last_id, LOAD_BATCH])
+            cursor.execute(sql, [workspace_id, model, entry.last_id, newest, LOAD_BATCH])
             rows = cursor.fetchall()
-        if rows:
-            _append_rows(entry, rows)
-        if len(rows) < LOAD_BATCH:
+        if not rows:
             return
+        _append_rows(entry, rows)
 
 
 def _reconcile(entry: WorkspaceVectors, workspace_id: str, model: str) -> None:
