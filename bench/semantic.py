@@ -378,12 +378,12 @@ def served(url: str, args: argparse.Namespace) -> dict:
             deadline = time.monotonic() + 600
             while time.monotonic() < deadline:
                 r = harness.wrk(servers["connect"].base, e, 10, 4, 2)
-                if r["requests"] >= 8 and not r["non_2xx"] + r["socket_errors"] and r["p90_ms"] < 2000:
+                if r["requests"] >= 8 and not r["non_2xx"] + r["socket_errors"]:
                     break
             problem = harness.sanity_check(servers["connect"].base, e)
             if problem:
                 raise RuntimeError(f"{e.name}: {problem}")
-        harness.drain(servers, limit_s=60)
+        harness.drain(servers, limit_s=args.drain)
 
         def rounds_of(endpoints: list[tuple[str, Endpoint]], connections: int, seconds: float) -> dict:
             runs: dict[str, list[dict]] = {}
@@ -391,7 +391,7 @@ def served(url: str, args: argparse.Namespace) -> dict:
                 for server, e in endpoints:
                     r = harness.wrk(servers[server].base, e, seconds, connections, min(2, connections))
                     runs.setdefault(f"{e.name} @ {server}", []).append(r)
-                    harness.drain(servers, limit_s=60)
+                    harness.drain(servers, limit_s=args.drain)
             return {name: {"req/s": round(statistics.median(r["rps"] for r in rs), 1),
                            "p50 ms": round(statistics.median(r["p50_ms"] for r in rs), 1),
                            "errors": sum(r["non_2xx"] + r["socket_errors"] for r in rs)}
@@ -429,6 +429,8 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=16, help="load: wrk connections")
     parser.add_argument("--duration", type=float, default=10.0, help="load, keyword-ab: seconds per wrk run")
     parser.add_argument("--load-rounds", type=int, default=3, help="load, keyword-ab: rounds")
+    parser.add_argument("--drain", type=float, default=60.0,
+                        help="load, keyword-ab: at most this many seconds of waiting for an idle machine between runs")
     parser.add_argument("--baseline", default="main", help="keyword-ab: the commit the keyword path is compared with")
     args = parser.parse_args()
     if "quality" in args.parts:
