@@ -207,7 +207,7 @@ def latency(rounds: int) -> dict:
     return figures
 
 
-def scan_ab(rows: int, queries: int, rounds: int, k: int = 1000) -> dict:
+def scan_ab(rows: int, queries: int, rounds: int, k: int = 1000, hnsw_index: bool = True) -> dict:
     """The scan alone, in this process, on `rows` synthetic vectors stored as the table stores
     them (int8 + scale): every candidate way of finding the k nearest, timed query by query in
     turn (same minute, same load), with its recall@10 and recall@k against the exact float32
@@ -278,10 +278,11 @@ def scan_ab(rows: int, queries: int, rounds: int, k: int = 1000) -> dict:
         scores = (rescored @ q) / np.linalg.norm(rescored, axis=1)
         return candidates[np.argsort(-scores, kind="stable")[:k]]
 
-    print(f"scan: {rows} rows ready; building the HNSW index", flush=True)
+    print(f"scan: {rows} rows ready", flush=True)
     started = time.process_time()
     hnsw = Index(ndim=dims, metric="cos", dtype="i8", expansion_search=k)
-    hnsw.add(ids - 1, codes, threads=1)
+    if hnsw_index:  # minutes of CPU at 300k
+        hnsw.add(ids - 1, codes, threads=1)
     hnsw_build_cpu = time.process_time() - started
 
     def usearch_hnsw_i8(q):
@@ -298,6 +299,8 @@ def scan_ab(rows: int, queries: int, rounds: int, k: int = 1000) -> dict:
         "numpy sign bits, 20k rescored": (binary_rescored, bits.nbytes + codes.nbytes),
         "usearch HNSW i8 (M=16, ef=k)": (usearch_hnsw_i8, hnsw.memory_usage),
     }
+    if not hnsw_index:
+        del methods["usearch HNSW i8 (M=16, ef=k)"]
     truth = [numpy_f32(q) for q in qs]
     times: dict[str, list[float]] = {name: [] for name in methods}
     found: dict[str, list[np.ndarray]] = {name: [] for name in methods}
@@ -426,6 +429,7 @@ def main() -> int:
                         help="quality throughput scan seed latency load keyword-ab")  # fmt: skip
     parser.add_argument("--scan-rows", type=int, default=300_000, help="synthetic vectors for --parts scan")
     parser.add_argument("--scan-queries", type=int, default=20)
+    parser.add_argument("--scan-no-hnsw", action="store_true", help="scan: leave out the HNSW index (its build)")
     parser.add_argument("--connections", type=int, default=16, help="load: wrk connections")
     parser.add_argument("--duration", type=float, default=10.0, help="load, keyword-ab: seconds per wrk run")
     parser.add_argument("--load-rounds", type=int, default=3, help="load, keyword-ab: rounds")
@@ -438,7 +442,8 @@ def main() -> int:
     url = database_url(args.db, args.segments, args.pg_name)
     setup_django(url)
     if "scan" in args.parts:
-        print("scan A/B:", json.dumps(scan_ab(args.scan_rows, args.scan_queries, args.rounds), indent=1), flush=True)
+        figures = scan_ab(args.scan_rows, args.scan_queries, args.rounds, hnsw_index=not args.scan_no_hnsw)
+        print("scan A/B:", json.dumps(figures, indent=1), flush=True)
     if "throughput" in args.parts:
         print("throughput:", throughput(args.passages), flush=True)
     if {"seed", "latency", "load", "keyword-ab"} & set(args.parts):
