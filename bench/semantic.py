@@ -1,30 +1,33 @@
 #!/usr/bin/env python3
 """Search by meaning benchmark (docs/decisions/semantic-search.md): the labelled set's quality
-figures, the embedder's throughput, the backfill's time, and semantic / hybrid / keyword latency
-in a workspace of --segments segments among ten workspaces.
+figures, the embedder's throughput, the backfill's time, the vector scan's candidates side by
+side, and semantic / hybrid / keyword search in a workspace of --segments segments among ten.
 
-    python bench/semantic.py --db sqlite --segments 300000
-    python bench/semantic.py --db postgresql --segments 300000
+    python bench/semantic.py --db sqlite --segments 300000 --parts latency load keyword-ab
+    python bench/semantic.py --db postgresql --pg-name connect_sem_bench --parts latency load
     python bench/semantic.py --parts quality throughput        # no large database
+    python bench/semantic.py --parts scan --rounds 3           # synthetic vectors, no database
 
 Needs requirements/semantic.txt. The database (`bench/data/semantic-<N>.sqlite3`, or PostgreSQL
-`connect_semantic_bench_<N>`) is created, migrated and seeded with seed_demo when missing: one
-workspace `big` (sessions of 500 committed segments, finals for the completed ones) and nine of
-20 sessions. Its vectors are written as the backfill writes them (int8 + scale, one row per
-segment, the current model's name), --distinct of its distinct texts embedded by the model and
-every other text given one of their vectors: a search's cost depends on the number of vectors,
-not on what they say, and embedding 300k texts takes an hour. The backfill of N real segments is
-the throughput's figure times N, printed as such.
+`connect_semantic_bench_<N>` / --pg-name) is created, migrated and seeded with seed_demo when
+missing: one workspace `big` (sessions of 500 committed segments, finals for the completed ones)
+and nine of 20 sessions. Its vectors are written as the backfill writes them (int8 + scale, one
+row per segment, the current model's name), --distinct of its distinct texts embedded by the
+model and every other text given one of their vectors: a search's cost depends on the number of
+vectors, not on what they say, and embedding 300k texts takes an hour. The backfill of N real
+segments is the throughput's figure times N, printed as such.
 
-Latency is measured in this process, through the same functions the view calls
-(`search_by_meaning`, `search_transcripts`), warm (the workspace's vectors loaded once), one at a
-time: the median and p90 over --rounds rounds of the question rotation. The process's first
-search of the workspace (the vectors' load) is printed apart.
+Parts: quality; throughput; scan (every way of finding the nearest vectors measured on the same
+synthetic vectors in turn, with its recall against the exact ranking: `scan_ab`); latency (in
+this process, through the functions the view calls, warm, one at a time: median and p90 over
+--rounds rounds of the questions; the first search, which loads the vectors, apart); load and
+keyword-ab (through `serve`: `served`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -33,6 +36,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+SEGMENTS_PER_SESSION = 737
+SESSIONS_LIST = "/api/v1/sessions?limit=100"
+READ_SCOPES = ["svc:sessions:read", "svc:transcripts:read"]
 QUESTIONS = [
     "what did we decide about the budget",
     "who is responsible for the release",
@@ -42,21 +48,25 @@ QUESTIONS = [
 ]
 
 
-def setup_django(db: str, segments: int) -> None:
+def database_url(db: str, segments: int, pg_name: str | None) -> str:
+    """The benchmark database's URL (a PostgreSQL database is created when missing)."""
+    if db == "sqlite":
+        (ROOT / "bench" / "data").mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{ROOT / 'bench' / 'data' / f'semantic-{segments}.sqlite3'}"
+    name = pg_name or f"connect_semantic_bench_{segments}"
+    import psycopg
+
+    with psycopg.connect("postgres://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+    return f"postgres://postgres@127.0.0.1:5432/{name}"
+
+
+def setup_django(url: str) -> None:
     os.environ.setdefault("CONNECT_DEVELOPMENT", "1")
     os.environ["CONNECT_SEMANTIC_SEARCH"] = "1"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "connect.settings")
-    if db == "sqlite":
-        (ROOT / "bench" / "data").mkdir(parents=True, exist_ok=True)
-        os.environ["DATABASE_URL"] = f"sqlite:///{ROOT / 'bench' / 'data' / f'semantic-{segments}.sqlite3'}"
-    else:
-        name = f"connect_semantic_bench_{segments}"
-        import psycopg
-
-        with psycopg.connect("postgres://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
-            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
-                conn.execute(f'CREATE DATABASE "{name}"')
-        os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{name}"
+    os.environ["DATABASE_URL"] = url
     import django
 
     django.setup()
@@ -76,8 +86,11 @@ def seed(segments: int) -> None:
     call_command("migrate", "--no-input", verbosity=0)
     if Segment.objects.exists():
         return
-    elapsed, _ = timed(call_command, "seed_demo", "--workspace", "big", "--sessions", str(max(1, segments // 500 * 5 // 9)),
-                       "--segments", "500", "--no-progress")  # fmt: skip
+    # seed_demo's sessions hold 500 committed segments, and a final revision when completed:
+    # about SEGMENTS_PER_SESSION in all.
+    elapsed, _ = timed(call_command, "seed_demo", "--workspace", "big", "--sessions",
+                       str(max(1, round(segments / SEGMENTS_PER_SESSION))), "--segments", "500",
+                       "--no-progress")  # fmt: skip
     for n in range(9):
         call_command("seed_demo", "--workspace", f"other-{n}", "--sessions", "20", "--segments", "100", "--no-progress")
     print(f"seeded in {elapsed:.0f} s", flush=True)
@@ -128,6 +141,18 @@ def write_vectors(distinct: int) -> dict:
             "vector rows write seconds": time.perf_counter() - started}  # fmt: skip
 
 
+def upkeep() -> None:
+    """What service runs after such a load (bench/harness.py `after_seed`): the search index
+    compacted, PostgreSQL's statistics and visibility map (autovacuum), SQLite's WAL folded in."""
+    from django.db import connection
+
+    from apps.recordings.services import compact_search_index
+
+    compact_search_index()
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE" if connection.vendor == "postgresql" else "PRAGMA wal_checkpoint(TRUNCATE)")
+
+
 def throughput(count: int) -> dict:
     """The embedder alone on `count` labelled-set-like passages, batches of 64, one thread."""
     from apps.recordings.semantic.embedders import current
@@ -172,9 +197,133 @@ def latency(rounds: int) -> dict:
             vectors = [embedder.query(q) for q in QUESTIONS]
             embed = [timed(embedder.query, q)[0] * 1000 for q in QUESTIONS * rounds]
             scan = [timed(index.nearest, ws.id, embedder.name, v, 1000)[0] * 1000 for v in vectors * rounds]
+            from apps.recordings.search.semantic import nearest_revisions
+
+            revisions = [timed(nearest_revisions, ws, q, None)[0] * 1000 for q in QUESTIONS * rounds]
             figures["query embedding p50 ms"] = round(statistics.median(embed), 1)
             figures["vector scan (nearest 1000) p50 ms"] = round(statistics.median(scan), 1)
+            figures["nearest revisions (embedding, scan, read back) p50 ms"] = round(statistics.median(revisions), 1)
         figures[f"{mode} p90 ms"] = round(samples[int(len(samples) * 0.9)], 1)
+    return figures
+
+
+def scan_ab(rows: int, queries: int, rounds: int, k: int = 1000, hnsw_index: bool = True) -> dict:
+    """The scan alone, in this process, on `rows` synthetic vectors stored as the table stores
+    them (int8 + scale): every candidate way of finding the k nearest, timed query by query in
+    turn (same minute, same load), with its recall@10 and recall@k against the exact float32
+    ranking of the stored vectors (today's numpy scan). Clustered data (3,000 topics, a row's
+    cosine to its topic about 0.7) and queries near a topic, as questions and meetings are."""
+    import numpy as np
+    import torch
+    from usearch.index import Index
+    from usearch.index import search as usearch_search
+
+    from apps.recordings.semantic.index import quantize_query, rank
+    from apps.recordings.semantic.vectors import quantize, unit
+
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(41)
+    dims, topics = 384, 3000
+    centers = unit(rng.standard_normal((topics, dims), dtype=np.float32))
+    codes = np.empty((rows, dims), dtype=np.int8)
+    scales = np.empty(rows, dtype=np.float32)
+    for start in range(0, rows, 50_000):  # in slices: the float rows are never all in memory
+        n = min(50_000, rows - start)
+        block = unit(centers[rng.integers(topics, size=n)] + 0.052 * rng.standard_normal((n, dims), dtype=np.float32))
+        codes[start : start + n], scales[start : start + n] = quantize(block)
+    ids = np.arange(1, rows + 1, dtype=np.int64)
+    noise = 0.052 * rng.standard_normal((queries, dims), dtype=np.float32)
+    qs = unit(centers[rng.integers(topics, size=queries)] + noise)
+    # Today's cache: the stored vectors as float32, here of length 1, so that its ranking (the
+    # truth recall is measured against) is by the exact cosine of the stored vectors.
+    matrix = unit(codes.astype(np.float32) * scales[:, None])
+    half = matrix.astype(np.float16)
+    bf16 = torch.from_numpy(matrix).to(torch.bfloat16)
+    bits = np.packbits(codes > 0, axis=1).view(np.uint64)  # sign bits: 48 bytes a row
+
+    def numpy_f32(q):
+        scores = matrix @ q
+        top = np.argpartition(-scores, k)[:k]
+        return top[np.argsort(-scores[top], kind="stable")]
+
+    def usearch_i8(q):  # exact int8 scan, the k rescored in float
+        top = usearch_search(codes, quantize_query(q), k, "cos", exact=True, threads=1).keys.astype(np.int64)
+        exact = (codes[top].astype(np.float32) @ q) / norms[top]
+        return top[np.argsort(-exact, kind="stable")]
+
+    norms = np.linalg.norm(codes.astype(np.float32), axis=1)  # a row's length, for its cosine
+
+    def numkong_i8(q):  # the implementation (index.rank): int8 dots ÷ row length, the k rescored in float
+        return np.array([i for i, _ in rank(codes, norms, ids, q, k)]) - 1
+
+    def usearch_i8_2threads(q):
+        return usearch_search(codes, quantize_query(q), k, "cos", exact=True, threads=2).keys.astype(np.int64)
+
+    def usearch_f16(q):
+        return usearch_search(half, q.astype(np.float16), k, "cos", exact=True, threads=1).keys.astype(np.int64)
+
+    bf16_bits = bf16.view(torch.int16).numpy().view(np.uint16)  # the same bits, as usearch takes bf16
+
+    def usearch_bf16(q):
+        query = torch.from_numpy(q).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+        return usearch_search(bf16_bits, query, k, "cos", exact=True, threads=1, dtype="bf16").keys.astype(np.int64)
+
+    def torch_bf16(q):
+        return torch.topk(bf16 @ torch.from_numpy(q).to(torch.bfloat16), k).indices.numpy()
+
+    def binary_rescored(q, keep=min(20 * k, rows - 1)):
+        distance = np.bitwise_count(bits ^ np.packbits(q > 0).view(np.uint64)).sum(axis=1, dtype=np.uint16)
+        candidates = np.argpartition(distance, keep)[:keep]
+        rescored = codes[candidates].astype(np.float32)
+        scores = (rescored @ q) / np.linalg.norm(rescored, axis=1)
+        return candidates[np.argsort(-scores, kind="stable")[:k]]
+
+    print(f"scan: {rows} rows ready", flush=True)
+    started = time.process_time()
+    hnsw = Index(ndim=dims, metric="cos", dtype="i8", expansion_search=k)
+    if hnsw_index:  # minutes of CPU at 300k
+        hnsw.add(ids - 1, codes, threads=1)
+    hnsw_build_cpu = time.process_time() - started
+
+    def usearch_hnsw_i8(q):
+        return hnsw.search(quantize_query(q), k, threads=1).keys.astype(np.int64)
+
+    methods = {
+        "numpy float32 (today)": (numpy_f32, matrix.nbytes),
+        "usearch exact i8 + float rescoring of the k": (usearch_i8, codes.nbytes),
+        "usearch exact i8, 2 threads": (usearch_i8_2threads, codes.nbytes),
+        "numkong i8 dots ÷ row length + float rescoring (index.rank)": (numkong_i8, codes.nbytes + norms.nbytes),
+        "usearch exact f16": (usearch_f16, half.nbytes),
+        "usearch exact bf16": (usearch_bf16, bf16_bits.nbytes),
+        "torch bf16 matmul + topk": (torch_bf16, bf16.numel() * 2),
+        "numpy sign bits, 20k rescored": (binary_rescored, bits.nbytes + codes.nbytes),
+        "usearch HNSW i8 (M=16, ef=k)": (usearch_hnsw_i8, hnsw.memory_usage),
+    }
+    if not hnsw_index:
+        del methods["usearch HNSW i8 (M=16, ef=k)"]
+    truth = [numpy_f32(q) for q in qs]
+    times: dict[str, list[float]] = {name: [] for name in methods}
+    found: dict[str, list[np.ndarray]] = {name: [] for name in methods}
+    for round_ in range(rounds):
+        for qi, q in enumerate(qs):
+            for name, (fn, _) in methods.items():
+                elapsed, top = timed(fn, q)
+                times[name].append(1000 * elapsed)
+                if round_ == 0:
+                    found[name].append(np.asarray(top))
+
+    def recall(name: str, at: int) -> float:
+        return statistics.mean(len(set(f[:at].tolist()) & set(t[:at].tolist())) / at
+                               for f, t in zip(found[name], truth))  # fmt: skip
+
+    figures = {"rows": rows, "k": k, "queries x rounds": f"{queries} x {rounds}",
+               "HNSW build CPU s (1 thread)": round(hnsw_build_cpu, 1)}  # fmt: skip
+    baseline = statistics.median(times["numpy float32 (today)"])
+    for name, (_, nbytes) in methods.items():
+        p50 = statistics.median(times[name])
+        figures[name] = {"p50 ms": round(p50, 1), "p90 ms": round(sorted(times[name])[int(0.9 * len(times[name]))], 1),
+                         "÷ today": round(p50 / baseline, 3), "recall@10": round(recall(name, 10), 3),
+                         f"recall@{k}": round(recall(name, k), 3), "MB": round(nbytes / 1e6)}  # fmt: skip
     return figures
 
 
@@ -191,24 +340,122 @@ def quality() -> dict:
     return eval(line, {})  # the test prints its figures as a dict literal  # noqa: S307
 
 
+def served(url: str, args: argparse.Namespace) -> dict:
+    """Through `serve --workers 2` (bench/harness.py) on the benchmark database, workspace `big`.
+    load: req/s of semantic and hybrid search beside the sessions list (limit=100) at
+    --connections, in alternating rounds, the ratio of medians. keyword-ab: keyword search (no
+    `mode`, the default path) on this tree and on --baseline, alternating query by query at one
+    connection (p50) and then at --connections (req/s)."""
+    import contextlib
+    import urllib.parse
+
+    from apps.tenancy import services as tenancy
+    from apps.tenancy.models import Workspace
+    from bench import harness
+    from bench.harness import Database, Endpoint
+
+    kind = "sqlite" if url.startswith("sqlite") else "postgres"
+    db = Database(kind, url, sqlite_path=Path(url.removeprefix("sqlite:///")) if kind == "sqlite" else None,
+                  label=kind, extra_env={"CONNECT_SEMANTIC_SEARCH": "1"})  # fmt: skip
+    membership = tenancy.add_member(workspace=Workspace.objects.get(slug="big"), email="bench-semantic@example.invalid")
+    key = tenancy.issue_api_key(membership=membership, scopes=READ_SCOPES, name="bench-semantic").key
+    auth = {"Authorization": f"Bearer {key}"}
+
+    def search(query: str, mode: str | None = None) -> str:
+        params = {"query": query, **({"mode": mode} if mode else {})}
+        return "/api/v1/transcripts/search?" + urllib.parse.urlencode(params)
+
+    modes = [Endpoint(f"{mode} search", "connect", [search(q, mode) for q in QUESTIONS], auth, "nonempty")
+             for mode in ("semantic", "hybrid")]  # fmt: skip
+    sessions = Endpoint("sessions list (limit=100)", "connect", [SESSIONS_LIST], auth, "items=100")
+    keyword = [search(q.split()[-1]) for q in QUESTIONS]
+    out: dict = {"db": kind, "connections": args.connections, "rounds": args.load_rounds, "seconds": args.duration}
+    run_dir, _ = harness.new_run(f"semantic-{kind}")
+    out["load average before"] = os.getloadavg()[0]
+    with contextlib.ExitStack() as stack:
+        servers = {"connect": stack.enter_context(harness.connect_server(db, 2))}
+        if "keyword-ab" in args.parts:
+            root = stack.enter_context(harness.baseline_worktree(args.baseline, run_dir / "baseline"))
+            servers["baseline"] = stack.enter_context(harness.connect_server(db, 2, root=root))
+        for e in modes + [sessions]:  # both processes load the model and the workspace's vectors
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline:
+                r = harness.wrk(servers["connect"].base, e, 10, 4, 2)
+                if r["requests"] >= 8 and not r["non_2xx"] + r["socket_errors"]:
+                    break
+            problem = harness.sanity_check(servers["connect"].base, e)
+            if problem:
+                raise RuntimeError(f"{e.name}: {problem}")
+        harness.drain(servers, limit_s=args.drain)
+
+        def rounds_of(endpoints: list[tuple[str, Endpoint]], connections: int, seconds: float) -> dict:
+            runs: dict[str, list[dict]] = {}
+            for _ in range(args.load_rounds):
+                for server, e in endpoints:
+                    r = harness.wrk(servers[server].base, e, seconds, connections, min(2, connections))
+                    runs.setdefault(f"{e.name} @ {server}", []).append(r)
+                    harness.drain(servers, limit_s=args.drain)
+            return {name: {"req/s": round(statistics.median(r["rps"] for r in rs), 1),
+                           "p50 ms": round(statistics.median(r["p50_ms"] for r in rs), 1),
+                           "errors": sum(r["non_2xx"] + r["socket_errors"] for r in rs)}
+                    for name, rs in runs.items()}  # fmt: skip
+
+        if "load" in args.parts:
+            out["load"] = rounds_of([("connect", e) for e in modes + [sessions]], args.connections, args.duration)
+            listing = out["load"][f"{sessions.name} @ connect"]["req/s"]
+            for e in modes:
+                out[f"{e.name} ÷ sessions list req/s"] = round(out["load"][f"{e.name} @ connect"]["req/s"] / listing, 3)
+        if "keyword-ab" in args.parts:
+            single = [(server, Endpoint(f"keyword {path.rsplit('=', 1)[1]}", server, [path], auth))
+                      for path in keyword for server in ("connect", "baseline")]  # fmt: skip
+            out["keyword one connection"] = rounds_of(single, 1, args.duration / 2)
+            rotation = [(server, Endpoint("keyword rotation", server, keyword, auth))
+                        for server in ("connect", "baseline")]  # fmt: skip
+            out["keyword load"] = rounds_of(rotation, args.connections, args.duration)
+    out["load average after"] = os.getloadavg()[0]
+    (run_dir / "results.json").write_text(json.dumps(out, indent=2))
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--pg-name", help="the PostgreSQL database (default connect_semantic_bench_<segments>)")
     parser.add_argument("--segments", type=int, default=300_000, help="segments in the big workspace (about)")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--passages", type=int, default=1000, help="passages for the throughput figure")
     parser.add_argument("--distinct", type=int, default=3000, help="distinct texts embedded for the latency database")
-    parser.add_argument("--parts", nargs="+", default=["quality", "throughput", "latency"])
+    parser.add_argument("--parts", nargs="+", default=["quality", "throughput", "latency"],
+                        help="quality throughput scan seed latency load keyword-ab")  # fmt: skip
+    parser.add_argument("--scan-rows", type=int, default=300_000, help="synthetic vectors for --parts scan")
+    parser.add_argument("--scan-queries", type=int, default=20)
+    parser.add_argument("--scan-no-hnsw", action="store_true", help="scan: leave out the HNSW index (its build)")
+    parser.add_argument("--connections", type=int, default=16, help="load: wrk connections")
+    parser.add_argument("--duration", type=float, default=10.0, help="load, keyword-ab: seconds per wrk run")
+    parser.add_argument("--load-rounds", type=int, default=3, help="load, keyword-ab: rounds")
+    parser.add_argument("--drain", type=float, default=60.0,
+                        help="load, keyword-ab: at most this many seconds of waiting for an idle machine between runs")
+    parser.add_argument("--baseline", default="main", help="keyword-ab: the commit the keyword path is compared with")
     args = parser.parse_args()
     if "quality" in args.parts:
         print("quality (recall@10, nDCG@10):", quality(), flush=True)
-    setup_django(args.db, args.segments)
+    url = database_url(args.db, args.segments, args.pg_name)
+    setup_django(url)
+    if "scan" in args.parts:
+        figures = scan_ab(args.scan_rows, args.scan_queries, args.rounds, hnsw_index=not args.scan_no_hnsw)
+        print("scan A/B:", json.dumps(figures, indent=1), flush=True)
     if "throughput" in args.parts:
         print("throughput:", throughput(args.passages), flush=True)
-    if "latency" in args.parts:
+    if {"seed", "latency", "load", "keyword-ab"} & set(args.parts):
         seed(args.segments)
-        print("vectors:", write_vectors(args.distinct), flush=True)
-        print(f"latency ({args.db}):", latency(args.rounds), flush=True)
+        written = write_vectors(args.distinct)
+        print("vectors:", written, flush=True)
+        if written:
+            upkeep()
+    if "latency" in args.parts:
+        print(f"latency ({args.db}):", json.dumps(latency(args.rounds)), flush=True)
+    if {"load", "keyword-ab"} & set(args.parts):
+        print(f"served ({args.db}):", json.dumps(served(url, args), indent=1), flush=True)
     return 0
 
 

