@@ -33,6 +33,8 @@ def make_handler(upstream: str, key: str):
             try:
                 connection.request(self.command, self.path, body=body, headers=headers)
                 response = connection.getresponse()
+                if (response.getheader("Content-Type") or "").startswith("text/event-stream"):
+                    return self.relay(connection, response)
                 data = response.read()
             finally:
                 connection.close()
@@ -43,6 +45,23 @@ def make_handler(upstream: str, key: str):
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+
+        def relay(self, connection: http.client.HTTPConnection, response: http.client.HTTPResponse) -> None:
+            """A stream: headers now, then each chunk as it comes; the body ends with the connection."""
+            self.send_response(response.status)
+            for name, value in response.getheaders():
+                if name.lower() not in HOP_BY_HOP and name.lower() != "content-length":
+                    self.send_header(name, value)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            connection.sock.settimeout(None)  # quiet between heartbeats
+            try:
+                while chunk := response.read1(65536):
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+            except OSError:
+                pass  # the client left, or the server ended the stream
 
         do_GET = do_POST = do_DELETE = do_PUT = do_OPTIONS = forward
 

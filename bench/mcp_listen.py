@@ -6,6 +6,7 @@ same number of `GET /api/v1/events/stream` streams on that session's segments, f
 
     .venv/bin/python bench/mcp_listen.py                          # 1,000 streams, 20 commits/s, 30 s
     .venv/bin/python bench/mcp_listen.py --streams 200 --duration 10
+    .venv/bin/python bench/mcp_listen.py --rss-only               # only the RSS per stream, both kinds
 
 Measured: every update delivered to every stream exactly once (missed and extra counted),
 commit-to-notification latency p50/p99/max (the producer stamps the commit's wall time in an
@@ -175,6 +176,18 @@ def warm_up(args, port: int, key: str, session: str, tmp: Path) -> None:
     time.sleep(3)
 
 
+def events_rss(args, server, server_env: dict, port: int, key: str, session: str, tmp: Path, workers: int) -> float:
+    """KB per event stream on `server` (fresh, warmed up like the listen run's)."""
+    event_meter = Meter(daphnes_of(server, workers))
+    warm_up(args, port, key, session, tmp)
+    event_meter.idle()
+    event_readers = start_readers(args, port, key, session, "events", tmp)
+    time.sleep(2)
+    event_rss = round((event_meter.rss_mb() - event_meter.idle_rss_mb) * 1024 / args.streams, 1)
+    finish_readers(event_readers)
+    return event_rss
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "_read":
         sub = argparse.ArgumentParser()
@@ -193,6 +206,7 @@ def main() -> int:
     parser.add_argument("--postgres-port", type=int, default=5432)
     parser.add_argument("--postgres-db", default="connect_bench_listen")
     parser.add_argument("--redis-db", type=int, default=5)
+    parser.add_argument("--rss-only", action="store_true", help="open the streams, read RSS, no meeting")
     args = parser.parse_args()
     raise_nofile()
     tmp = Path(tempfile.mkdtemp(prefix="mcp-listen-"))
@@ -217,6 +231,15 @@ def main() -> int:
         open_seconds = time.monotonic() - opened
         time.sleep(2)
         listen_rss = round((meter.rss_mb() - meter.idle_rss_mb) * 1024 / args.streams, 1)
+        if args.rss_only:
+            finish_readers(readers)
+            stop(server)
+            server = start_server(args, server_env, port, tmp)
+            event_rss = events_rss(args, server, server_env, port, key, session, tmp, workers)
+            print(json.dumps({"streams": args.streams, "workers": workers, "kb_per_listen_stream": listen_rss,
+                              "kb_per_event_stream": event_rss, "cores": os.cpu_count(),
+                              "loadavg": os.getloadavg()}, indent=2))
+            return 0
         meter.start()
         producer.stdin.write("go\n")
         producer.stdin.flush()
@@ -240,13 +263,7 @@ def main() -> int:
         # kind of stream measured in the same processes would look free), warmed up the same way.
         stop(server)
         server = start_server(args, server_env, port, tmp)
-        event_meter = Meter(daphnes_of(server, workers))
-        warm_up(args, port, key, session, tmp)
-        event_meter.idle()
-        event_readers = start_readers(args, port, key, session, "events", tmp)
-        time.sleep(2)
-        event_rss = round((event_meter.rss_mb() - event_meter.idle_rss_mb) * 1024 / args.streams, 1)
-        finish_readers(event_readers)
+        event_rss = events_rss(args, server, server_env, port, key, session, tmp, workers)
         result = {
             "streams": args.streams, "workers": workers, "commits": done["events"], "rate": args.rate,
             "expected": len(times) * len(streams), "delivered": sum(len(g) for g in streams), "missed": missed,

@@ -19,6 +19,8 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, Protocol
 
+from twisted.web.http_headers import Headers
+
 # (where, attribute) for every private name used here. `_tempDataLen` is an instance attribute,
 # set in FileDescriptor.__init__ (tcp.Connection's base); the others are class attributes.
 PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
@@ -27,6 +29,8 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("twisted.web.http.Request", "_disconnected"),
     # An instance attribute (set in WebRequest.__init__): see `forget_application_queue`.
     ("daphne.http_protocol.WebRequest", "application_queue"),
+    # An instance attribute (set in WebRequest.process): see `forget_request_input`.
+    ("daphne.http_protocol.WebRequest", "clean_headers"),
 )
 # The private names read on the TCP transport (a tcp.Connection).
 TRANSPORT_PRIVATE_NAMES = ("_tempDataLen", "_writeDisconnected")
@@ -123,6 +127,24 @@ def forget_application_queue(request: Any | None) -> None:
     `http.disconnect`, which `connectionLost` and `finish` skip when it is None."""
     if request is not None and getattr(request, "application_queue", None) is not None:
         request.application_queue = None
+
+
+def forget_request_input(request: Any | None) -> None:
+    """Once a stream is live: drop what its request brought in, otherwise held for the stream's
+    life: the headers, held twice (twisted.web's `requestHeaders`, daphne's `clean_headers`),
+    and the body (`content`, a POST's: an MCP listen request's JSON). Only the request's start
+    reads them: daphne builds the ASGI scope from them, twisted.web decides the connection's
+    persistence when the request's input ends, and its access log (the one later reader of two
+    headers) is off under daphne, which gives its HTTPFactory no log file."""
+    if request is None:
+        return
+    request.requestHeaders = Headers()
+    if getattr(request, "clean_headers", None):
+        request.clean_headers = []
+    content = getattr(request, "content", None)
+    if content is not None:
+        content.close()
+        request.content = None  # twisted.web's cleanup skips a None content
 
 
 def when_done(request: Any, callback: Callable[[], None]) -> bool:

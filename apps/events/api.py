@@ -147,7 +147,9 @@ class EventDetailApi(APIView):
     def get(self, request: Request, id: str) -> Response:
         validate_query(NoQuery, request)
         event = selectors.event_in_workspace(workspace_id=request.auth.workspace.id, event_id=id)
-        if event is None or (positions.event_id_ms(event.id) or 0) < retention.cutoff_ms(event.type):
+        if event is None or event.type not in TYPES:  # an internal event (filters.INTERNAL_TYPES) is none
+            raise NotFound()
+        if (positions.event_id_ms(event.id) or 0) < retention.cutoff_ms(event.type):
             raise NotFound()
         if event.type not in allowed_types(request.auth):
             raise InsufficientScope(type_scopes({event.type}))

@@ -15,6 +15,16 @@ SESSION_CREATED = "session.created"
 SESSION_STATUS_CHANGED = "session.status_changed"
 TRANSCRIPT_SEGMENT_CREATED = "transcript.segment.created"
 
+# Internal types: changes the contract has no public event for (a final revision written, a board
+# version published, a session's fields edited). They are rows of the log like the others, so
+# live resources (MCP `subscriptions/listen`) hear of them in log order and resume across them,
+# but no public reader shows one: they are in no TYPE_SCOPES, so no stream filter, REST `type`,
+# webhook filter or events-extension name can ask for them (docs/decisions/internal-events.md).
+TRANSCRIPT_REVISION_REPLACED = "transcript.revision.replaced"
+BOARD_VERSION_CREATED = "board.version.created"
+SESSION_UPDATED = "session.updated"
+INTERNAL_TYPES = frozenset({TRANSCRIPT_REVISION_REPLACED, BOARD_VERSION_CREATED, SESSION_UPDATED})
+
 # Which scope lets a credential receive each event type (docs/api/events-and-stream.md).
 TYPE_SCOPES: dict[str, str] = {
     SESSION_CREATED: "svc:sessions:read",

@@ -1,7 +1,8 @@
 """How long the event log keeps each event type: session events `CONNECT_EVENT_RETENTION_DAYS`
 (default 30, the window webhook deliveries are replayed and recovered in), segment events
-`CONNECT_SEGMENT_EVENT_RETENTION_HOURS` (default 24). Past it an event is gone for every reader
-at once (REST, resume, recover), whether or not the purge has deleted its row yet."""
+`CONNECT_SEGMENT_EVENT_RETENTION_HOURS` (default 24), and so do internal events (filters.py:
+they only serve live resources, whose resume window is minutes). Past it an event is gone for
+every reader at once (REST, resume, recover), whether or not the purge has deleted its row yet."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from typing import Iterable
 
 from django.conf import settings
 
+from apps.events.filters import INTERNAL_TYPES
 from apps.events.models import EventType
 
 
 def retention(event_type: str) -> timedelta:
-    if event_type == EventType.TRANSCRIPT_SEGMENT_CREATED:
+    if event_type == EventType.TRANSCRIPT_SEGMENT_CREATED or event_type in INTERNAL_TYPES:
         return timedelta(hours=settings.CONNECT_SEGMENT_EVENT_RETENTION_HOURS)
     return timedelta(days=settings.CONNECT_EVENT_RETENTION_DAYS)
 

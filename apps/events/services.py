@@ -1,6 +1,10 @@
 """Recording events. Called by the services that change workspace data, inside their
 transaction: the outbox row and whatever `event_recorded` receivers write (webhook deliveries)
-commit together or not at all. Only after commit is the fan-out told."""
+commit together or not at all. Only after commit is the fan-out told.
+
+Internal events (filters.INTERNAL_TYPES, `record_internal_event`) are rows of the same log,
+announced the same way, but no `event_recorded` receiver is told of them: every receiver serves
+public events (webhook deliveries, MCP event subscriptions, embeddings)."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from datetime import datetime
 from django.db import connection, transaction
 
 from apps.events import fanout, retention, selectors
+from apps.events.filters import INTERNAL_TYPES
 from apps.events.models import Event, EventType
 from apps.events.positions import id_floor
 from apps.events.signals import event_recorded
@@ -35,6 +40,20 @@ def record_events(*, workspace_id: int, session_id: str, occurred_at: datetime,
         event_recorded.send(sender=Event, event=event)
     transaction.on_commit(lambda: fanout.announce_committed(events))
     return events
+
+
+def record_internal_event(*, workspace_id: int, type: str, session_id: str, occurred_at: datetime,
+                          data: dict) -> Event:
+    """An internal event (filters.INTERNAL_TYPES) in the change's transaction: in log order with
+    the public ones and announced after commit like them (a listen stream hears of it live, and
+    on resume), with no `event_recorded`. Its `data` is for routing (which resource changed),
+    never shown on a public wire."""
+    if type not in INTERNAL_TYPES:
+        raise ValueError(f"{type} is not an internal event type")
+    event = Event(workspace_id=workspace_id, type=type, session_id=session_id, occurred_at=occurred_at, data=data)
+    _insert([event])
+    transaction.on_commit(lambda: fanout.announce_committed([event]))
+    return event
 
 
 def _insert(events: list[Event]) -> None:
@@ -75,11 +94,14 @@ def purge_events(*, now_ms: int | None = None, batch_size: int = PURGE_BATCH) ->
     """Delete events past their type's retention (apps/events/retention.py), oldest first, in
     batches of `batch_size` (each its own short transaction), so the purge never holds the
     write lock or a long scan. The row holding the largest position is kept whatever its age:
-    on SQLite the next position is computed from it (apps/events/selectors.py)."""
+    on SQLite the next position is computed from it (apps/events/selectors.py).
+
+    Returns how many public events went. Internal ones are purged too, past their own retention,
+    and left out of the count, as of every other public figure."""
     now_ms = now_ms if now_ms is not None else retention.now_ms()
     newest = Event.objects.order_by("-position", "-id").values_list("pk", flat=True).first()
     deleted = 0
-    for type_ in EventType.values:
+    for type_ in (*EventType.values, *sorted(INTERNAL_TYPES)):
         floor = id_floor(retention.cutoff_ms(type_, now_ms))
         while True:
             ids = list(
@@ -88,5 +110,7 @@ def purge_events(*, now_ms: int | None = None, batch_size: int = PURGE_BATCH) ->
             )
             if not ids:
                 break
-            deleted += Event.objects.filter(pk__in=ids).delete()[1].get("events.Event", 0)
+            gone = Event.objects.filter(pk__in=ids).delete()[1].get("events.Event", 0)
+            if type_ not in INTERNAL_TYPES:
+                deleted += gone
     return deleted

@@ -46,6 +46,7 @@ class LiveStream:
         stream = self.stream
         stream.kick = self.kick
         daphne_stream.forget_application_queue(self.request)  # the consumer has ended
+        daphne_stream.forget_request_input(self.request)
         if stream.closed_reason is not None:
             self.context.run(self._end)
             return

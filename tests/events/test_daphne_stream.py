@@ -52,6 +52,22 @@ def test_a_twisted_without_a_private_buffer_name_is_not(connection):
     assert not daphne_stream.can_write_through(connection)
 
 
+def test_a_live_stream_request_lets_go_of_its_headers_and_body_and_still_ends_cleanly():
+    channel = DummyChannel()
+    request = Request(channel, False)
+    request.requestHeaders.addRawHeader(b"content-type", b"application/json")
+    request.gotLength(12)
+    request.handleContentChunk(b'{"id": 1234}')
+    request.clean_headers = [(b"content-type", b"application/json")]  # daphne's copy
+    body = request.content
+    daphne_stream.forget_request_input(request)
+    assert list(request.requestHeaders.getAllRawHeaders()) == [] and request.clean_headers == []
+    assert request.content is None and body.closed
+    request.write(b"data: one\n\n")
+    request.finish()  # twisted.web's cleanup with the body gone
+    assert request.finished and b"data: one" in channel.transport.written.getvalue()
+
+
 def test_direct_write_goes_through_request_write_and_stops_once_finished():
     request = Request(DummyChannel(), False)
     write = daphne_stream.direct_write(request, daphne_stream.Producer(Stream()))
@@ -181,9 +197,9 @@ def test_private_names_name_real_attributes(connection):
         "twisted.web.http.Request": Request,
     }
     for where, name in daphne_stream.PRIVATE_NAMES:
-        if where == "daphne.http_protocol.WebRequest":  # set per instance, in __init__
+        if where == "daphne.http_protocol.WebRequest":  # set per instance (__init__, process)
             from daphne.http_protocol import WebRequest
 
-            assert f"self.{name} = " in inspect.getsource(WebRequest.__init__), (where, name)
+            assert f"self.{name} = " in inspect.getsource(WebRequest), (where, name)
             continue
         assert hasattr(owners[where], name), (where, name)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from apps.events import fanout
-from apps.events.models import Event
+from apps.events import fanout, filters
+from apps.events.models import Event, EventType
 from apps.events.representations import event_envelope
 from apps.events.signals import event_recorded
 from apps.recordings import services as recordings
 from apps.recordings.representations import flat_segment_repr, session_repr
-from apps.recordings.models import Segment
+from apps.recordings.models import Segment, Transcript
 from tests import factories
 
 
@@ -58,12 +58,28 @@ def test_each_committed_segment_records_its_event_with_exactly_the_contract_fiel
         }
 
 
-def test_final_transcript_and_boards_record_no_stream_event(acme):
+def test_final_transcript_boards_and_field_edits_record_internal_events_only(acme, monkeypatch):
     session = factories.session(acme, committed=["a"], completed=True)
-    before = Event.objects.count()
-    recordings.write_final_transcript(session=session, segments=factories.segments(["final"]))
+    public = Event.objects.filter(type__in=EventType.values)
+    before = public.count()
+    told = []
+    monkeypatch.setattr(event_recorded, "send", lambda **kw: told.append(kw["event"]))
+    recordings.write_final_transcript(session=session, segments=factories.segments(["final", "words"]))
     recordings.publish_board(session=session, board_id="summary", payload={"x": 1}, source_revision_kind="final")
-    assert Event.objects.count() == before
+    recordings.publish_board(session=session, board_id="summary", payload={"x": 2}, source_revision_kind="final")
+    recordings.update_session(session=session, label="Renamed")
+    recordings.update_session(session=session, label="Renamed")  # no change, no event
+    assert public.count() == before and told == []  # no public event, no receiver told
+    internal = list(Event.objects.filter(workspace=acme, type__in=filters.INTERNAL_TYPES).order_by("position", "id"))
+    assert [(e.type, e.session_id) for e in internal] == [
+        ("transcript.revision.replaced", session.id), ("board.version.created", session.id),
+        ("board.version.created", session.id), ("session.updated", session.id)]
+    final = Transcript.objects.get(session=session, revision_kind="final")
+    assert internal[0].data == {"sessionId": session.id, "revisionKind": "final", "transcriptId": final.id,
+                                "segments": 2, "occurredAt": internal[0].data["occurredAt"]}
+    assert [(e.data["boardId"], e.data["version"], e.data["previousVersion"]) for e in internal[1:3]] == [
+        ("summary", 1, None), ("summary", 2, 1)]
+    assert internal[3].data["fields"] == ["label"]
 
 
 def test_envelope_has_exactly_the_four_keys_and_millisecond_z_time(acme):

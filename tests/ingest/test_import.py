@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from apps.events import filters
 from apps.events.models import Event, EventType
 from apps.recordings import services
 from apps.recordings.models import BoardContent, Segment, Session, Transcript
@@ -342,6 +343,12 @@ def test_with_emit_events_each_change_records_its_event_and_the_rows_are_the_sam
     weekly = Session.objects.get(workspace=acme, external_id="rec-2026-11-02-weekly")
     created = next(e for e in by_type[EventType.SESSION_CREATED] if e.session_id == weekly.id)
     assert created.occurred_at == datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)  # its historic time
+    # The final revisions and board versions record their internal events too (for live
+    # resources; no public reader shows them), as a live producer's would.
+    internal = [e.type for e in Event.objects.filter(workspace=acme, type__in=filters.INTERNAL_TYPES)]
+    finals = Transcript.objects.filter(workspace=acme, revision_kind="final").count()
+    assert finals and internal.count(filters.TRANSCRIPT_REVISION_REPLACED) == finals
+    assert internal.count(filters.BOARD_VERSION_CREATED) == BoardContent.objects.filter(workspace=acme).count()
 
     out, _ = run_import(*SAMPLE_FILES, "--workspace", "acme", "--emit-events")
     assert "skipped 5 already present" in last_line(out)

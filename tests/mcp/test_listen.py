@@ -73,8 +73,8 @@ def test_listen_acknowledges_then_notifies_in_log_order(servers, streams, acme, 
     assert reader.status == 200 and reader.headers["content-type"].startswith("text/event-stream")
     ack = reader.wait_for(ACK, 1)[0]
     assert reader.messages[0] is ack and ack["params"]["_meta"] == {SUBSCRIPTION_ID: "listen-7"}
-    # What the log records no event for (a final revision, a board) and the tools list are not honored.
-    assert ack["params"]["notifications"] == {"resourcesListChanged": True, "resourceSubscriptions": uris[:2]}
+    # Every URI is honored (tests/mcp/test_listen_changes.py); the tools list is not.
+    assert ack["params"]["notifications"] == {"resourcesListChanged": True, "resourceSubscriptions": uris}
 
     recordings.append_committed_segments(session=meeting, segments=factories.segments(["one", "two"]))
     recordings.append_committed_segments(session=other, segments=factories.segments(["not watched"]))
@@ -111,7 +111,7 @@ async def test_the_official_sdk_listens_and_receives_updates(servers, meeting, a
         assert client.protocol_version == "2026-07-28"
         assert client.server_capabilities.resources.subscribe is True
         async with client.listen(resource_subscriptions=[transcript, uri(meeting, "/boards/b")]) as subscription:
-            assert subscription.honored.resource_subscriptions == [transcript]
+            assert subscription.honored.resource_subscriptions == [transcript, uri(meeting, "/boards/b")]
             appended = threading.Thread(target=recordings.append_committed_segments,
                                         kwargs={"session": meeting, "segments": factories.segments(["live"])})
             appended.start()

@@ -1,5 +1,6 @@
-"""Writes to boards: every publication adds a version and makes it the current one; a
-producer's `put_board` adds none when the current version already says the same."""
+"""Writes to boards: every publication adds a version and makes it the current one, recording
+the internal `board.version.created` (live resources of the board hear of it); a producer's
+`put_board` adds none when the current version already says the same."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 
+from apps.core.timestamps import iso_ms
+from apps.events import filters
+from apps.events.services import record_internal_event
 from apps.recordings.models import BoardContent, BoardStatus, Session
 from apps.recordings.services.sessions import lock_session
 
@@ -31,12 +35,19 @@ def publish_board(
     status: str = BoardStatus.READY,
     at: datetime | None = None,
 ) -> BoardContent:
-    """Add the next version of a board and make it the current one."""
+    """Add the next version of a board and make it the current one. Its event names the
+    version made and the one that stopped being current (its `isCurrent` changed)."""
     now = at or timezone.now()
     lock_session(session)
     versions = BoardContent.objects.filter(session=session, board_id=board_id)
-    last = versions.aggregate(v=Max("version"))["v"] or 0
+    found = versions.aggregate(last=Max("version"), current=Max("version", filter=Q(is_current=True)))
+    last = found["last"] or 0
     versions.filter(is_current=True).update(is_current=False)
+    record_internal_event(
+        workspace_id=session.workspace_id, type=filters.BOARD_VERSION_CREATED, session_id=session.id,
+        occurred_at=now, data={"sessionId": session.id, "boardId": board_id, "version": last + 1,
+                               "previousVersion": found["current"], "occurredAt": iso_ms(now)},
+    )
     return BoardContent.objects.create(
         workspace_id=session.workspace_id,
         session=session,

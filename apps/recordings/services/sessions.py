@@ -10,8 +10,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from apps.core.timestamps import iso_ms
+from apps.events import filters
 from apps.events.models import EventType
-from apps.events.services import record_event
+from apps.events.services import record_event, record_internal_event
 from apps.recordings.models import Session, SessionStatus
 from apps.recordings.representations import session_created_data, session_status_changed_data
 from apps.tenancy.models import Workspace
@@ -101,7 +103,8 @@ def change_session_status(*, session: Session, status: str, at: datetime | None 
 @transaction.atomic
 def update_session(*, session: Session, at: datetime | None = None, **changes: Any) -> Session:
     """Set any of `SESSION_FIELDS` (None clears); `updated_at` moves only when a value changes.
-    No event: the contract has none for a session's fields."""
+    No public event (the contract has none for a session's fields): the internal
+    `session.updated`, for live resources of the session."""
     unknown = set(changes) - set(SESSION_FIELDS)
     if unknown:
         raise TypeError(f"not a session field: {', '.join(sorted(unknown))}")
@@ -115,6 +118,11 @@ def update_session(*, session: Session, at: datetime | None = None, **changes: A
         raise InvalidTimes("endedAt is before startedAt")
     session.updated_at = at or timezone.now()
     session.save(update_fields=[*changed, "updated_at"])
+    record_internal_event(
+        workspace_id=session.workspace_id, type=filters.SESSION_UPDATED, session_id=session.id,
+        occurred_at=session.updated_at, data={"sessionId": session.id, "fields": changed,
+                                              "occurredAt": iso_ms(session.updated_at)},
+    )
     return session
 
 

@@ -13,8 +13,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.core.ids import new_id
+from apps.core.timestamps import iso_ms
+from apps.events import filters
 from apps.events.models import EventType
-from apps.events.services import record_events
+from apps.events.services import record_events, record_internal_event
 from apps.recordings.models import RevisionKind, Segment, Session, SessionStatus, Transcript
 from apps.recordings.representations import transcript_segment_created_data
 from apps.recordings.semantic import hooks as semantic_hooks
@@ -280,12 +282,18 @@ def append_sequenced_segments(
 def write_final_transcript(
     *, session: Session, segments: Iterable[SegmentInput], at: datetime | None = None
 ) -> Transcript:
-    """Write (or rewrite) the post-recording revision as a whole."""
+    """Write (or rewrite) the post-recording revision as a whole, and record the internal
+    `transcript.revision.replaced` with it (live resources of the transcript hear of it)."""
     now = at or timezone.now()
     lock_session(session)
     Transcript.objects.filter(session=session, revision_kind=RevisionKind.FINAL).delete()
     transcript = _transcript(session.id, session.workspace_id, RevisionKind.FINAL, now)
     rows = _segment_rows(transcript, segments, first_sequence=0, first_commit_index=0, now=now)
     Segment.objects.bulk_create(rows, batch_size=500)
+    record_internal_event(
+        workspace_id=session.workspace_id, type=filters.TRANSCRIPT_REVISION_REPLACED, session_id=session.id,
+        occurred_at=now, data={"sessionId": session.id, "revisionKind": RevisionKind.FINAL.value,
+                               "transcriptId": transcript.id, "segments": len(rows), "occurredAt": iso_ms(now)},
+    )
     semantic_hooks.schedule(session.id)  # vectors after commit (appends are hooked at the event outbox)
     return transcript
