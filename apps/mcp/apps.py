@@ -11,13 +11,15 @@ class McpConfig(AppConfig):
         from apps.core.openapi import SCHEMA_EXTENDERS
         from apps.core.periodic import keep_schedule
         from apps.events.signals import event_recorded
-        from apps.mcp import events_webhooks
+        from apps.mcp import events_delivery, events_webhooks
         from apps.mcp.openapi import extend
 
         SCHEMA_EXTENDERS.append(extend)
-        # The Events extension's webhook subscriptions: deliveries for recorded events, and the
+        # The Events extension's webhook subscriptions: their methods, their door to the drains
+        # (headers, final answers, the watermark cursor), deliveries for recorded events, and the
         # end of those past their grant.
         events_webhooks.register()
-        event_recorded.connect(events_webhooks.on_event_recorded, dispatch_uid="mcp.events_webhooks")
+        events_delivery.register()
+        event_recorded.connect(events_delivery.on_event_recorded, dispatch_uid="mcp.events_webhooks")
         keep_schedule(self, "connect.mcp.expire_event_subscriptions",
                       "apps.mcp.events_webhooks.expire_subscriptions", Schedule.MINUTES, minutes=1)

@@ -2,17 +2,17 @@
 
 A subscription is a webhook endpoint of the workspace owned by mcp (`owner = "mcp"`: the REST
 matcher never feeds it and the REST API neither lists nor changes it), so its deliveries are
-drained, retried, SSRF-guarded and signed as the REST ones. Its id is derived from (principal,
-url, name, arguments), so a repeat subscribe finds the same row and `Svc-Webhook-Id` is stable;
-its `filters` are the subscription's own; its grant (`refreshBefore`) is the endpoint's
-`expires_at`, past which nothing is queued and `expire_subscriptions` deletes it. The secret is
-the client's `whsec_` value, sealed like the endpoints' own; a refresh with a new one keeps the
-old one signing beside it for `ROTATION_GRACE`. Bodies are the extension's `EventOccurrence`,
-queued by `on_event_recorded` in the event's transaction (`cursor` null: retried deliveries may
-arrive out of order; a client resumes with `events/poll`). Before the first delivery to a URL
-the principal has not used, the URL must echo a signed challenge, through the same guarded
-dialler; failures answer `-32015` with a category, never the endpoint's response. The reasons:
-docs/decisions/mcp-events-subscribe.md. Errors are `events_extension.EventsError`s."""
+drained, retried, SSRF-guarded and signed as the REST ones; what they carry is
+apps/mcp/events_delivery.py's. Its id is derived from (principal, url, name, arguments), so a
+repeat subscribe finds the same row; its `filters` are the subscription's own; its grant
+(`refreshBefore`) is the endpoint's `expires_at`, past which nothing is queued and
+`expire_subscriptions` deletes it. The secret is the client's `whsec_` value, sealed; a refresh
+with a new one keeps the old one signing beside it for `ROTATION_GRACE`. A subscribe answers
+with the watermark `cursor`; one that starts or revives a subscription from a `cursor` replays
+what followed it. Before the first delivery to a URL the principal has not used, the URL must
+echo a signed challenge, through the same guarded dialler; failures answer `-32015` with a
+category, never the endpoint's response. The reasons: docs/decisions/mcp-events-subscribe.md and
+docs/decisions/mcp-events-delivery.md. Errors are `events_extension.EventsError`s."""
 
 from __future__ import annotations
 
@@ -35,16 +35,14 @@ from django.utils import timezone
 from apps.access.principal import Principal
 from apps.core.errors import ApiError
 from apps.core.timestamps import iso_ms
-from apps.events.representations import event_envelope
-from apps.mcp import events_extension
+from apps.events import positions
+from apps.mcp import events_delivery, events_extension
 from apps.mcp.arguments import ToolArgumentError, validate_arguments
+from apps.mcp.events_delivery import OWNER, SUBSCRIPTION_HEADER, WEBHOOK_TYPES
 from apps.mcp.events_extension import ARGUMENTS, INVALID_PARAMS, NOT_FOUND, UNSUPPORTED, EventsError, event_type_of
-from apps.webhooks import destinations, keys, outbound, selectors, services, standard
-from apps.webhooks.filters import SUBSCRIBABLE_TYPES, filters_match
+from apps.webhooks import destinations, keys, outbound, services, standard
 from apps.webhooks.models import EndpointSigning, WebhookEndpoint
 
-# The event types that can be delivered by webhook: those apps/webhooks delivers.
-WEBHOOK_TYPES = frozenset(SUBSCRIBABLE_TYPES)
 CALLBACK_ENDPOINT_ERROR = -32015
 
 # Grants: the suggestion clamped to [MIN, MAX]; none suggested → DEFAULT; `ttlMs: null` (no
@@ -55,7 +53,6 @@ MIN_TTL = timedelta(seconds=10)
 MAX_TTL = timedelta(days=1)
 ROTATION_GRACE = timedelta(minutes=5)
 
-OWNER = "mcp"  # WebhookEndpoint.owner of a subscription
 NAME_PREFIX = "MCP events/subscribe "  # what the health board and the admin show; never read back
 VERIFY_TIMEOUT_SECONDS = 5.0
 MAX_CHALLENGE_RESPONSE = 4096
@@ -171,9 +168,28 @@ def _verified(principal: Principal, key: dict[str, Any], url: str, now: datetime
                                           **same).exists()
 
 
+def _resume_from(params: dict[str, Any]) -> tuple[positions.Position | None, int | None]:
+    """`cursor` (a position of the log, from a delivery, a subscribe or events/poll) and
+    `maxAgeMs`; `-32602` for anything else."""
+    cursor, max_age_ms = params.get("cursor"), params.get("maxAgeMs")
+    if isinstance(max_age_ms, float) and max_age_ms.is_integer():
+        max_age_ms = int(max_age_ms)
+    if max_age_ms is not None and (isinstance(max_age_ms, bool) or not isinstance(max_age_ms, int) or max_age_ms < 0):
+        raise EventsError(INVALID_PARAMS, "params.maxAgeMs must be a non-negative integer of milliseconds")
+    if cursor is None:
+        return None, max_age_ms
+    try:
+        if not isinstance(cursor, str) or not cursor.startswith(positions.POSITION_PREFIX):
+            raise positions.BadAfter("not a cursor this server wrote")
+        return positions.decode_position(cursor), max_age_ms
+    except positions.BadAfter as bad:
+        raise EventsError(INVALID_PARAMS, f"params.cursor: {bad.why}") from None
+
+
 def subscribe(principal: Principal, params: dict[str, Any], endpoint_id: str, event_type: str,
               arguments: dict[str, Any], url: str, secret: bytes) -> dict[str, Any]:
     now = timezone.now()
+    after, max_age_ms = _resume_from(params)
     granted = _grant(params, now)
     # To the millisecond, as `refreshBefore` says it: the column holds what the client was told.
     refresh_before = granted.replace(microsecond=granted.microsecond // 1000 * 1000)
@@ -200,8 +216,11 @@ def subscribe(principal: Principal, params: dict[str, Any], endpoint_id: str, ev
         "credential_id": str(principal.credential_id),
         "oauth_application_id": key["application"],
     }
+    truncated = False
     with transaction.atomic():
         endpoint = WebhookEndpoint.objects.select_for_update().filter(pk=endpoint_id).first()
+        starts = endpoint is None or endpoint.deleted_at is not None or not endpoint.active or (
+            endpoint.expires_at is not None and endpoint.expires_at <= now)
         if endpoint is None:
             endpoint = WebhookEndpoint(id=endpoint_id, created_at=now, sealed_secret=keys.seal(secret), **fields)
             endpoint.save(force_insert=True)
@@ -217,7 +236,12 @@ def subscribe(principal: Principal, params: dict[str, Any], endpoint_id: str, ev
             for field, value in fields.items():
                 setattr(endpoint, field, value)
             endpoint.save()
-    return {"id": endpoint_id, "refreshBefore": iso_ms(refresh_before), "cursor": None, "truncated": False}
+        # A live subscription is at or past any cursor its client holds: a no-op. One that starts
+        # (or revives) from a cursor is owed what followed it.
+        if starts and after is not None:
+            truncated = events_delivery.replay(endpoint, after=after, max_age_ms=max_age_ms)
+    return {"id": endpoint_id, "refreshBefore": iso_ms(refresh_before),
+            "cursor": events_delivery.cursor_of(endpoint_id), "truncated": truncated}
 
 
 def unsubscribe(principal: Principal, endpoint_id: str) -> dict[str, Any]:
@@ -236,7 +260,7 @@ def verify_callback(url: str, secret: bytes, endpoint_id: str) -> None:
     body = json.dumps({"type": "verification", "challenge": challenge}, separators=(",", ":")).encode()
     msg_id = f"msg_verification_{secrets.token_hex(12)}"
     headers = [("Content-Type", "application/json"), ("User-Agent", "Connect-MCP-Events"),
-               ("X-MCP-Subscription-Id", endpoint_id)]
+               (SUBSCRIPTION_HEADER, endpoint_id)]
     headers += standard.headers([secret], msg_id=msg_id, timestamp=int(time.time()), body=body)
     timeouts = {name: VERIFY_TIMEOUT_SECONDS for name in ("connect", "read", "write", "pool")}
     pool = httpcore.ConnectionPool(ssl_context=ssl.create_default_context(),
@@ -282,29 +306,6 @@ def _is_tls(error: BaseException) -> bool:
 def _callback_failed(reason: str) -> None:
     raise EventsError(CALLBACK_ENDPOINT_ERROR, "The callback endpoint did not confirm it wants these deliveries",
                       {"reason": reason})
-
-
-def on_event_recorded(sender, event, **kwargs) -> None:  # noqa: ARG001 - signal
-    """Inside record_event's transaction: one delivery per live subscription the event matches."""
-    if event.type not in WEBHOOK_TYPES:
-        return
-    body = None
-    facts = services.event_facts(event_type=event.type, session_id=event.session_id, data=event.data)
-    for endpoint in selectors.deliverable_endpoints(workspace_id=event.workspace_id, owner=OWNER,
-                                                    now=timezone.now()):
-        if not filters_match(endpoint.filters, facts):
-            continue
-        body = body or occurrence_body(event)
-        services.queue_delivery(endpoint=endpoint, event_id=event.id, event_type=event.type, body=body)
-
-
-def occurrence_body(event) -> str:
-    """The `EventOccurrence` of one event, as the text that is signed: the same `eventId`, `name`,
-    `timestamp` and `data` as `events/poll` and REST's log."""
-    envelope = event_envelope(event)
-    occurrence = {"eventId": event.id, "name": event.type, "timestamp": envelope["occurredAt"],
-                  "data": envelope["data"], "cursor": None}
-    return json.dumps(occurrence, separators=(",", ":"), ensure_ascii=False)
 
 
 def expire_subscriptions() -> int:

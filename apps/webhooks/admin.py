@@ -23,7 +23,7 @@ from apps.events.models import EventType
 from apps.events.retention import retention as event_retention
 from apps.webhooks import health, services
 from apps.webhooks.filters import SUBSCRIBABLE_TYPES
-from apps.webhooks.models import Delivery, DeliveryAttempt, SigningKey, WebhookEndpoint
+from apps.webhooks.models import Delivery, DeliveryAttempt, SigningKey, StopReason, WebhookEndpoint
 from apps.webhooks.services import TEST_EVENT_TYPE
 
 
@@ -66,13 +66,21 @@ class DeliveryAdmin(ReadOnlyMixin, admin.ModelAdmin):
     show_full_result_count = False
     exclude = ["body", "lease_token", "is_dead_letter"]
     readonly_fields = ["id", "workspace", "endpoint", "event_id", "event_type", "kind", "status", "attempt_count",
-                       "last_http_status", "next_attempt_at", "terminal_at", "stop_reason", "lease_until",
+                       "last_http_status", "next_attempt_at", "terminal_at", "stopped", "lease_until",
                        "replay_of", "created_at", "updated_at", "request_body"]
     inlines = [AttemptInline]
     actions = ["replay"]
 
     # Dead letters first, then newest first: one index (delivery_dead_first) serves it.
     ordering = ["-is_dead_letter", "-created_at", "-id"]
+
+    @admin.display(description="stop reason")
+    def stopped(self, obj: Delivery) -> str:
+        """The reason's code and what it means (a 410 or 413 an owner made final, say)."""
+        if not obj.stop_reason:
+            return "-"
+        meaning = StopReason(obj.stop_reason).label if obj.stop_reason in StopReason.values else ""
+        return f"{obj.stop_reason}: {meaning}" if meaning else obj.stop_reason
 
     @admin.display(description="request body")
     def request_body(self, obj: Delivery) -> str:

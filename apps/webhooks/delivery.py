@@ -9,14 +9,14 @@
 4. Slow endpoints (an attempt of SLOW_ATTEMPT_SECONDS or more in their last batch) hold at most
    CONNECT_WEBHOOK_SLOW_BATCHES batches between them: a worker is left for the quick ones, whose
    due deliveries therefore never wait behind a slow receiver's attempt.
-5. Results are written only where the token still holds (a cancelled delivery stays cancelled).
+5. Results are written only where the token still holds (a cancelled delivery stays cancelled):
+   apps/webhooks/results.py. An owned endpoint's door (apps/webhooks/owners.py) adds to it.
 6. A killed worker's lease expires and the delivery is due again: nothing is lost; the
    receiver may see an event twice (at least once) and deduplicates on its id.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from datetime import timedelta
 from typing import Callable, Sequence
@@ -27,21 +27,12 @@ from django.db.models import Case, Count, F, FloatField, Max, OuterRef, Q, Subqu
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
-from apps.core import metrics
-from apps.webhooks import keys, outbound, schedule, services, signing, standard
-from engine import ssrf
-from apps.webhooks.installation import unauthorized_installations
-from apps.webhooks.models import (
-    ACTIVE_STATUSES,
-    Delivery,
-    DeliveryAttempt,
-    DeliveryKind,
-    DeliveryStatus,
-    StopReason,
-    WebhookEndpoint,
-    attempt_token,
-)
+from apps.webhooks import keys, outbound, results, services, signing, standard
 from apps.webhooks.destinations import policy
+from apps.webhooks.installation import unauthorized_installations
+from apps.webhooks.models import ACTIVE_STATUSES, Delivery, DeliveryStatus, StopReason, WebhookEndpoint, attempt_token
+from apps.webhooks.owners import door_of
+from engine import ssrf
 
 USER_AGENT = "Connect-Webhooks/1.0"
 
@@ -81,8 +72,8 @@ SLOW_CLAIMS_LOCK = 0x5105_C1A1
 # Endpoints with due work a claim reads, in order: more than the batches a deployment has in
 # flight, so one below its cap is always among them.
 CANDIDATES = 200
-# What an attempt reads of a delivery (request_headers, _record): a batch loads no more.
-logger = logging.getLogger("connect.webhooks")
+# What an attempt reads of a delivery (request_headers, results.record, a door's render): a batch
+# loads no more.
 ATTEMPT_FIELDS = ("id", "endpoint_id", "event_id", "body", "attempt_count", "kind")
 _STOP_BATCH_ERRORS = {"network_error", "timeout", "blocked_destination"}
 
@@ -244,10 +235,12 @@ def _stop_reason(endpoint: WebhookEndpoint) -> str | None:
 
 
 def request_headers(
-    delivery: Delivery, body: bytes, material: keys.SigningMaterial | None = None, secrets: Sequence[bytes] = ()
+    delivery: Delivery, body: bytes, material: keys.SigningMaterial | None = None, secrets: Sequence[bytes] = (),
+    extra: Sequence[tuple[str, str]] = (),
 ) -> list[tuple[str, str]]:
     """The contract's headers, always; with `secrets` (an endpoint that opted in), the Standard
-    Webhooks ones too, at the same timestamp (apps/webhooks/standard.py)."""
+    Webhooks ones too, at the same timestamp (apps/webhooks/standard.py); then `extra`, what the
+    endpoint's owner adds to each of its deliveries (apps/webhooks/owners.py)."""
     material = material or keys.signing_material()
     timestamp = int(time.time())
     signature = signing.sign(material.seed, kid=material.kid, timestamp=timestamp, body=body)
@@ -261,7 +254,7 @@ def request_headers(
     ]
     if secrets:
         headers += standard.headers(secrets, msg_id=delivery.event_id, timestamp=timestamp, body=body)
-    return headers
+    return headers + list(extra)
 
 
 def drain_deadline() -> float:
@@ -321,6 +314,11 @@ def attempt_batch(token: str, ids: list[str], *, deadline: float) -> list[tuple[
         blocked = outbound.describe(endpoint.url, "blocked_destination", exc=exc)
     material = keys.signing_material()
     secrets = services.standard_secrets(endpoint, now=timezone.now())
+    # An owned endpoint's door: its headers, the answers that end a delivery, its bodies.
+    door = door_of(endpoint)
+    extra = door.headers(endpoint)
+    body_of = door.render(endpoint, deliveries) if door.render is not None and not blocked else None
+    taken: set[str] = set()  # this batch's deliveries the receiver took or refused for good
     attempted = []
     batch_started = time.monotonic()
     for delivery in deliveries:
@@ -334,11 +332,13 @@ def attempt_batch(token: str, ids: list[str], *, deadline: float) -> list[tuple[
         if blocked:
             outcome = outbound.Outcome(None, "blocked_destination", 0, blocked)
         else:
-            body = delivery.body.encode("utf-8")
-            outcome = sender().post(endpoint.url, request_headers(delivery, body, material, secrets), body)
+            body = body_of(delivery, taken) if body_of is not None else delivery.body.encode("utf-8")
+            outcome = sender().post(endpoint.url, request_headers(delivery, body, material, secrets, extra), body)
+            if not outcome.error or results.final(outcome, door.final_statuses):
+                taken.add(delivery.id)
         attempted.append((delivery, started_at, outcome))
-    statuses = _record(token, attempted)
-    _observe(endpoint.id, attempted, statuses)
+    statuses = results.record(token, attempted, final_statuses=door.final_statuses)
+    results.observe(endpoint.id, attempted, statuses)
     unattempted = [d.id for d in deliveries[len(attempted):]]
     if unattempted:
         Delivery.objects.filter(id__in=unattempted, lease_token=token).update(lease_until=None, lease_token="")
@@ -346,75 +346,3 @@ def attempt_batch(token: str, ids: list[str], *, deadline: float) -> list[tuple[
                for _, _, outcome in attempted)
     _charge(endpoint.id, time.monotonic() - batch_started, slow=slow if attempted else None)
     return [(d.id, statuses.get(d.id, "lease_lost")) for d, _, _ in attempted]
-
-
-def _observe(endpoint_id: str, attempted: list[tuple[Delivery, object, outbound.Outcome]],
-             statuses: dict[str, str]) -> None:
-    """One log line and the metrics per attempt (apps/core/metrics.py)."""
-    for delivery, _, outcome in attempted:
-        result = outcome.error or "succeeded"
-        metrics.WEBHOOK_ATTEMPTS.labels(result).inc()
-        metrics.WEBHOOK_ATTEMPT_SECONDS.observe(outcome.duration_ms / 1000)
-        status = statuses.get(delivery.id, "lease_lost")
-        if status == DeliveryStatus.DEAD_LETTER:
-            metrics.DEAD_LETTERS.inc()
-        logger.log(logging.WARNING if outcome.error else logging.INFO, "webhook attempt %s", result, extra={
-            "delivery_id": delivery.id, "endpoint_id": endpoint_id, "outcome": status,
-            "http_status": outcome.http_status, "duration_ms": outcome.duration_ms, "error_kind": outcome.error or None,
-        })  # fmt: skip
-
-
-def _outcome_changes(delivery: Delivery, outcome: outbound.Outcome, now) -> tuple[str, dict]:
-    number = delivery.attempt_count + 1
-    changes = {"attempt_count": F("attempt_count") + 1, "last_http_status": outcome.http_status,
-               "updated_at": now, "lease_until": None, "lease_token": ""}
-    if not outcome.error:
-        status = DeliveryStatus.SUCCEEDED
-        changes.update(status=status, terminal_at=now, next_attempt_at=None)
-        return status, changes
-    delays = settings.CONNECT_WEBHOOK_RETRY_SCHEDULE if delivery.kind == DeliveryKind.EVENT else ()
-    delay = schedule.delay_after(number, delays)
-    if delay is None:
-        status = DeliveryStatus.DEAD_LETTER
-        changes.update(status=status, terminal_at=now, next_attempt_at=None,
-                       stop_reason=StopReason.MAX_ATTEMPTS, is_dead_letter=True)
-    else:
-        status = DeliveryStatus.RETRYING
-        changes.update(status=status, next_attempt_at=now + timedelta(seconds=delay))
-    return status, changes
-
-
-def _record(attempt_token: str, attempted: list[tuple[Delivery, object, outbound.Outcome]]) -> dict[str, str]:
-    """Write the attempts of one batch in one transaction, each only where `attempt_token`
-    still holds its delivery (one cancelled meanwhile stays cancelled). Returns id → status
-    for those written."""
-    if not attempted:
-        return {}
-    now = timezone.now()
-    ids = [delivery.id for delivery, _, _ in attempted]
-    with transaction.atomic():
-        held = Delivery.objects.filter(id__in=ids, lease_token=attempt_token)
-        if connection.features.has_select_for_update:
-            held = held.select_for_update()
-        live = set(held.values_list("id", flat=True))
-        groups: dict[tuple, tuple[dict, list[str]]] = {}  # one UPDATE per distinct change
-        rows = []
-        statuses = {}
-        for delivery, started_at, outcome in attempted:
-            if delivery.id not in live:
-                continue
-            status, changes = _outcome_changes(delivery, outcome, now)
-            statuses[delivery.id] = status
-            key = (status, outcome.http_status, delivery.attempt_count, delivery.kind)
-            groups.setdefault(key, (changes, []))[1].append(delivery.id)
-            rows.append(DeliveryAttempt(
-                delivery_id=delivery.id, endpoint_id=delivery.endpoint_id, number=delivery.attempt_count + 1,
-                started_at=started_at,
-                completed_at=started_at + timedelta(milliseconds=outcome.duration_ms),
-                http_status=outcome.http_status, duration_ms=outcome.duration_ms, error=outcome.error,
-                error_detail=outcome.detail[:300],
-            ))
-        for changes, group_ids in groups.values():
-            Delivery.objects.filter(id__in=group_ids, lease_token=attempt_token).update(**changes)
-        DeliveryAttempt.objects.bulk_create(rows)
-    return statuses

@@ -118,15 +118,26 @@ class DeliveryKind(models.TextChoices):
 
 
 class StopReason(models.TextChoices):
-    MAX_ATTEMPTS = "max_attempts"
-    ENDPOINT_DELETED = "endpoint_deleted"
-    ENDPOINT_DISABLED = "endpoint_disabled"
-    INSTALLATION_UNAUTHORIZED = "installation_unauthorized"
+    MAX_ATTEMPTS = "max_attempts", "every attempt of the retry schedule failed"
+    ENDPOINT_DELETED = "endpoint_deleted", "its endpoint was deleted"
+    ENDPOINT_DISABLED = "endpoint_disabled", "its endpoint was turned off"
+    INSTALLATION_UNAUTHORIZED = "installation_unauthorized", "the credential that installed the endpoint lapsed"
+    # Only an owned endpoint's deliveries (apps/webhooks/owners.py): its owner made these receiver
+    # answers final. A REST endpoint's delivery retries them, as the contract says.
+    RECEIVER_GONE = "receiver_gone", "the receiver answered 410 Gone: it does not want this delivery"
+    PAYLOAD_TOO_LARGE = "payload_too_large", "the receiver answered 413: the body is too large for it"
+
+
+# What a REST endpoint's delivery may stop with: the contract's reasons (the REST API shows no
+# owned endpoint's deliveries, so its wire never carries the others).
+REST_STOP_REASONS = (StopReason.MAX_ATTEMPTS, StopReason.ENDPOINT_DELETED, StopReason.ENDPOINT_DISABLED,
+                     StopReason.INSTALLATION_UNAUTHORIZED)
 
 
 class Delivery(models.Model):
     """One event for one endpoint. The body is stored here, byte for byte as signed, so retries
-    and replays never depend on the outbox row (which is purged on its own schedule).
+    and replays never depend on the outbox row (which is purged on its own schedule); an owned
+    endpoint's door may write each attempt's body from it (apps/webhooks/owners.py `render`).
 
     Invariant: an attempt runs only while its worker holds the lease (`lease_token` matches and
     `lease_until` is in the future), and leases are taken only by an atomic claim of due rows

@@ -18,7 +18,7 @@ from apps.webhooks.models import (
     DeliveryStatus,
     DisabledReason,
     EndpointSigning,
-    StopReason,
+    REST_STOP_REASONS,
     WebhookEndpoint,
 )
 
@@ -98,7 +98,7 @@ DELIVERY = Shape(
         Field("lastHttpStatus", INTEGER, nullable=True),
         Field("nextAttemptAt", TIMESTAMP, nullable=True, getter=_next_attempt_at),
         Field("terminalAt", TIMESTAMP, nullable=True),
-        Field("stopReason", STRING, nullable=True, choices=StopReason, empty_is_null=True),
+        Field("stopReason", STRING, nullable=True, choices=REST_STOP_REASONS, empty_is_null=True),
         Field("createdAt", TIMESTAMP),
         Field("updatedAt", TIMESTAMP),
     ),

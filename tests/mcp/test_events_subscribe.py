@@ -8,12 +8,10 @@ server's workers. Tenancy, scopes, refusals (SSRF, https, the secret), TTL expir
 from __future__ import annotations
 
 import base64
-import json
+import dataclasses
 import os
-import threading
 import time
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -25,6 +23,7 @@ from apps.recordings import services
 from apps.webhooks.models import Delivery, WebhookEndpoint
 from tests import factories
 from tests.webhooks.conftest import fresh_process_caches, webhook_settings, wait_until  # noqa: F401
+from tests.webhooks.receiver import Received, Receiver
 
 # Live servers, a task cluster and real deliveries: generous on a busy machine, never timed.
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
@@ -37,65 +36,23 @@ def new_secret() -> str:
     return "whsec_" + base64.b64encode(os.urandom(32)).decode()
 
 
-class CallbackReceiver:
-    """A threaded HTTP receiver. `mode`: "echo" answers a verification envelope with its
-    challenge, "ignore" answers 200 without it, "fail" answers 500; events are answered 204."""
-
-    def __init__(self, mode: str = "echo") -> None:
-        self.mode = mode
-        self.requests: list[dict] = []
-        self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self):
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with receiver.lock:
-                    receiver.requests.append({"path": self.path, "headers": dict(self.headers), "body": raw})
-                body, status = b"", 204
-                if json.loads(raw).get("type") == "verification":
-                    status = 500 if receiver.mode == "fail" else 200
-                    if receiver.mode == "echo":
-                        body = json.dumps({"challenge": json.loads(raw)["challenge"]}).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def of_type(self, kind: str | None) -> list[dict]:
-        """Requests whose body is a control envelope of `kind`, or (None) event occurrences."""
-        with self.lock:
-            return [r for r in self.requests if json.loads(r["body"]).get("type") == kind]
-
-    def wait_for_events(self, count: int) -> list[dict]:
-        return wait_until(lambda: len(self.of_type(None)) >= count and self.of_type(None))
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+def callback_receiver(server, verification: str = "echo") -> Receiver:
+    """tests/webhooks/receiver.py's receiver, answering the handshake; it checks each delivery's
+    `Svc-Signature` against the live server's key set as it does for REST's endpoints."""
+    return Receiver(f"{server.url}/.well-known/webhook-signing-keys.json", verification=verification,
+                    path="/hooks/")
 
 
 @pytest.fixture
-def callback():
-    receiver = CallbackReceiver()
+def callback(webhook_server):
+    receiver = callback_receiver(webhook_server)
     yield receiver
     receiver.close()
 
 
-def verifies(secret: str, request: dict) -> bool:
+def verifies(secret: str, request: Received) -> bool:
     try:
-        standardwebhooks.Webhook(secret).verify(request["body"], request["headers"])
+        standardwebhooks.Webhook(secret).verify(request.body, request.headers)
         return True
     except WebhookVerificationError:
         return False
@@ -148,7 +105,8 @@ def test_subscribe_verifies_delivers_signed_occurrences_and_a_refresh_rotates_th
     asked = datetime.now(timezone.utc)
     result = rpc(webhook_server.url, key, "events/subscribe",
                  subscribe_params(callback.url, secret, ttlMs=HOUR_MS), version)["result"]
-    assert result["id"].startswith("wh_mcp") and result["cursor"] is None and result["truncated"] is False
+    assert result["id"].startswith("wh_mcp") and result["truncated"] is False
+    assert result["cursor"].startswith("pos_")  # the watermark: nothing delivered yet, so "now"
     assert asked < at(result["refreshBefore"]) <= datetime.now(timezone.utc) + timedelta(hours=1)
     # Stored in columns: an endpoint the MCP door owns, its grant, its own filter.
     row = WebhookEndpoint.objects.get(pk=result["id"])
@@ -163,20 +121,25 @@ def test_subscribe_verifies_delivers_signed_occurrences_and_a_refresh_rotates_th
 
     # The handshake came first, signed with the client's secret and naming the subscription.
     [handshake] = callback.of_type("verification")
-    assert handshake["headers"]["X-MCP-Subscription-Id"] == result["id"]
-    assert handshake["headers"]["webhook-id"].startswith("msg_verification_") and verifies(secret, handshake)
+    assert handshake.headers["X-MCP-Subscription-Id"] == result["id"]
+    assert handshake.headers["webhook-id"].startswith("msg_verification_") and verifies(secret, handshake)
 
     # Tenancy: bob's workspace records a session too; only alice's reaches alice's subscription.
     factories.session(bob.workspace, label="Not yours")
     session = factories.session(alice.workspace, label="Standup")
     [delivered] = callback.wait_for_events(1)
-    body = json.loads(delivered["body"])
+    body = delivered.json
     assert set(body) == {"eventId", "name", "timestamp", "data", "cursor"}
     assert body["name"] == "session.created" and body["data"]["sessionId"] == session.id
-    assert delivered["headers"]["webhook-id"] == body["eventId"] and body["eventId"].startswith("evt_")
-    assert delivered["headers"]["Svc-Webhook-Id"] == result["id"]
-    assert verifies(secret, delivered)
-    tampered = dict(delivered, body=delivered["body"].replace(b"Standup", b"Standby"))
+    assert delivered.headers["webhook-id"] == body["eventId"] and body["eventId"].startswith("evt_")
+    assert delivered.headers["X-MCP-Subscription-Id"] == delivered.headers["Svc-Webhook-Id"] == result["id"]
+    assert verifies(secret, delivered) and delivered.verified  # both signatures, the contract's too
+    # Its cursor is the subscription's watermark: at most just past this event (the receiver holds
+    # it once it answers), short of it while an older transaction was still open; never further.
+    resumed = rpc(webhook_server.url, key, "events/poll", {"name": "session.created", "cursor": body["cursor"]},
+                  version)["result"]["events"]
+    assert [e["eventId"] for e in resumed] in ([], [body["eventId"]])
+    tampered = dataclasses.replace(delivered, body=delivered.body.replace(b"Standup", b"Standby"))
     assert not verifies(secret, tampered)
     # The occurrence is the one events/poll reads from the log: same id, time and data.
     polled = poll_until(webhook_server.url, key, start, body["eventId"], version)
@@ -191,9 +154,9 @@ def test_subscribe_verifies_delivers_signed_occurrences_and_a_refresh_rotates_th
     assert len(callback.of_type("verification")) == 1
     retro = factories.session(alice.workspace, label="Retro")
     second = callback.wait_for_events(2)[1]
-    assert json.loads(second["body"])["data"]["sessionId"] == retro.id
+    assert second.json["data"]["sessionId"] == retro.id
     assert verifies(rotated, second) and verifies(secret, second)
-    assert len(second["headers"]["webhook-signature"].split(" ")) == 2
+    assert len(second.headers["webhook-signature"].split(" ")) == 2
     assert len(callback.of_type(None)) == 2  # nothing of bob's
 
     # Unsubscribe stops deliveries at once; a second one finds nothing.
@@ -232,8 +195,8 @@ def test_arguments_narrow_to_one_session_and_the_key_separates_subscriptions(
     by_subscription = {}
     for request in callback.of_type(None):
         assert verifies(secret, request)
-        body = json.loads(request["body"])
-        by_subscription.setdefault(request["headers"]["Svc-Webhook-Id"], []).append(body["data"]["sessionId"])
+        by_subscription.setdefault(request.headers["X-MCP-Subscription-Id"], []).append(
+            request.json["data"]["sessionId"])
     assert by_subscription[one["id"]] == [watched.id]
     assert sorted(by_subscription[every["id"]]) == sorted([other.id, watched.id])
     assert len(delivered) == 3
@@ -276,14 +239,14 @@ def test_an_expired_subscription_stops_and_a_subscribe_revives_it(webhook_server
     assert revived["id"] == granted["id"] and len(callback.of_type("verification")) == 2
     factories.session(alice.workspace, label="Back")
     [delivered] = callback.wait_for_events(1)
-    assert verifies(secret, delivered) and json.loads(delivered["body"])["name"] == "session.created"
+    assert verifies(secret, delivered) and delivered.json["name"] == "session.created"
 
 
 @pytest.mark.parametrize(("mode", "reason"), [("ignore", "challenge_failed"), ("fail", "http_5xx")])
 def test_a_callback_that_does_not_confirm_is_refused_with_the_category(webhook_server, webhook_settings, alice,
                                                                         mode, reason):
     key = factories.api_key(alice, factories.ALL_SCOPES)
-    receiver = CallbackReceiver(mode)
+    receiver = callback_receiver(webhook_server, mode)
     try:
         error = rpc(webhook_server.url, key, "events/subscribe", subscribe_params(receiver.url, new_secret()))["error"]
     finally:
@@ -293,7 +256,7 @@ def test_a_callback_that_does_not_confirm_is_refused_with_the_category(webhook_s
 
 
 def test_an_unreachable_callback_is_refused(webhook_server, webhook_settings, alice):
-    receiver = CallbackReceiver()
+    receiver = callback_receiver(webhook_server)
     url = receiver.url
     receiver.close()  # nothing listens there any more
     key = factories.api_key(alice, factories.ALL_SCOPES)

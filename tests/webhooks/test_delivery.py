@@ -17,7 +17,7 @@ from apps.access.credentials import authenticate_bearer
 from apps.tenancy import services as tenancy
 from apps.tenancy.models import ApiKey
 from apps.webhooks import delivery as engine
-from apps.webhooks import services
+from apps.webhooks import results, services
 from apps.webhooks.models import Delivery
 from tests import factories
 from tests.servers import free_port
@@ -239,7 +239,7 @@ def test_an_expired_attempt_lease_is_due_again_and_the_old_worker_cannot_write(w
     Delivery.objects.filter(id=delivery.id).update(lease_until=timezone.now() - timedelta(seconds=1))
     assert engine.any_due()
     assert engine.drain() == [(delivery.id, "succeeded")]
-    stale = engine._record(old_token, [(Delivery.objects.get(id=delivery.id), timezone.now(),
+    stale = results.record(old_token, [(Delivery.objects.get(id=delivery.id), timezone.now(),
                                         engine.outbound.Outcome(500, "http_error", 1))])
     assert stale == {}  # nothing written
     assert Delivery.objects.get(id=delivery.id).status == "succeeded"

@@ -87,7 +87,7 @@ def test_the_window_and_the_cap(alice, alice_key, monkeypatch):
     endpoint = endpoint_for(alice)
     sessions = [factories.session(alice.workspace) for _ in range(5)]
     Delivery.objects.filter(endpoint=endpoint).update(status="dead_letter", terminal_at=timezone.now())
-    monkeypatch.setattr(services, "RECOVER_MAX", 2)
+    monkeypatch.setattr(services.recover, "RECOVER_MAX", 2)
     assert recover(alice_key, endpoint.id, since=since(1)).json() == {"queued": 2, "more": True}
     assert recover(alice_key, endpoint.id, since=since(1)).json() == {"queued": 2, "more": True}
     assert recover(alice_key, endpoint.id, since=since(1)).json() == {"queued": 1, "more": False}
