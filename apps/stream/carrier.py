@@ -2,7 +2,7 @@
 them from the log in order.
 
 - Follower. Every process follows the event log itself, in log order and below its horizon,
-  exactly as REST pages it (`_poll`, selectors.read_log): an event whose transaction began
+  exactly as REST pages it (`_poll`, selectors.follow_log): an event whose transaction began
   first and committed last is waited for, never overtaken, so a stream carries events in log
   order only and a client's last id is a place in the log (apps/stream/resume.py).
 - Carrier = the follower's wake-up. With `REDIS_URL`: one Redis pub/sub subscription per
@@ -26,7 +26,7 @@ from apps.core.redis_clients import async_redis_client
 from apps.events import fanout, selectors
 from apps.stream import slots
 from apps.events.positions import Position
-from apps.events.representations import frame_for
+from apps.events.representations import frame_for_row
 
 if TYPE_CHECKING:
     from apps.stream.hub import Hub
@@ -229,11 +229,11 @@ class Follower:
     def _poll(self) -> list[tuple]:
         # Runs on a hub thread, one poll at a time; the place moves only once the read is back,
         # so a poll retried on a fresh connection reads the same events again.
-        events, place = selectors.read_log(after=self._place, limit=FOLLOW_BATCH)
+        rows, place = selectors.follow_log(after=self._place, limit=FOLLOW_BATCH)
         self._place = place
-        if len(events) == FOLLOW_BATCH:
+        if len(rows) == FOLLOW_BATCH:
             self._wake_from_any_thread()  # more is waiting: poll again at once
-        return [(e.workspace_id, e.type, e.session_id, (e.position, e.id), frame_for(e)) for e in events]
+        return [(r.workspace_id, r.type, r.session_id, (r.position, r.id), frame_for_row(r)) for r in rows]
 
     def shutdown(self) -> None:
         for task in (self._carrier_task, self._carrier, self._follower):
