@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Importer, PostgreSQL: the per-revision word index kept by its trigger, session by session,
 against the same index built by one pass over several sessions' revisions at the end of their
-transaction (the deferral issue 37 proposes), in one run, A and B alternating.
+transaction (a deferral of the index to a bulk pass), in one run, A and B alternating.
 
     .venv/bin/python bench/import_index_pass.py --sessions 100 --chunk 25 --rounds 2
 

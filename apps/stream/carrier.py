@@ -114,9 +114,9 @@ class Follower:
                 taken = 0
                 while message is not None:
                     if message.get("type") == "message":
-                        event_id = self._announced_id(message["data"])
-                        if event_id is not None and event_id not in self._lately_read:
-                            self._awaited[event_id] = now
+                        for event_id in self._announced_ids(message["data"]):
+                            if event_id not in self._lately_read:
+                                self._awaited[event_id] = now
                     taken += 1
                     if taken >= REDIS_BATCH_MAX:
                         break
@@ -136,14 +136,19 @@ class Follower:
                 pass
 
     @staticmethod
-    def _announced_id(data: bytes) -> str | None:
-        """The event id of a message on the channel (fanout.wire_message: a routing header, then
-        the frame, which the follower builds again from the log)."""
+    def _announced_ids(data: bytes) -> list[str]:
+        """The event ids a message on the channel announces (fanout.wire_message: one
+        transaction's, `n`; a process of the previous release sends one event a message, a
+        header with its id `i`, then its frame, which the follower builds again from the log)."""
         try:
-            return orjson.loads(data.partition(b"\n")[0])["i"]
+            header = orjson.loads(data.partition(b"\n")[0])
+            ids = header["n"] if "n" in header else [header["i"]]
+            if isinstance(ids, list) and all(isinstance(i, str) for i in ids):
+                return ids
         except (orjson.JSONDecodeError, KeyError, TypeError):
-            logger.warning("ignored a message on the event channel that is not an event announcement")
-            return None
+            pass
+        logger.warning("ignored a message on the event channel that is not an event announcement")
+        return []
 
     def _listen_for_commits(self) -> None:
         """Embedded: another process's commit wakes the follower through a datagram (fanout.py)."""
