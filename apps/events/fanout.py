@@ -1,9 +1,10 @@
 """How a committed event reaches every server process (`announce_committed`, run after commit by
 `services.record_events`, once per transaction). Two carriers, one per deployment (docs/operations.md):
 
-- production (`REDIS_URL` set): the committing process publishes the ready-made envelope on one
-  Redis pub/sub channel, to which every server process holds exactly one subscription
-  (apps/stream/carrier.py). No database read per event.
+- production (`REDIS_URL` set): the committing process publishes one message per transaction,
+  its events' ids, on one Redis pub/sub channel, to which every server process holds exactly
+  one subscription (apps/stream/carrier.py); it wakes each process's follower, which reads the
+  events from the log once per process, whatever the number of streams.
 - embedded default (no Redis): every server process follows the outbox table itself. A commit
   wakes its own process's follower at once and every other process on the host with one empty
   datagram each, to the Unix datagram socket each server process binds in
@@ -22,7 +23,6 @@ from django.conf import settings
 
 from apps.core.redis_clients import redis_client
 from apps.events.models import Event
-from apps.events.representations import frame_for
 
 logger = logging.getLogger("connect.events")
 
@@ -35,23 +35,20 @@ def redis_channel() -> str:
     return f"connect:events:{settings.DATABASES['default']['NAME']}"
 
 
-def wire_message(event: Event) -> bytes:
-    """What travels on Redis: a one-line routing header, then the ready SSE frame, so a
-    server process routes and writes it without parsing or re-serialising the envelope."""
-    header = orjson.dumps({"i": event.id, "w": event.workspace_id, "t": event.type, "s": event.session_id})
-    return header + b"\n" + frame_for(event)
+def wire_message(events: list[Event]) -> bytes:
+    """What travels on Redis for one transaction: its events' ids in their order (`n`), and the
+    first one alone (`i`), the form a process of the previous release reads (one event a
+    message): awaiting that one wakes its follower, which reads them all from the log."""
+    return orjson.dumps({"i": events[0].id, "n": [event.id for event in events]})
 
 
 def announce_committed(events: list[Event]) -> None:
-    """Announces one transaction's events, in their order: one Redis round trip for them all (a
-    pipeline of publishes; a batch of appended segments is hundreds of events), or one wake-up
-    of every process (a woken follower reads everything new, however many)."""
+    """Announces one transaction's events: one Redis message for them all (a batch of appended
+    segments is hundreds of events), or one wake-up of every process (a woken follower reads
+    everything new, however many)."""
     if settings.REDIS_URL:
         try:
-            pipeline = redis_client().pipeline(transaction=False)
-            for event in events:
-                pipeline.publish(redis_channel(), wire_message(event))
-            pipeline.execute()
+            redis_client().publish(redis_channel(), wire_message(events))
         except Exception:  # noqa: BLE001 - the events are committed; live delivery is best effort
             logger.exception("could not publish %s… to Redis; open streams miss them (resume still has them)",
                              events[0].id)  # fmt: skip

@@ -4,15 +4,19 @@ event and written as is to every stream it matches."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from rest_framework.renderers import JSONRenderer
 
 from apps.events.models import Event
-from apps.events.shapes import EVENT, EVENT_ENVELOPE, EVENT_ROW
+from apps.events.shapes import EVENT, EVENT_ENVELOPE, EVENT_ENVELOPE_ROW, EVENT_ROW
+
+if TYPE_CHECKING:
+    from apps.events.selectors import FollowedRow
 
 event_envelope = EVENT_ENVELOPE.encode
+event_envelope_row = EVENT_ENVELOPE_ROW.encode
 
 PING = b": ping\n\n"
 
@@ -24,6 +28,12 @@ def sse_frame(event_id: str, type: str, envelope: dict[str, Any]) -> bytes:
 
 def frame_for(event: Event) -> bytes:
     return sse_frame(event.id, event.type, event_envelope(event))
+
+
+def frame_for_row(row: FollowedRow) -> bytes:
+    """`frame_for` of the event a follower's row holds (apps/events/selectors.follow_log): the
+    same bytes."""
+    return sse_frame(row.id, row.type, event_envelope_row(row))
 
 
 # `GET /api/v1/events`: the envelope above plus the event's id.

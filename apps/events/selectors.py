@@ -25,6 +25,7 @@ from django.db.models.expressions import RawSQL
 from apps.events.models import Event
 from apps.events.positions import Position, event_id_ms, id_floor, later
 from apps.events.retention import now_ms
+from engine.postgresql import prepared
 
 EVENT_FIELDS = ("id", "workspace_id", "type", "session_id", "occurred_at", "data", "position")
 TABLE = Event._meta.db_table
@@ -66,10 +67,9 @@ def horizon() -> int:
 
 
 def _horizon() -> tuple[int, int | None]:
-    with connection.cursor() as cursor:
-        cursor.execute(_HORIZON[connection.vendor])
-        bound, own = cursor.fetchone()
-        return int(bound), own
+    # Prepared on PostgreSQL (every poll and page asks): its planning cost more than its run.
+    bound, own = prepared.fetchone("connect_log_horizon", _HORIZON[connection.vendor], [])
+    return int(bound), own
 
 
 def _past(after: Position) -> RawSQL:
@@ -158,6 +158,34 @@ def read_log_rows(
     return rows, _place(rows, after=after, limit=limit, bound=bound)
 
 
+class FollowedRow(NamedTuple):
+    """One event of the whole log as the stream's follower reads it: `LogRow`'s columns with
+    its workspace (the follower routes by it), `data` the stored JSON text (its frame parses
+    it once, apps/events/representations.frame_for_row)."""
+
+    workspace_id: int
+    id: str
+    type: str
+    session_id: str
+    occurred_at: str  # wire form, as `LogRow`'s
+    data: str
+    position: int
+
+
+def follow_log(*, after: Position | None, limit: int) -> tuple[list[FollowedRow], Position]:
+    """`read_log(after=…, limit=…)` over every workspace (settled): the same rows and place, as
+    `FollowedRow`s read in one statement written once and prepared on PostgreSQL (the follower
+    polls on every commit; the ORM compiled its query and built an `Event` per row each time)."""
+    bound, own = _horizon()
+    after = _settled_after(after, bound, own)
+    sql, params = _statement(connection.vendor, "follow", after=after, workspace_id=None, types=None,
+                             session_id=None, bound=bound, own=own)
+    with connection.cursor() as cursor:
+        prepared.run(cursor, None, sql, [*params, limit])
+        rows = list(map(FollowedRow._make, cursor.fetchall()))
+    return rows, _place(rows, after=after, limit=limit, bound=bound)
+
+
 _STATEMENTS: dict[tuple, str] = {}
 # `data` as the stored text. SQLite keeps a JSONField as text already.
 _DATA_TEXT = {"postgresql": '"data"::text', "sqlite": 'CAST("data" AS text)'}
@@ -171,15 +199,16 @@ def _rows_statement(vendor, *, after, limit, workspace_id, types, session_id, bo
 
 
 def _statement(vendor, select, *, after, workspace_id, types, session_id, bound, own) -> tuple[str, list]:
-    """SQL over one workspace's log and its parameters, written once per shape of the filters
-    (which are given, `after` with or without an id, whether an own transaction's rows count)
-    and kept: `select` "rows" (a page, its LIMIT the last parameter) or "exists"."""
+    """SQL over one workspace's log (every workspace's when `workspace_id` is None) and its
+    parameters, written once per shape of the filters (which are given, `after` with or without
+    an id, whether an own transaction's rows count) and kept: `select` "rows" (a page), "follow"
+    (the follower's rows; both take their LIMIT as the last parameter) or "exists"."""
     types = sorted(types) if types is not None else None
-    shape = (vendor, select, -1 if types is None else len(types), session_id is not None,
+    shape = (vendor, select, workspace_id is not None, -1 if types is None else len(types), session_id is not None,
              0 if after is None else (2 if after.event_id else 1), 0 if bound is None else (2 if own else 1))
     sql = _STATEMENTS.get(shape)
     if sql is None:
-        conditions = ['"workspace_id" = %s']
+        conditions = [] if workspace_id is None else ['"workspace_id" = %s']
         if types is not None:
             conditions.append(f'"type" IN ({", ".join(["%s"] * len(types))})' if types else "FALSE")
         if session_id is not None:
@@ -188,15 +217,17 @@ def _statement(vendor, select, *, after, workspace_id, types, session_id, bound,
             conditions.append('("position", "id") > (%s, %s)' if after.event_id else '"position" > %s')
         if bound is not None:
             conditions.append('("position" < %s OR "position" = %s)' if own else '"position" < %s')
-        where = " AND ".join(conditions)
-        if select == "rows":
+        where = f'WHERE {" AND ".join(conditions)} ' if conditions else ""
+        if select in ("rows", "follow"):
             time = _WIRE_TIME[vendor].replace(f'"{TABLE}".', "")
-            sql = (f'SELECT "id", "type", "session_id", {time}, {_DATA_TEXT[vendor]}, "position" FROM "{TABLE}" '
-                   f'WHERE {where} ORDER BY "position", "id" LIMIT %s')
+            workspace = '"workspace_id", ' if select == "follow" else ""
+            sql = (f'SELECT {workspace}"id", "type", "session_id", {time}, {_DATA_TEXT[vendor]}, "position" '
+                   f'FROM "{TABLE}" {where}ORDER BY "position", "id" LIMIT %s')
         else:
-            sql = f'SELECT 1 FROM "{TABLE}" WHERE {where} LIMIT 1'
+            sql = f'SELECT 1 FROM "{TABLE}" {where}LIMIT 1'
         _STATEMENTS[shape] = sql
-    params: list = [workspace_id, *(types or ())]
+    params: list = [] if workspace_id is None else [workspace_id]
+    params += types or ()
     if session_id is not None:
         params.append(session_id)
     if after is not None:

@@ -6,9 +6,12 @@ type's shape."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
+
+import orjson
 
 from apps.core.shapes import JSON, STRING, TIMESTAMP, Field, Shape
 from apps.events.models import Event, EventType
@@ -50,6 +53,28 @@ EVENT_ENVELOPE = Shape(
         Field("data", JSON, getter=_data),
     ),
     closed=True,
+)
+
+
+def _stored_data(row: Any) -> Any:
+    # A row of the follower's read (apps/events/selectors.FollowedRow): `data` is the stored
+    # text. The standard library parses what orjson refuses (an integer wider than 64 bits,
+    # which jsonb gives back for 1e21), as the model path's JSONField does.
+    try:
+        value = orjson.loads(row.data)
+    except orjson.JSONDecodeError:
+        value = json.loads(row.data)
+    shape = DATA_SHAPES.get(row.type)
+    return shape.arrange(value) if shape is not None else value
+
+
+# The same envelope from a row the follower read: `occurredAt` already in wire form, `data` the
+# stored text parsed and arranged as `_data` arranges it, so its frame is the model path's bytes.
+EVENT_ENVELOPE_ROW = EVENT_ENVELOPE.specialise(
+    "EventEnvelopeRow",
+    component=False,
+    occurredAt=Field("occurredAt", TIMESTAMP, source="occurred_at", stored=True),
+    data=Field("data", JSON, getter=_stored_data),
 )
 # `GET /api/v1/events`: the envelope exactly as the stream sends it, plus the event's id (the
 # stream's `id:`, the webhook's `Svc-Event-Id`).

@@ -2,7 +2,7 @@
 them from the log in order.
 
 - Follower. Every process follows the event log itself, in log order and below its horizon,
-  exactly as REST pages it (`_poll`, selectors.read_log): an event whose transaction began
+  exactly as REST pages it (`_poll`, selectors.follow_log): an event whose transaction began
   first and committed last is waited for, never overtaken, so a stream carries events in log
   order only and a client's last id is a place in the log (apps/stream/resume.py).
 - Carrier = the follower's wake-up. With `REDIS_URL`: one Redis pub/sub subscription per
@@ -26,7 +26,7 @@ from apps.core.redis_clients import async_redis_client
 from apps.events import fanout, selectors
 from apps.stream import slots
 from apps.events.positions import Position
-from apps.events.representations import frame_for
+from apps.events.representations import frame_for_row
 
 if TYPE_CHECKING:
     from apps.stream.hub import Hub
@@ -114,9 +114,9 @@ class Follower:
                 taken = 0
                 while message is not None:
                     if message.get("type") == "message":
-                        event_id = self._announced_id(message["data"])
-                        if event_id is not None and event_id not in self._lately_read:
-                            self._awaited[event_id] = now
+                        for event_id in self._announced_ids(message["data"]):
+                            if event_id not in self._lately_read:
+                                self._awaited[event_id] = now
                     taken += 1
                     if taken >= REDIS_BATCH_MAX:
                         break
@@ -136,14 +136,19 @@ class Follower:
                 pass
 
     @staticmethod
-    def _announced_id(data: bytes) -> str | None:
-        """The event id of a message on the channel (fanout.wire_message: a routing header, then
-        the frame, which the follower builds again from the log)."""
+    def _announced_ids(data: bytes) -> list[str]:
+        """The event ids a message on the channel announces (fanout.wire_message: one
+        transaction's, `n`; a process of the previous release sends one event a message, a
+        header with its id `i`, then its frame, which the follower builds again from the log)."""
         try:
-            return orjson.loads(data.partition(b"\n")[0])["i"]
+            header = orjson.loads(data.partition(b"\n")[0])
+            ids = header["n"] if "n" in header else [header["i"]]
+            if isinstance(ids, list) and all(isinstance(i, str) for i in ids):
+                return ids
         except (orjson.JSONDecodeError, KeyError, TypeError):
-            logger.warning("ignored a message on the event channel that is not an event announcement")
-            return None
+            pass
+        logger.warning("ignored a message on the event channel that is not an event announcement")
+        return []
 
     def _listen_for_commits(self) -> None:
         """Embedded: another process's commit wakes the follower through a datagram (fanout.py)."""
@@ -229,11 +234,11 @@ class Follower:
     def _poll(self) -> list[tuple]:
         # Runs on a hub thread, one poll at a time; the place moves only once the read is back,
         # so a poll retried on a fresh connection reads the same events again.
-        events, place = selectors.read_log(after=self._place, limit=FOLLOW_BATCH)
+        rows, place = selectors.follow_log(after=self._place, limit=FOLLOW_BATCH)
         self._place = place
-        if len(events) == FOLLOW_BATCH:
+        if len(rows) == FOLLOW_BATCH:
             self._wake_from_any_thread()  # more is waiting: poll again at once
-        return [(e.workspace_id, e.type, e.session_id, (e.position, e.id), frame_for(e)) for e in events]
+        return [(r.workspace_id, r.type, r.session_id, (r.position, r.id), frame_for_row(r)) for r in rows]
 
     def shutdown(self) -> None:
         for task in (self._carrier_task, self._carrier, self._follower):
