@@ -1,11 +1,12 @@
 """The benchmark harness every script in bench/ shares: paths, logging, databases (the
-benchmark settings, migrations, PostgreSQL databases, the search index's upkeep after a seed),
-servers started on free ports and stopped with their process group (Connect as `serve`, at this
-commit or another checkout; Datasette as the reference), wrk with its Lua script and exact
-percentiles, sanity checks of a response, and waiting for the machine to be idle between runs.
+benchmark settings, migrations, PostgreSQL databases made or made afresh, the search index's
+upkeep after a seed), servers started on free ports and stopped with their process group
+(Connect as `serve`, at this commit or another checkout; Datasette as the reference), wrk with
+its Lua script and exact percentiles, sanity checks of a response, waiting for the machine to be
+idle between runs, and for scripts that run the application in their own process (the probes,
+in-process A/Bs) Django set up the same way and a read-only API key.
 
-bench/rest.py is the REST benchmark built on it; bench/search.py, bench/mcp.py and bench/sse.py
-use it too.
+It imports no other module of bench/: the scripts import it, never the other way round.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ DATA = BENCH / "data"
 RESULTS = BENCH / "results"
 PYTHON = sys.executable
 PG_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
+# How long a server may take to answer after its start: on a loaded 2-core machine daphne and
+# the task cluster have taken a minute to import. The bound only matters when one never comes up.
+START_SECONDS = 180
 
 # A wrk script: rotates through PATHS (one start offset per thread), sends HEADERS, and prints
 # one JSON line from done() with exact latency percentiles and the error counts.
@@ -100,12 +104,13 @@ class Database:
     probe: dict = field(default_factory=dict)
     label: str = ""  # sqlite | postgres | postgres-pool (same database, pooled connections)
     extra_env: dict[str, str] = field(default_factory=dict)
+    settings: str = "bench.settings"  # connect.settings: production's, without the reference views
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update(
             DATABASE_URL=self.url,
-            DJANGO_SETTINGS_MODULE="bench.settings",
+            DJANGO_SETTINGS_MODULE=self.settings,
             CONNECT_DEVELOPMENT="1",
             PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
             LOG_LEVEL="WARNING",
@@ -124,11 +129,25 @@ def ensure_postgres_database(name: str, admin_url: str = PG_ADMIN_URL) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
-def manage(db: Database, *args: str, capture: bool = False) -> str:
+def recreate_postgres_database(name: str, admin_url: str = PG_ADMIN_URL) -> None:
+    """Drop database `name` (closing its connections) and create it empty."""
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        log(f"creating PostgreSQL database {name} afresh")
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def manage(db: Database, *args: str, capture: bool = False, root: Path | None = None) -> str:
+    """`manage.py *args` on `db`, of this checkout or the one at `root`."""
+    env = db.env()
+    if root:
+        env["PYTHONPATH"] = str(root) + os.pathsep + env["PYTHONPATH"]
     result = subprocess.run(
         [PYTHON, "manage.py", *args],
-        cwd=ROOT,
-        env=db.env(),
+        cwd=root or ROOT,
+        env=env,
         check=True,
         text=True,
         stdout=subprocess.PIPE if capture else None,
@@ -136,9 +155,10 @@ def manage(db: Database, *args: str, capture: bool = False) -> str:
     return result.stdout or ""
 
 
-def probe(db: Database, *extra: str) -> dict:
+def run_probe(db: Database, module: str, *args: str) -> dict:
+    """`python -m module *args` on `db`: the JSON object it prints on its last line."""
     out = subprocess.run(
-        [PYTHON, "-m", "bench.probe", "--workspace", "bench", *extra],
+        [PYTHON, "-m", module, *args],
         cwd=ROOT,
         env=db.env(),
         check=True,
@@ -146,6 +166,11 @@ def probe(db: Database, *extra: str) -> dict:
         stdout=subprocess.PIPE,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def probe(db: Database, *extra: str) -> dict:
+    """The seeded workspace `bench` as bench/probe.py describes it."""
+    return run_probe(db, "bench.probe", "--workspace", "bench", *extra)
 
 
 def after_seed(db: Database) -> None:
@@ -194,7 +219,7 @@ class Server:
         self.proc = subprocess.Popen(
             self.command, cwd=self.cwd, env=self.env, stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.name} exited ({self.proc.returncode}); see {self.log_path}")
@@ -227,18 +252,20 @@ class Server:
 
 def connect_server(
     db: Database, workers: int, *, stock_handler: bool = False, root: Path | None = None,
-    env: dict[str, str] | None = None,
+    env: dict[str, str] | None = None, serve_args: tuple[str, ...] = (), name: str = "",
 ) -> Server:  # fmt: skip
     """Production: `serve --workers N`. With `stock_handler`, the same with Django's own
     ASGIHandler (a thread and a connection per request) instead of LaneASGIHandler. With
     `root`, the Connect checked out there (another commit, for side-by-side runs). `env`: more
-    variables for this server only."""
+    variables for this server only; `serve_args`: more options of `serve` (`--no-tasks`);
+    `name`: its log's name, when several servers of one kind run in one script."""
     overrides = env or {}
-    command = [PYTHON, "manage.py", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", str(workers)]
+    command = [PYTHON, "manage.py", "serve", "--host", "127.0.0.1", "--port", "{port}", "--workers", str(workers),
+               *serve_args]
     port = free_port()
     command = [c.replace("{port}", str(port)) for c in command]
     env = {**db.env(), **({"BENCH_STOCK_HANDLER": "1"} if stock_handler else {}), **overrides}
-    name = f"connect-{'stock-' if stock_handler else ''}{'baseline-' if root else ''}{db.label}"
+    name = name or f"connect-{'stock-' if stock_handler else ''}{'baseline-' if root else ''}{db.label}"
     if root:
         env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
     return Server(name, command, env, port, "/.well-known/oauth-protected-resource", cwd=root or ROOT)
@@ -518,3 +545,32 @@ def machine() -> str:
                 break
     system = f"{platform.system()} {platform.release()}"
     return f"{os.cpu_count()} cores ({cpu}), {system}, Python {platform.python_version()}"
+
+
+# --- The application in this process -----------------------------------------------------------
+
+READ_SCOPES = ["svc:sessions:read", "svc:transcripts:read", "svc:boards:read"]
+
+
+def setup_django(**env: str) -> None:
+    """For a script that runs the application in its own process: this checkout importable, the
+    benchmark settings unless DJANGO_SETTINGS_MODULE says otherwise, development mode, warnings
+    only, then `env` (which wins), then `django.setup()`."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
+    os.environ.setdefault("CONNECT_DEVELOPMENT", "1")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    os.environ.update(env)
+    import django
+
+    django.setup()
+
+
+def read_key(workspace, email: str, name: str) -> str:
+    """A new API key with the read scopes, of a member `email` added to `workspace` (after
+    `setup_django`)."""
+    from apps.tenancy import services
+
+    membership = services.add_member(workspace=workspace, email=email)
+    return services.issue_api_key(membership=membership, scopes=READ_SCOPES, name=name).key

@@ -8,7 +8,11 @@
   `--objects` small live objects (stand-ins for open streams' state), with start-up's heap
   frozen (`gc.freeze`) and not: the event loop stalls for that long on each full collection.
 
-    DATABASE_URL=sqlite:///bench/data/ab.sqlite3 .venv/bin/python bench/mechanisms_inprocess.py sql gc
+    .venv/bin/python bench/mechanisms_inprocess.py sql gc
+
+The database is DATABASE_URL, by default bench/ab.py's `bench/data/ab.sqlite3`, set up as the
+harness sets up an in-process script (bench/harness.py `setup_django`); the API key is
+BENCH_API_KEY or one issued here (`read_key`).
 """
 
 from __future__ import annotations
@@ -22,13 +26,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
-os.environ.setdefault("CONNECT_DEVELOPMENT", "1")
-os.environ.setdefault("LOG_LEVEL", "WARNING")
 
-import django  # noqa: E402
+from bench.harness import DATA, read_key, setup_django  # noqa: E402
 
-django.setup()
+os.environ.setdefault("DATABASE_URL", f"sqlite:///{DATA / 'ab.sqlite3'}")
+setup_django()
 
 import orjson  # noqa: E402
 
@@ -69,7 +71,8 @@ def sql(args) -> None:
     from apps.recordings.models import RevisionKind, Segment, Session
 
     session = longest_transcript()
-    key = os.environ["BENCH_API_KEY"]  # python -m bench.probe --workspace bench --issue-key
+    key = os.environ.get("BENCH_API_KEY") or read_key(session.workspace, "bench-mechanisms@example.invalid",
+                                                      "bench-mechanisms")
     client = Client(HTTP_AUTHORIZATION=f"Bearer {key}", HTTP_HOST="127.0.0.1")
     hand = {
         "segment_rows": selectors.segment_rows, "segment_stamp": selectors.segment_stamp,

@@ -1,7 +1,8 @@
-"""Inspect a seeded benchmark database and (optionally) issue an API key, for bench/rest.py.
+"""Inspect a seeded benchmark database and (optionally) issue an API key, for bench/rest.py and
+the other scripts that load a seeded database (bench/harness.py `probe` runs it).
 
-Run as `python -m bench.probe --workspace bench [--issue-key]` with DATABASE_URL and
-DJANGO_SETTINGS_MODULE set; prints one JSON object on its last stdout line.
+Run as `python -m bench.probe --workspace bench [--issue-key]` with DATABASE_URL set (the
+settings are the harness's, `setup_django`); prints one JSON object on its last stdout line.
 """
 
 from __future__ import annotations
@@ -9,23 +10,19 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import random
 import re
 
-import django
+from bench.harness import read_key, setup_django
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
-django.setup()
+setup_django()
 
 from django.db import connection  # noqa: E402
 from django.db.models import Count  # noqa: E402
 
 from apps.recordings.models import RevisionKind, Segment, Session, Transcript  # noqa: E402
-from apps.tenancy import services  # noqa: E402
 from apps.tenancy.models import Workspace  # noqa: E402
 
-READ_SCOPES = ["svc:sessions:read", "svc:transcripts:read", "svc:boards:read"]
 STOPWORDS = set(
     "about after again also because been before being could does doing during from have having here "
     "into just more most other over same should some such than that their them then there these they "
@@ -99,8 +96,7 @@ def main() -> None:
     out["search_words"] = search_words(workspace)
     out["fts_tables"] = fts_tables()
     if args.issue_key:
-        membership = services.add_member(workspace=workspace, email="bench@example.invalid")
-        out["api_key"] = services.issue_api_key(membership=membership, scopes=READ_SCOPES, name="bench").key
+        out["api_key"] = read_key(workspace, "bench@example.invalid", "bench")
     if args.checkpoint and connection.vendor == "sqlite":
         with connection.cursor() as cursor:
             cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -9,7 +9,8 @@ per hit, the database's own store).
 
 Two figures per variant, rounds alternating between variants: microseconds per hit of two
 buckets in one process, one thread; and hits per second with two processes counting into the
-same buckets at once (as `serve --workers 2`). Prints a markdown table of medians.
+same buckets at once (as `serve --workers 2`). Prints a markdown table of medians. The database
+is a fresh SQLite file, migrated in this process (bench/harness.py `setup_django`).
 """
 
 from __future__ import annotations
@@ -28,17 +29,12 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import setup_django  # noqa: E402
+
 WORK = Path(tempfile.mkdtemp(prefix="bench-counters-"))
-os.environ.update(
-    DJANGO_SETTINGS_MODULE="connect.settings", CONNECT_DEVELOPMENT="1", LOG_LEVEL="WARNING",
-    DATABASE_URL=f"sqlite:///{WORK / 'db.sqlite3'}", REDIS_URL="",
-)  # fmt: skip
-
-import django  # noqa: E402
-
-django.setup()
+setup_django(DJANGO_SETTINGS_MODULE="connect.settings", DATABASE_URL=f"sqlite:///{WORK / 'db.sqlite3'}", REDIS_URL="")
 
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402

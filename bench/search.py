@@ -101,11 +101,7 @@ def make_database(kind: str, pg_name: str = PG_NAME) -> Database:
 
 
 def search_probe(db: Database, *args: str) -> dict:
-    out = subprocess.run(
-        [PYTHON, "-m", "bench.search_probe", *args], cwd=ROOT, env=db.env(), check=True, text=True,
-        stdout=subprocess.PIPE,
-    ).stdout  # fmt: skip
-    return json.loads(out.strip().splitlines()[-1])
+    return rest.run_probe(db, "bench.search_probe", *args)
 
 
 def seed(db: Database, workspace: str, sessions: int) -> float | None:

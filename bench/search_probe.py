@@ -1,4 +1,5 @@
-"""In-process search measurements for bench/search.py (run with DATABASE_URL set).
+"""In-process search measurements for bench/search.py (run with DATABASE_URL set; bench/harness.py
+`run_probe` runs it, `setup_django` sets it up).
 
     python -m bench.search_probe info --workspace bench --queries '["release", "zeppelin"]'
     python -m bench.search_probe time --workspace bench --queries '["release"]' --runs 30
@@ -32,12 +33,10 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
-os.environ.setdefault("CONNECT_DEVELOPMENT", "1")
 
-import django  # noqa: E402
+from bench.harness import read_key, setup_django  # noqa: E402
 
-django.setup()
+setup_django()
 
 from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
@@ -48,10 +47,7 @@ from apps.recordings.models import Segment, Session  # noqa: E402
 from apps.recordings.search import query_terms, search_transcripts  # noqa: E402
 from apps.recordings.search.sqlite import WORKSPACE_SHIFT  # noqa: E402
 from apps.recordings.search.terms import fts5_match  # noqa: E402
-from apps.tenancy import services as tenancy  # noqa: E402
 from apps.tenancy.models import Workspace  # noqa: E402
-
-READ_SCOPES = ["svc:sessions:read", "svc:transcripts:read", "svc:boards:read"]
 
 
 def matching_segments(workspace: Workspace, query: str) -> int:
@@ -80,8 +76,7 @@ def matching_segments(workspace: Workspace, query: str) -> int:
 
 def info(args) -> dict:
     workspace = Workspace.objects.get(slug=args.workspace)
-    membership = tenancy.add_member(workspace=workspace, email="bench-search@example.invalid")
-    key = tenancy.issue_api_key(membership=membership, scopes=READ_SCOPES, name="bench-search").key
+    key = read_key(workspace, "bench-search@example.invalid", "bench-search")
     queries = json.loads(args.queries)
     return {
         "workspace": workspace.id,

@@ -4,17 +4,16 @@ one run on one seeded SQLite database.
 
     .venv/bin/python bench/serve_rss.py --checkout A=/path/to/a --checkout B=. [--rounds 3]
 
-Each round starts `manage.py serve --workers 2 --no-tasks` from each checkout in turn, waits
-for /healthz, lets it settle, reads VmRSS of its two daphne processes, sends the load, lets it
-settle again and reads them again. Prints one line per server and the medians per checkout.
+Each round starts `manage.py serve --workers 2 --no-tasks` from each checkout in turn (bench/harness.py
+`connect_server`, production settings), waits until it answers and both daphne processes run,
+lets it settle, reads VmRSS of the two, sends the load, lets it settle again and reads them
+again. Prints one line per server and the medians per checkout.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,42 +22,11 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
-PYTHON = str(ROOT / ".venv" / "bin" / "python")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import ROOT, Database, connect_server, manage, new_run  # noqa: E402
+
 WORKSPACE = "rss"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def env_for(database: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "REDIS_URL")}
-    env.update(DATABASE_URL=f"sqlite:///{database}", CONNECT_DEVELOPMENT="1", DJANGO_SETTINGS_MODULE="connect.settings",
-               CONNECT_QUEUE_TIMEOUT_SECONDS="60", PYTHONUNBUFFERED="1")  # fmt: skip
-    return env
-
-
-def manage(checkout: Path, env: dict[str, str], *args: str) -> str:
-    return subprocess.run([PYTHON, "manage.py", *args], cwd=checkout, env=env, check=True, capture_output=True,
-                          text=True).stdout  # fmt: skip
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError):
-                continue
-            if parent == pid:
-                found.append(int(entry.name))
-    return found
 
 
 def rss_mb(pid: int) -> float:
@@ -68,8 +36,8 @@ def rss_mb(pid: int) -> float:
     raise LookupError(pid)
 
 
-def daphnes(pid: int) -> list[int]:
-    return sorted(p for p in children(pid) if b"daphne" in Path(f"/proc/{p}/cmdline").read_bytes())
+def daphnes(pids: list[int]) -> list[int]:
+    return sorted(p for p in pids if b"daphne" in Path(f"/proc/{p}/cmdline").read_bytes())
 
 
 def load(base: str, key: str, session_ids: list[str], requests: int) -> None:
@@ -86,33 +54,23 @@ def load(base: str, key: str, session_ids: list[str], requests: int) -> None:
         list(pool.map(run, range(4)))
 
 
-def measure(name: str, checkout: Path, env: dict[str, str], key: str, session_ids: list[str], requests: int,
+def measure(name: str, checkout: Path, db: Database, key: str, session_ids: list[str], requests: int,
             settle: float) -> list[tuple[str, float, float]]:  # fmt: skip
-    port = free_port()
-    process = subprocess.Popen([PYTHON, "manage.py", "serve", "--workers", "2", "--no-tasks", "--port", str(port)],
-                               cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
+    server = connect_server(db, 2, root=None if checkout == ROOT else checkout, serve_args=("--no-tasks",),
+                            name=f"rss-{name}")  # fmt: skip
+    with server:
         deadline = time.monotonic() + 180
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=5).status_code == 200 and len(daphnes(process.pid)) == 2:
-                    break
-            except httpx.HTTPError:
-                pass
+        while len(daphnes(server.child_pids())) != 2:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{name}: serve did not come up")
+                raise RuntimeError(f"{name}: serve did not start its two workers")
             time.sleep(0.5)
         time.sleep(settle)
-        pids = daphnes(process.pid)
+        pids = daphnes(server.child_pids())
         idle = [rss_mb(p) for p in pids]
-        load(base, key, session_ids, requests)
+        load(server.base, key, session_ids, requests)
         time.sleep(settle)
         loaded = [rss_mb(p) for p in pids]
         return [(name, a, b) for a, b in zip(idle, loaded)]
-    finally:
-        process.terminate()
-        process.wait(60)
 
 
 def main() -> None:
@@ -123,22 +81,26 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=5.0, help="seconds before each reading")
     args = parser.parse_args()
     checkouts = [(n, Path(p).resolve()) for n, p in (c.split("=", 1) for c in args.checkout)]
+    new_run("serve-rss")  # the servers' logs go there
 
     with tempfile.TemporaryDirectory() as tmp:
-        env = env_for(Path(tmp) / "rss.sqlite3")
+        path = Path(tmp) / "rss.sqlite3"
+        db = Database("sqlite", f"sqlite:///{path}", sqlite_path=path, label="sqlite", settings="connect.settings",
+                      extra_env={"REDIS_URL": "", "CONNECT_QUEUE_TIMEOUT_SECONDS": "60", "PYTHONUNBUFFERED": "1"})
         first = checkouts[0][1]
-        manage(first, env, "migrate", "-v", "0")
-        manage(first, env, "seed_demo", "--workspace", WORKSPACE)
-        key = manage(first, env, "issue_api_key", WORKSPACE, "--member", "demo@example.com",
-                     "--scopes", "svc:sessions:read,svc:transcripts:read").strip().splitlines()[-1]  # fmt: skip
-        session_ids = manage(first, env, "shell", "-v", "0", "-c",
+        manage(db, "migrate", "-v", "0", root=first)
+        manage(db, "seed_demo", "--workspace", WORKSPACE, capture=True, root=first)
+        key = manage(db, "issue_api_key", WORKSPACE, "--member", "demo@example.com",
+                     "--scopes", "svc:sessions:read,svc:transcripts:read", capture=True, root=first
+                     ).strip().splitlines()[-1]  # fmt: skip
+        session_ids = manage(db, "shell", "-v", "0", "-c",
                              "from apps.recordings.models import Session; "
                              f"print(' '.join(Session.objects.filter(workspace__slug='{WORKSPACE}')"
-                             ".values_list('id', flat=True)[:5]))").split()  # fmt: skip
+                             ".values_list('id', flat=True)[:5]))", capture=True, root=first).split()  # fmt: skip
         rows: list[tuple[str, float, float]] = []
         for round_ in range(args.rounds):
             for name, checkout in checkouts if round_ % 2 == 0 else reversed(checkouts):
-                for row in measure(name, checkout, env, key, session_ids, args.requests, args.settle):
+                for row in measure(name, checkout, db, key, session_ids, args.requests, args.settle):
                     rows.append(row)
                     print(f"round {round_ + 1} {row[0]:>10}: idle {row[1]:6.1f} MB, after load {row[2]:6.1f} MB", flush=True)
 

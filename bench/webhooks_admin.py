@@ -15,7 +15,8 @@ seeding (run it outside the bench lock); `--reuse` measures an existing database
 its pending migrations (timed: migration 0006's backfill at 1M rows) and VACUUM ANALYZE;
 `--code DIR` imports the application from another checkout (a baseline worktree), so the same
 data is measured before and after a change; `--explain` prints EXPLAIN ANALYZE of each query
-the board runs on the attempts table.
+the board runs on the attempts table. The databases are the harness's (bench/harness.py: the
+SQLite file under bench/data/, the PostgreSQL database made afresh).
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import DATA, ROOT, recreate_postgres_database, setup_django  # noqa: E402
 
 
 def main() -> None:
@@ -46,7 +48,7 @@ def main() -> None:
     sys.path.insert(0, str(args.code.resolve()))
     os.chdir(args.code)
     if args.db == "sqlite":
-        path = ROOT / "bench" / "data" / os.environ.get("BENCH_SQLITE_NAME", "webhooks_admin.sqlite3")
+        path = DATA / os.environ.get("BENCH_SQLITE_NAME", "webhooks_admin.sqlite3")
         path.parent.mkdir(parents=True, exist_ok=True)
         if not args.reuse:
             for suffix in ("", "-wal", "-shm"):
@@ -55,14 +57,10 @@ def main() -> None:
     else:
         name = os.environ.get("BENCH_PG_NAME", "connect_webhooks_admin")
         if not args.reuse:
-            for sql in (f"drop database if exists {name}", f"create database {name}"):
-                subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-q", "-c", sql], check=True)
+            recreate_postgres_database(name)
         os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{name}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "connect.settings")
-    os.environ["ALLOWED_HOSTS"] = "testserver"
-    import django
-
-    django.setup()
+    setup_django(ALLOWED_HOSTS="testserver")
     from django.core.management import call_command
     from django.db import connection
     from django.test import Client

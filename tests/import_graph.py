@@ -84,14 +84,17 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def imports_of(tree: ast.Module, module: str, *, is_package: bool = False) -> list[tuple[str, bool]]:
-    """(imported name, at function level) for every import of one of ours that can run; a name
-    of `from package import name` is given as `package.name` (it may be a module)."""
+def imports_of(tree: ast.Module, module: str, *, is_package: bool = False,
+               packages: Iterable[str] = PACKAGES) -> list[tuple[str, bool]]:
+    """(imported name, at function level) for every import of one of ours (a module of
+    `packages`) that can run; a name of `from package import name` is given as `package.name`
+    (it may be a module)."""
     found: list[tuple[str, bool]] = []
     here = module.split(".") if is_package else module.split(".")[:-1]
+    packages = tuple(packages)
 
     def ours(name: str) -> bool:
-        return name.split(".")[0] in PACKAGES
+        return name.split(".")[0] in packages
 
     def visit(node: ast.AST, in_function: bool) -> None:
         for child in ast.iter_child_nodes(node):
@@ -116,11 +119,12 @@ def imports_of(tree: ast.Module, module: str, *, is_package: bool = False) -> li
 def read(root: Path = ROOT, packages: Iterable[str] = PACKAGES) -> Graph:
     """The import graph of every module under `packages` (migrations left out)."""
     sources: dict[str, tuple[Path, ast.Module]] = {}
+    packages = tuple(packages)
     for package in packages:
         for path in sorted((root / package).rglob("*.py")):
             if "migrations" not in path.parts:
                 sources[module_name(root, path)] = (path, ast.parse(path.read_text(), str(path)))
-    return graph_of({name: imports_of(tree, name, is_package=path.name == "__init__.py")
+    return graph_of({name: imports_of(tree, name, is_package=path.name == "__init__.py", packages=packages)
                      for name, (path, tree) in sources.items()})  # fmt: skip
 
 

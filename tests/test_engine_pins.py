@@ -72,21 +72,27 @@ PINS: list[tuple[str, str, Callable[[], object]]] = [
      and _source_has("django.db.backends.postgresql.base:DatabaseWrapper.get_new_connection", "self.pool.getconn()")),
     ("apps/oauth/views.py", "HttpRequest._body is what HttpRequest.body returns once set",
      _django_request_body_is_read_from__body),
-    ("apps/tenancy/admin.py", "Model._state.adding and ._state.db",
+    ("apps/tenancy/admin.py (adding), apps/events/services.py (adding and db, on outbox rows inserted in bulk)",
+     "Model._state.adding and ._state.db",
      _django_model_state_has_adding_and_db),
     ("engine/lanes.py", "ASGIHandler.handle(scope, receive, send)",
      lambda: _parameters("django.core.handlers.asgi:ASGIHandler.handle") == ["self", "scope", "receive", "send"]),
     ("engine/lanes.py", "ASGIHandler.get_response_async(request)",
      lambda: _parameters("django.core.handlers.asgi:ASGIHandler.get_response_async") == ["self", "request"]),
-    ("engine/lanes.py", "BaseHandler.load_middleware(is_async)",
+    ("engine/lanes.py", "BaseHandler.load_middleware(is_async) (LaneASGIHandler loads it in sync mode)",
      lambda: _parameters("django.core.handlers.asgi:ASGIHandler.load_middleware") == ["self", "is_async"]),
-    ("engine/lanes.py", "ASGIHandler.handle runs get_response_async through create_request",
+    ("engine/lanes.py", "LaneASGIHandler.respond does what ASGIHandler.run_get_response does, which calls "
+     "get_response_async(request)",
      lambda: _source_has("django.core.handlers.asgi:ASGIHandler.run_get_response", "self.get_response_async(request)")),
+    ("engine/lanes.py", "HttpResponse._handler_class, set on the response as ASGIHandler.run_get_response sets it",
+     lambda: _source_has("django.core.handlers.asgi:ASGIHandler.run_get_response",
+                         "response._handler_class = self.__class__")),
     # --- asgiref --------------------------------------------------------------------------------
     ("engine/lanes.py", "ThreadSensitiveContext(executor=…)",
      lambda: "executor" in _parameters("asgiref.sync:ThreadSensitiveContext.__init__")),
     # --- Django REST framework -----------------------------------------------------------------
-    ("apps/access/rest.py", "rest_framework Request._request (the Django HttpRequest)",
+    ("apps/access/rest.py", "rest_framework Request._request (the Django HttpRequest, on which admission leaves "
+     "the rate for the rate-limit headers)",
      lambda: _source_has("rest_framework.request:Request.__init__", "self._request = request")),
     # --- django-oauth-toolkit -------------------------------------------------------------------
     ("engine/authorization_response.py", "oauth2_provider.oauth2_backends._add_iss_to_redirect(uri, issuer)",
@@ -108,14 +114,15 @@ PINS: list[tuple[str, str, Callable[[], object]]] = [
     ("engine/taskcluster.py", "Sentinel's pool, task_queue and stop_event attributes",
      lambda: all(_source_has("django_q.cluster:Sentinel.__init__", f"self.{name} =")
                  for name in ("pool", "task_queue", "stop_event"))),
-    ("engine/taskcluster.py", "Sentinel.reincarnate is called with a worker of self.pool",
+    ("engine/taskcluster.py", "Sentinel.reincarnate is given a worker of self.pool (the watch counts deaths so)",
      lambda: _source_has("django_q.cluster:Sentinel.reincarnate", "self.pool")),
     ("engine/taskcluster.py", "django_q.queues.Queue keeps multiprocessing's reader lock _rlock",
      _multiprocessing_queue_has_reader_lock),
     ("engine/taskcluster.py", "the stdlib queue's get() takes _rlock",
      lambda: _source_has("multiprocessing.queues:Queue.get", "self._rlock")),
     # --- drf-spectacular ------------------------------------------------------------------------
-    ("connect/schema.py, connect/openapi.py", "the schema views make SPECTACULAR_SETTINGS' DEFAULT_GENERATOR_CLASS",
+    ("connect/settings.py, connect/openapi.py", "the schema views make SPECTACULAR_SETTINGS' DEFAULT_GENERATOR_CLASS "
+     "(connect.openapi.SchemaGenerator)",
      lambda: _source_has("drf_spectacular.views:SpectacularAPIView", "spectacular_settings.DEFAULT_GENERATOR_CLASS")),
     # --- autobahn -------------------------------------------------------------------------------
     ("engine/daphne_worker.py", "AUTOBAHN_USE_NVX=0 turns autobahn's native (cffi) validator off",
@@ -148,11 +155,13 @@ PINS: list[tuple[str, str, Callable[[], object]]] = [
                  for text in ("get_channel_layer(", "self.scope = scope", "self.base_send ="))),
     ("engine/consumers.py", "AsyncConsumer.send writes through self.base_send",
      lambda: _source_has("channels.consumer:AsyncConsumer.send", "self.base_send(message)")),
-    ("engine/consumers.py", "AsyncConsumer.dispatch closes old database connections per message",
+    ("engine/consumers.py", "AsyncConsumer.dispatch closes old database connections per message (why "
+     "LayerlessHttpConsumer overrides it)",
      lambda: _source_has("channels.consumer:AsyncConsumer.dispatch", "aclose_old_connections()")),
     ("engine/consumers.py", "channels.consumer.get_handler_name(message)",
      lambda: _parameters("channels.consumer:get_handler_name") == ["message"]),
-    ("engine/lanes.py", "channels.db.database_sync_to_async closes old connections around the call",
+    ("engine/lanes.py", "channels.db.database_sync_to_async closes old connections around the call (Lanes.run "
+     "does the same upkeep)",
      lambda: _source_has("channels.db:DatabaseSyncToAsync.thread_handler", "close_old_connections")),
     # --- psycopg_pool ---------------------------------------------------------------------------
     ("engine/postgresql/base.py", "psycopg_pool.ConnectionPool.check_connection(conn)",

@@ -1,11 +1,10 @@
 """The six tools (docs/api/mcp.md), in one registry: name, description written for a model,
-input and output schema, annotations, scope, and the function that runs it.
+input and output schema (apps/mcp/tool_schemas.py), annotations, scope, and the function that
+runs it (apps/mcp/tool_calls.py).
 
-Every tool calls the selectors and representation functions REST calls, so a session, a
-transcript segment or a board reads the same through either door, and every result fits the
-result budget, paging with a note (apps/mcp/budget.py). Tool-level failures are results with
-`isError: true` and `{"error": code}` as their text (docs/api/mcp.md, "Errors"):
-`insufficient_scope`, `not_found`, `invalid_request` (naming the argument).
+Tool-level failures are results with `isError: true` and `{"error": code}` as their text
+(docs/api/mcp.md, "Errors"): `insufficient_scope`, `not_found`, `invalid_request` (naming the
+argument).
 """
 
 from __future__ import annotations
@@ -15,290 +14,30 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from rest_framework import serializers
 
 from apps.access.principal import Principal
-from apps.core.cursors import decode_cursor, encode_cursor
 from apps.core.errors import InsufficientScope, InvalidRequest, NotFound
-from apps.core.params import (
-    DEFAULT_PAGE_SIZE,
-    MAX_PAGE_SIZE,
-    CursorField,
-    LimitField,
-    SearchQueryField,
-    StrictIntegerField,
-)
-from apps.core.shapes import BOOLEAN, INTEGER, JSON, STRING, Field, Shape, envelope, page_of
-from apps.mcp import budget, transcripts
-from apps.mcp.arguments import ToolArgumentError, input_schema, validate_arguments
+from apps.mcp.arguments import input_schema
 from apps.mcp.discovery import ICON_VERSIONS, icons, server_info
 from apps.mcp.protocol import STRUCTURED_OUTPUT_VERSIONS
-from apps.mcp.resources import WorkspaceResources, board_uri, fit_session
-from apps.recordings import search, selectors, shapes
-from apps.recordings.search import semantic as search_modes
-from apps.recordings.semantic import HOW_TO_TURN_ON
-from apps.recordings.semantic import enabled as semantic_enabled
-from apps.recordings.representations import board_repr, board_summary_repr, search_hit_repr, session_row_repr
-
-# get_transcript's largest page by count (`limit`); every page is bounded by the result budget
-# (apps/mcp/budget.py) as well, which is what usually ends a page.
-TRANSCRIPT_MAX_LIMIT = 500
-WINDOW_MAX_MS = 2**31 - 1  # timestamps are 32-bit integer columns
+from apps.mcp.resources import WorkspaceResources
+from apps.mcp.tool_calls import get_board, get_session, get_transcript, list_boards, list_sessions, search_transcripts
+from apps.mcp.tool_schemas import (
+    GET_BOARD_OUTPUT,
+    GET_TRANSCRIPT_OUTPUT,
+    LIST_BOARDS_OUTPUT,
+    TRANSCRIPT_MAX_LIMIT,
+    GetBoardIn,
+    GetSessionIn,
+    GetTranscriptIn,
+    ListBoardsIn,
+    ListSessionsIn,
+    SearchTranscriptsIn,
+    with_note,
+)
+from apps.recordings import shapes
 
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
-
-
-# --- Schemas ----------------------------------------------------------------------------------
-
-# Output schemas: the shapes' portable JSON Schema (apps/core/shapes.py), one `type` per schema
-# and nullability as `anyOf`, from the declarations the representations are generated from.
-
-NOTE_DESCRIPTION = "present when this is not the whole answer: what was left out and how to get it"
-NOTE = Field("note", STRING, required=False, description=NOTE_DESCRIPTION)
-GET_TRANSCRIPT_OUTPUT = Shape(
-    "GetTranscriptResult",
-    (
-        Field("sessionId", STRING),
-        Field("transcript", shapes.FLAT_SEGMENT, many=True, required=False, description="format json"),
-        Field("text", STRING, required=False, description="format text: one line per segment"),
-        Field("totalSegments", INTEGER, description="segments in the transcript (in the window, when given)"),
-        Field("nextCursor", STRING, nullable=True, description=shapes.NEXT_CURSOR),
-        NOTE,
-    ),
-)
-LIST_BOARDS_ITEM = shapes.BOARD_SUMMARY.extend(
-    "ListBoardsItem",
-    Field("payload", JSON, required=False, description="free-form JSON; its shape depends on the board definition"),
-    Field("payloadHash", STRING, required=False, description="`sha256:` + hex of the canonical JSON"),
-    Field("payloadOmitted", BOOLEAN, required=False, description="true when the payload alone is larger than a "
-          "result may be: read the board resource the note names"),
-)
-GET_BOARD_OUTPUT = envelope("GetBoardResult", "board", LIST_BOARDS_ITEM, component=False)
-LIST_BOARDS_OUTPUT = page_of(LIST_BOARDS_ITEM, "ListBoardsResult", cursor_description=shapes.NEXT_CURSOR,
-                             component=False)
-
-
-def with_note(schema: dict[str, Any]) -> dict[str, Any]:
-    """`schema` with the optional `note` a result carries when it is not the whole answer."""
-    note = {"type": "string", "description": NOTE_DESCRIPTION}
-    return {**schema, "properties": {**schema["properties"], "note": note}}
-
-
-# --- Arguments: one declaration per tool, of REST's query parameter fields --------------------
-
-
-def session_id_field() -> serializers.CharField:
-    return serializers.CharField(min_length=1, help_text="a session id, from list_sessions or search_transcripts")
-
-
-class ListSessionsIn(serializers.Serializer):
-    limit = LimitField(help_text=f"page size, 1-{MAX_PAGE_SIZE}; default {DEFAULT_PAGE_SIZE}")
-    cursor = CursorField(help_text="nextCursor of the previous page")
-
-
-class GetSessionIn(serializers.Serializer):
-    sessionId = session_id_field()
-
-
-class SearchTranscriptsIn(serializers.Serializer):
-    query = SearchQueryField(help_text="words to find")
-    limit = LimitField(help_text=f"hits per page, 1-{MAX_PAGE_SIZE}; default {DEFAULT_PAGE_SIZE}")
-    cursor = CursorField(help_text="nextCursor of the previous page of the same query")
-    mode = serializers.ChoiceField(
-        choices=list(search_modes.MODES), required=False,
-        help_text="keyword (default: every word in one segment), semantic (nearest in meaning: questions, "
-                  "paraphrases) or hybrid (both, fused); semantic and hybrid add a score to each hit",
-    )  # fmt: skip
-
-
-def _window_field(help_text: str) -> StrictIntegerField:
-    return StrictIntegerField(required=False, min_value=0, max_value=WINDOW_MAX_MS, help_text=help_text)
-
-
-# `from` is a Python keyword: the declaration is built with its wire names as they are.
-GetTranscriptIn = type("GetTranscriptIn", (serializers.Serializer,), {
-    "sessionId": session_id_field(),
-    "format": serializers.ChoiceField(choices=list(transcripts.FORMATS), required=False,
-                                      help_text="json (default: REST's segments) or text (one line per segment)"),
-    "from": _window_field("only segments starting at or after this many milliseconds from the session start"),
-    "to": _window_field("only segments starting before this many milliseconds from the session start"),
-    "cursor": CursorField(help_text="nextCursor of the previous page (with the same format and window)"),
-    "limit": StrictIntegerField(required=False, min_value=1, max_value=TRANSCRIPT_MAX_LIMIT,
-                                help_text="at most this many segments per page"),
-})  # fmt: skip
-
-
-class ListBoardsIn(serializers.Serializer):
-    sessionId = session_id_field()
-    cursor = CursorField(help_text="nextCursor of the previous page")
-
-
-class GetBoardIn(serializers.Serializer):
-    sessionId = session_id_field()
-    boardSpecId = serializers.CharField(min_length=1, help_text="the board's boardId")
-
-
-def _cursor_error() -> ToolArgumentError:
-    return ToolArgumentError("cursor", "is not a cursor this tool handed out (or it expired); start without it")
-
-
-# --- The tools --------------------------------------------------------------------------------
-
-
-def _fit_page(fetch: Callable[[int], tuple[list[dict[str, Any]], str | None]], limit: int,
-              more: str) -> dict[str, Any]:
-    """A page of at most `limit` items that fits the budget: when `limit` items do not fit, the
-    page is asked for again with as many as fit (so its cursor follows the last item shown), and
-    a note says that the budget, not `limit`, ended it (`more` says how to go on)."""
-    asked = limit
-    while True:
-        items, next_cursor = fetch(limit)
-        fit = budget.fitting(map(budget.size, items), budget.room())
-        if fit >= len(items):
-            page: dict[str, Any] = {"items": items, "nextCursor": next_cursor}
-            if limit < asked and next_cursor is not None:
-                page["note"] = f"Only {len(items)} items fit in one result. {more}"
-            return page
-        if fit == 0:
-            # One item larger than the budget: only a session's memo can make it so; it is cut.
-            if limit == 1:
-                item, note = fit_session(items[0], "The memo")
-                return {"items": [item], "nextCursor": next_cursor, "note": f"{note} {more}"}
-            limit = 1
-        else:
-            limit = fit
-
-
-def list_sessions(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
-    given = validate_arguments(ListSessionsIn, arguments)
-    cursor = given.get("cursor")
-
-    def fetch(limit: int) -> tuple[list[dict[str, Any]], str | None]:
-        try:
-            rows, next_cursor = selectors.sessions_page(workspace=principal.workspace, limit=limit, cursor=cursor)
-        except InvalidRequest:
-            raise _cursor_error() from None
-        return [session_row_repr(s) for s in rows], next_cursor
-
-    more = "Older sessions follow: call list_sessions with cursor set to nextCursor."
-    return _fit_page(fetch, given.get("limit", DEFAULT_PAGE_SIZE), more)
-
-
-def get_session(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
-    session_id = validate_arguments(GetSessionIn, arguments)["sessionId"]
-    row = selectors.session_row(workspace=principal.workspace, session_id=session_id)
-    session, note = fit_session(session_row_repr(row), "The memo")
-    return {"session": session, **({"note": note} if note else {})}
-
-
-def search_transcripts(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
-    given = validate_arguments(SearchTranscriptsIn, arguments)
-    query, cursor, mode = given["query"], given.get("cursor"), given.get("mode", "keyword")
-    if mode != "keyword" and not semantic_enabled():
-        raise ToolArgumentError("mode", f"{mode} needs {HOW_TO_TURN_ON}")
-
-    def fetch(limit: int) -> tuple[list[dict[str, Any]], str | None]:
-        try:
-            if mode != "keyword":
-                hits, next_cursor = search_modes.search_with_mode(
-                    workspace=principal.workspace, query=query, mode=mode, limit=limit, cursor=cursor
-                )
-                return [{**search_hit_repr(h), "score": h.score} for h in hits], next_cursor
-            hits, next_cursor = search.search_transcripts(
-                workspace=principal.workspace, query=query, limit=limit, cursor=cursor
-            )
-        except InvalidRequest:
-            raise _cursor_error() from None
-        return [search_hit_repr(h) for h in hits], next_cursor
-
-    more = "More hits follow: call search_transcripts with the same query and cursor set to nextCursor."
-    return _fit_page(fetch, given.get("limit", DEFAULT_PAGE_SIZE), more)
-
-
-def get_transcript(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
-    """The flat transcript as REST returns it (or as text lines), a page at a time: each page
-    holds what fits the result budget (and at most `limit` segments), and says what is left."""
-    given = validate_arguments(GetTranscriptIn, arguments)
-    query = transcripts.Query(given["sessionId"], None, given.get("format", "json"), given.get("from"),
-                              given.get("to"))
-    if query.start_ms is not None and query.end_ms is not None and query.end_ms <= query.start_ms:
-        raise ToolArgumentError("to", "must be after from")
-    page = transcripts.read(principal.workspace, query, given.get("cursor"), given.get("limit"))
-    result: dict[str, Any] = {"sessionId": query.session_id}
-    if page.text is None:
-        result["transcript"] = page.body["transcript"]
-    else:
-        result["text"] = page.text
-    result["totalSegments"] = page.total
-    result["nextCursor"] = page.next_cursor
-    if page.next_cursor is not None:
-        result["note"] = (
-            f"{page.describe(query)} This is not the whole transcript: call get_transcript again with the same "
-            "sessionId, format and window, and cursor set to nextCursor, for the rest."
-        )
-    elif page.cut:
-        result["note"] = page.describe(query)
-    return result
-
-
-def list_boards(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Every version of every board, newest version first per board, with payloads, a page at a
-    time within the budget. The cursor is the last (boardId, version) shown, so versions added
-    between pages never shift the rest."""
-    given = validate_arguments(ListBoardsIn, arguments)
-    session_id, cursor = given["sessionId"], given.get("cursor")
-    boards = selectors.session_boards(workspace=principal.workspace, session_id=session_id, with_payload=True)
-    if cursor is not None:
-        try:
-            cursor_session, last_board, last_version = decode_cursor("mcp-boards", principal.workspace.id, cursor)
-        except (InvalidRequest, ValueError, TypeError):
-            raise _cursor_error() from None
-        if cursor_session != session_id:
-            raise _cursor_error()
-        boards = [b for b in boards if (b.board_id, -b.version) > (last_board, -last_version)]
-    space, items, omitted = budget.room(), [], []
-    for board in boards:
-        item = board_repr(board)
-        cost = budget.size(item) + 1
-        if cost > budget.room():
-            # Larger than any result may be: its summary, and the resource that pages the payload.
-            item = {**board_summary_repr(board), "payloadOmitted": True}
-            cost = budget.size(item) + 1
-            omitted.append(board_uri(session_id, board.board_id, board.version))
-        if items and cost > space:
-            if item.get("payloadOmitted"):
-                omitted.pop()
-            break
-        items.append(item)
-        space -= cost
-    result: dict[str, Any] = {"items": items, "nextCursor": None}
-    notes = []
-    if len(items) < len(boards):
-        last = items[-1]
-        result["nextCursor"] = encode_cursor("mcp-boards", principal.workspace.id,
-                                             [session_id, last["boardId"], last["version"]])
-        notes.append(f"{len(items)} of {len(boards)} remaining board versions: call list_boards again with cursor "
-                     "set to nextCursor for the rest.")
-    if omitted:
-        notes.append("Payloads too large for one result were left out (payloadOmitted); read them, in pages, "
-                     f"as the resources {', '.join(omitted)}.")
-    if notes:
-        result["note"] = " ".join(notes)
-    return result
-
-
-def get_board(principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
-    given = validate_arguments(GetBoardIn, arguments)
-    session_id, board_id = given["sessionId"], given["boardSpecId"]
-    board = selectors.current_board(workspace=principal.workspace, session_id=session_id, board_id=board_id)
-    item = board_repr(board)
-    if budget.size(item) <= budget.room():
-        return {"board": item}
-    uri = board_uri(session_id, board.board_id, board.version)
-    return {
-        "board": {**board_summary_repr(board), "payloadOmitted": True},
-        "note": f"The payload is larger than one result may be; read it, in pages, as the resource {uri}.",
-    }
 
 
 @dataclass(frozen=True)

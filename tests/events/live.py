@@ -1,17 +1,14 @@
 """Helpers for the live event-stream tests: `manage.py serve` instances with small stream
-settings, SSE readers over httpx on their own threads, and raw sockets for clients that
-misbehave (stop reading, vanish)."""
+settings, the event stream's SSE reader (tests/sse_reader.py, opened with a GET), and raw
+sockets for clients that misbehave (stop reading, vanish)."""
 
 from __future__ import annotations
 
 import functools
-import json
 import socket
 import struct
 import subprocess
 import sys
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,10 +17,9 @@ from django.conf import settings
 
 from tests import servers
 from tests.servers import ROOT, LiveServer, server_env, start
+from tests.sse_reader import WAIT, SseEvent, SseReader
 
 STREAM = "/api/v1/events/stream"
-WAIT = 60  # seconds any single wait in these tests may take before it fails (a long transaction
-# anywhere in the PostgreSQL cluster holds the log horizon, and with it live delivery, back)
 
 
 STREAM_ENV = {
@@ -56,90 +52,27 @@ def simulate(slug: str, *, sessions: int = 1, segments: int = 2, interval: float
 
 
 @dataclass
-class SseEvent:
-    id: str | None
-    event: str | None
-    data: str
-
-    @property
-    def json(self) -> dict:
-        return json.loads(self.data)
-
-
-@dataclass
-class Reader:
-    """An SSE client on its own thread: `events`, `comments`, `status`, `body` (on error)."""
+class Reader(SseReader):
+    """The event stream read on its own thread (tests/sse_reader.py): `events`, `comments`,
+    `raw_frames`, `status`, `body` (when refused)."""
 
     url: str
     key: str
     params: dict = field(default_factory=dict)
     last_event_id: str | None = None
-    status: int | None = None
-    headers: dict = field(default_factory=dict)
     body: bytes = b""
-    events: list = field(default_factory=list)
-    comments: list = field(default_factory=list)
-    ended: bool = False
-    raw_frames: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._cond = threading.Condition()
-        self._client = httpx.Client(timeout=httpx.Timeout(10, read=30))
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        self.wait(lambda r: r.status is not None, what="response status")
+        self.start()
 
-    def _run(self) -> None:
+    def open(self, client: httpx.Client):
         headers = {"Authorization": f"Bearer {self.key}"}
         if self.last_event_id:
             headers["Last-Event-ID"] = self.last_event_id
-        try:
-            with self._client.stream("GET", self.url + STREAM, params=self.params, headers=headers) as response:
-                with self._cond:
-                    self.status, self.headers = response.status_code, dict(response.headers)
-                    self._cond.notify_all()
-                if response.status_code != 200:
-                    self.body = response.read()
-                    return
-                frame: list[str] = []
-                for line in response.iter_lines():
-                    if line == "":
-                        self._frame(frame)
-                        frame = []
-                    else:
-                        frame.append(line)
-        except (httpx.HTTPError, RuntimeError, ValueError):
-            pass
-        finally:
-            with self._cond:
-                self.ended = True
-                if self.status is None:
-                    self.status = -1
-                self._cond.notify_all()
+        return client.stream("GET", self.url + STREAM, params=self.params, headers=headers)
 
-    def _frame(self, lines: list[str]) -> None:
-        if not lines:
-            return
-        with self._cond:
-            self.raw_frames.append(lines)
-            if all(line.startswith(":") for line in lines):
-                self.comments.extend(line[1:].strip() for line in lines)
-            else:
-                fields = {}
-                for line in lines:
-                    name, _, value = line.partition(": ")
-                    fields[name] = value
-                self.events.append(SseEvent(fields.get("id"), fields.get("event"), fields.get("data", "")))
-            self._cond.notify_all()
-
-    def wait(self, predicate, *, what: str, timeout: float = WAIT) -> None:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not predicate(self):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(f"timed out waiting for {what}; events={[e.event for e in self.events]}")
-                self._cond.wait(remaining)
+    def refused_with(self, body: bytes) -> None:
+        self.body = body
 
     def wait_events(self, n: int, **kw) -> list[SseEvent]:
         self.wait(lambda r: len(r.events) >= n, what=f"{n} events", **kw)
@@ -147,10 +80,6 @@ class Reader:
 
     def types(self) -> list[str]:
         return [e.event for e in self.events]
-
-    def close(self) -> None:
-        self._client.close()
-        self._thread.join(timeout=10)
 
 
 def raw_stream(port: int, key: str, *, rcvbuf: int | None = None, path: str = STREAM,

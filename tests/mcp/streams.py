@@ -1,19 +1,17 @@
 """Helpers for the /mcp stream tests: request bodies and headers as a 2026-07-28 (or 2025)
-client sends them, an SSE reader of a POST answer on its own thread, and a listen opened on a
-bare socket for clients that vanish."""
+client sends them, the SSE reader of a POST answer (tests/sse_reader.py), and a listen opened
+on a bare socket for clients that vanish."""
 
 from __future__ import annotations
 
 import json
 import socket
-import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from tests.events.live import WAIT
+from tests.sse_reader import WAIT, SseEvent, SseReader
 
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
@@ -57,78 +55,38 @@ def post(url: str, key: str | None, body: dict, **kw) -> httpx.Response:
 
 
 @dataclass
-class StreamReader:
-    """A POST to /mcp answered with SSE, read on its own thread: `messages` (JSON-RPC, with the
-    SSE id as `_sse_id`), `comments`, `status`, `body` (when refused), `ended`."""
+class StreamReader(SseReader):
+    """A POST to /mcp answered with SSE, read on its own thread (tests/sse_reader.py):
+    `messages` (JSON-RPC, with the SSE id as `_sse_id`), `comments`, `status`, `refused` (the
+    body of an answer that is not an event stream), `ended`."""
 
     url: str
     key: str
     body: dict
     extra_headers: dict = field(default_factory=dict)
-    status: int | None = None
-    headers: dict = field(default_factory=dict)
     refused: bytes = b""
     messages: list = field(default_factory=list)
-    comments: list = field(default_factory=list)
-    ended: bool = False
+
+    read_timeout = 60.0
 
     def __post_init__(self) -> None:
-        self._cond = threading.Condition()
-        self._client = httpx.Client(timeout=httpx.Timeout(10, read=60))
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        self.wait(lambda r: r.status is not None, what="response status")
+        self.start()
 
-    def _run(self) -> None:
+    def open(self, client: httpx.Client):
         headers = headers_for(self.key, self.body, **self.extra_headers)
-        try:
-            with self._client.stream("POST", f"{self.url}/mcp", content=json.dumps(self.body),
-                                     headers=headers) as response:
-                with self._cond:
-                    self.status, self.headers = response.status_code, dict(response.headers)
-                    self._cond.notify_all()
-                if response.status_code != 200 or not response.headers["content-type"].startswith("text/event-stream"):
-                    self.refused = response.read()
-                    return
-                frame: list[str] = []
-                for line in response.iter_lines():
-                    if line == "":
-                        self._frame(frame)
-                        frame = []
-                    else:
-                        frame.append(line)
-        except (httpx.HTTPError, RuntimeError, ValueError):
-            pass
-        finally:
-            with self._cond:
-                self.ended = True
-                if self.status is None:
-                    self.status = -1
-                self._cond.notify_all()
+        return client.stream("POST", f"{self.url}/mcp", content=json.dumps(self.body), headers=headers)
 
-    def _frame(self, lines: list[str]) -> None:
-        with self._cond:
-            fields: dict[str, str] = {}
-            for line in lines:
-                if line.startswith(":"):
-                    self.comments.append(line[1:].strip())
-                    continue
-                name, _, value = line.partition(": ")
-                fields[name] = value
-            if "data" in fields:
-                message = json.loads(fields["data"])
-                message["_sse_id"] = fields.get("id")
-                self.messages.append(message)
-            self._cond.notify_all()
+    def refused_with(self, body: bytes) -> None:
+        self.refused = body
 
-    def wait(self, predicate, *, what: str, timeout: float = WAIT) -> None:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not predicate(self):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(f"timed out waiting for {what}; messages={self.messages[-5:]}")
-                self._cond.wait(remaining)
+    def on_event(self, event: SseEvent) -> None:
+        if event.data:
+            message = json.loads(event.data)
+            message["_sse_id"] = event.id
+            self.messages.append(message)
+
+    def progress(self) -> str:
+        return f"messages={self.messages[-5:]}"
 
     def of(self, method: str) -> list[dict]:
         with self._cond:
@@ -137,10 +95,6 @@ class StreamReader:
     def wait_for(self, method: str, n: int, timeout: float = WAIT) -> list[dict]:
         self.wait(lambda r: len(r.of(method)) >= n, what=f"{n} {method}", timeout=timeout)
         return self.of(method)
-
-    def close(self) -> None:
-        self._client.close()
-        self._thread.join(timeout=10)
 
 
 def raw_listen(port: int, key: str, body: dict, *, last_event_id: str | None = None) -> socket.socket:

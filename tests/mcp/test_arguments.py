@@ -7,7 +7,7 @@ import pytest
 from rest_framework import serializers
 
 from apps.core.params import MAX_PAGE_SIZE, SEARCH_QUERY_MAX, CursorField, LimitField
-from apps.mcp import tools
+from apps.mcp import tool_schemas, tools
 from apps.mcp.arguments import ToolArgumentError, input_schema, validate_arguments
 from apps.recordings.api import SessionListApi, TranscriptSearchApi
 
@@ -22,18 +22,19 @@ def refusal(declaration, arguments) -> tuple[str, str]:
 def test_the_shared_parameters_have_the_same_bounds_at_both_doors():
     rest_limit = SessionListApi.QueryIn().fields["limit"]
     rest_query = TranscriptSearchApi.QueryIn().fields["query"]
-    schema = input_schema(tools.SearchTranscriptsIn)["properties"]
+    schema = input_schema(tool_schemas.SearchTranscriptsIn)["properties"]
     assert (schema["limit"]["minimum"], schema["limit"]["maximum"]) == (rest_limit.min_value, rest_limit.max_value)
     assert schema["query"]["maxLength"] == rest_query.max_length == SEARCH_QUERY_MAX
-    assert refusal(tools.SearchTranscriptsIn, {"query": "x" * (SEARCH_QUERY_MAX + 1)}) == (
+    assert refusal(tool_schemas.SearchTranscriptsIn, {"query": "x" * (SEARCH_QUERY_MAX + 1)}) == (
         "query", f"must be at most {SEARCH_QUERY_MAX} characters")
-    assert refusal(tools.ListSessionsIn, {"limit": MAX_PAGE_SIZE + 1}) == (
+    assert refusal(tool_schemas.ListSessionsIn, {"limit": MAX_PAGE_SIZE + 1}) == (
         "limit", f"must be an integer from 1 to {MAX_PAGE_SIZE}")
 
 
 def test_every_tool_schema_is_its_declaration():
-    for tool, declaration in zip(tools.TOOLS, (tools.ListSessionsIn, tools.GetSessionIn, tools.SearchTranscriptsIn,
-                                               tools.GetTranscriptIn, tools.ListBoardsIn, tools.GetBoardIn)):
+    declarations = (tool_schemas.ListSessionsIn, tool_schemas.GetSessionIn, tool_schemas.SearchTranscriptsIn,
+                    tool_schemas.GetTranscriptIn, tool_schemas.ListBoardsIn, tool_schemas.GetBoardIn)
+    for tool, declaration in zip(tools.TOOLS, declarations):
         assert tool.input_schema == input_schema(declaration)
         assert list(tool.input_schema["properties"]) == list(declaration().fields)
 

@@ -10,7 +10,7 @@ import pytest
 from rest_framework.renderers import JSONRenderer
 
 from apps.access.principal import Principal
-from apps.mcp import tools
+from apps.mcp import tool_calls
 from apps.recordings import services
 from apps.recordings.models import RevisionKind, Segment, Transcript
 from apps.recordings.representations import flat_segment_repr, transcript_revision_repr
@@ -100,7 +100,7 @@ def test_empty_and_committed_only_sessions(api, acme, alice_key):
 def test_mcp_get_transcript_is_the_same_rows(rich, acme, alice):
     principal = Principal(workspace=acme, scopes=frozenset(factories.READ_SCOPES), kind="api_key",
                           credential_id="test", issuer=alice)  # fmt: skip
-    result = tools.get_transcript(principal, {"sessionId": rich.id})
+    result = tool_calls.get_transcript(principal, {"sessionId": rich.id})
     assert result["transcript"] == json.loads(old_flat_body(rich))["transcript"]
     assert result["totalSegments"] == len(TEXTS) * 3
 
@@ -180,7 +180,7 @@ def test_awkward_floats_and_whole_seconds_give_the_previous_bytes(api, acme, ali
     assert json.loads(revisions) == json.loads(old_revisions_body(session))
     principal = Principal(workspace=acme, scopes=frozenset(factories.READ_SCOPES), kind="api_key",
                           credential_id="test", issuer=alice)  # fmt: skip
-    result = tools.get_transcript(principal, {"sessionId": session.id, "limit": 5})
+    result = tool_calls.get_transcript(principal, {"sessionId": session.id, "limit": 5})
     assert result["transcript"] == json.loads(old_flat_body(session))["transcript"][:5]
 
 
@@ -188,8 +188,8 @@ def test_mcp_pages_are_slices_of_the_same_rows(rich, acme, alice):
     principal = Principal(workspace=acme, scopes=frozenset(factories.READ_SCOPES), kind="api_key",
                           credential_id="test", issuer=alice)  # fmt: skip
     whole = json.loads(old_flat_body(rich))["transcript"]
-    first = tools.get_transcript(principal, {"sessionId": rich.id, "limit": 5})
-    second = tools.get_transcript(principal, {"sessionId": rich.id, "cursor": first["nextCursor"], "limit": 5})
+    first = tool_calls.get_transcript(principal, {"sessionId": rich.id, "limit": 5})
+    second = tool_calls.get_transcript(principal, {"sessionId": rich.id, "cursor": first["nextCursor"], "limit": 5})
     assert first["transcript"] + second["transcript"] == whole[:10]
 
 
