@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import subprocess
 import sys
 import time
@@ -22,6 +23,8 @@ import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench import harness  # noqa: E402
 CHANNEL = "connect:bench:announce"
 # A segment event's frame as the stream writes it (about the size of a live recording's).
 FRAME = (b'id: evt_01KBS0000000000000000000\nevent: transcript.segment.created\ndata: {"type":'
@@ -64,13 +67,8 @@ def main() -> None:
     parser.add_argument("--subscribe", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.subscribe:
-        import django
-        import os
-
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
         os.environ.setdefault("DATABASE_URL", "sqlite:///unused")
-        os.environ.setdefault("CONNECT_DEVELOPMENT", "1")
-        django.setup()
+        harness.setup_django()
         return subscriber(args.redis, args.transactions)
     client = redis.Redis.from_url(args.redis)
     figures: dict[str, list[float]] = {"A": [], "B": []}

@@ -22,6 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import harness  # noqa: E402
+
 
 def backend_cpu(cursor) -> float:
     cursor.execute("SELECT pg_backend_pid()")
@@ -37,12 +39,7 @@ def main() -> None:
     parser.add_argument("--polls", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    os.environ["DATABASE_URL"] = args.db
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
-    os.environ.setdefault("CONNECT_DEVELOPMENT", "1")
-    import django
-
-    django.setup()
+    harness.setup_django(DATABASE_URL=args.db)
     from django.core.management import call_command
     from django.db import connection
 

@@ -31,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import harness  # noqa: E402
+
 TABLES = ("recordings_session, recordings_transcript, recordings_segment, recordings_boardcontent, "
           "recordings_revisionword")
 DIGEST = """
@@ -57,12 +59,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--db", default="postgres://postgres@127.0.0.1:5432/connect_ingest")
     args = parser.parse_args()
-    os.environ["DATABASE_URL"] = args.db
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
-    os.environ.setdefault("CONNECT_DEVELOPMENT", "1")
-    import django
-
-    django.setup()
+    harness.setup_django(DATABASE_URL=args.db)
     from django.core.management import call_command
     from django.db import connection, transaction
 
