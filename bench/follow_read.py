@@ -25,13 +25,6 @@ sys.path.insert(0, str(ROOT))
 from bench import harness  # noqa: E402
 
 
-def backend_cpu(cursor) -> float:
-    cursor.execute("SELECT pg_backend_pid()")
-    (pid,) = cursor.fetchone()
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db", required=True)
@@ -78,10 +71,10 @@ def main() -> None:
             for round_ in range(args.rounds):
                 pair = (("orm", orm), ("rows", rows))
                 for name, poll in (pair if round_ % 2 == 0 else pair[::-1]):
-                    backend, client = backend_cpu(cursor), time.process_time()
+                    backend, client = harness.backend_cpu(cursor), time.process_time()
                     for _ in range(args.polls):
                         poll(batch)
-                    backend, client = backend_cpu(cursor) - backend, time.process_time() - client
+                    backend, client = harness.backend_cpu(cursor) - backend, time.process_time() - client
                     figures[name].append(1e6 * (backend + client) / args.polls)
                     print(f"batch {batch:3} round {round_ + 1} {name:4}: {1e6 * client / args.polls:7.0f} µs client "
                           f"+ {1e6 * backend / args.polls:6.0f} µs backend a poll", flush=True)

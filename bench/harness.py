@@ -504,6 +504,13 @@ def socket_inodes(port: int, *, remote: bool = False) -> set[str]:
     return {inode for _, _, inode, _ in tcp_sockets(port, remote=remote)}
 
 
+def backend_cpu(cursor) -> float:
+    """CPU seconds used so far by the PostgreSQL backend serving `cursor`'s connection."""
+    cursor.execute("SELECT pg_backend_pid()")
+    (pid,) = cursor.fetchone()
+    return cpu_seconds(pid)
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time used so far by `pid` and every process below it (the server's
     workers): CPU per request is the figure a busy machine disturbs least."""

@@ -44,13 +44,6 @@ DIGEST = """
 """
 
 
-def backend_cpu(cursor) -> float:
-    cursor.execute("SELECT pg_backend_pid()")
-    (pid,) = cursor.fetchone()
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--file", default=str(ROOT / "bench/data/import-bench-3000x320.jsonl"))
@@ -80,7 +73,7 @@ def main() -> None:
         with connection.cursor() as cursor:
             cursor.execute(f"TRUNCATE {TABLES} CASCADE")
             cursor.execute("CHECKPOINT")
-            before, client = backend_cpu(cursor), time.process_time()
+            before, client = harness.backend_cpu(cursor), time.process_time()
             size = args.chunk if variant == "pass" else 1
             if variant != "trigger":
                 cursor.execute("ALTER TABLE recordings_segment DISABLE TRIGGER recordings_revisionword_ai")
@@ -92,7 +85,7 @@ def main() -> None:
                         cursor.execute(pass_sql, [ids])
             if variant != "trigger":
                 cursor.execute("ALTER TABLE recordings_segment ENABLE TRIGGER recordings_revisionword_ai")
-            backend, client = backend_cpu(cursor) - before, time.process_time() - client
+            backend, client = harness.backend_cpu(cursor) - before, time.process_time() - client
             cursor.execute(DIGEST)
             return backend, client, cursor.fetchone()
 
