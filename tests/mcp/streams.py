@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import socket
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 
@@ -114,3 +114,22 @@ def raw_listen(port: int, key: str, body: dict, *, last_event_id: str | None = N
         received += chunk
     assert received.startswith(b"HTTP/1.1 200"), received
     return sock
+
+
+UPDATED = "notifications/resources/updated"
+
+
+def read_updates(sock: socket.socket, into: list, until: int, keep: Callable[[dict], Any] = lambda m: m) -> None:
+    """Reads `notifications/resources/updated` off a raw listen socket (`raw_listen`) until
+    `until` of them are in `into`, each as `keep` makes it."""
+    buffer = b""
+    while len(into) < until:
+        chunk = sock.recv(65536)
+        assert chunk, "stream ended"
+        buffer += chunk
+        while b"\n\n" in buffer:
+            frame, buffer = buffer.split(b"\n\n", 1)
+            data = [line[6:] for line in frame.split(b"\n") if line.startswith(b"data: ")]
+            message = json.loads(data[0]) if data else {}
+            if message.get("method") == UPDATED:
+                into.append(keep(message))

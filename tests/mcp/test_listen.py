@@ -21,16 +21,17 @@ from tests.events.test_stream_live import server_ends, wait_closed
 from tests.mcp.test_live import client_for
 from tests.mcp.streams import (
     SUBSCRIPTION_ID,
+    UPDATED,
     StreamReader,
     events_body,
     listen_body,
     post,
     raw_listen,
+    read_updates,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-UPDATED = "notifications/resources/updated"
 ACK = "notifications/subscriptions/acknowledged"
 
 
@@ -247,22 +248,6 @@ def test_a_listen_client_that_vanishes_frees_its_stream_slot_and_socket(servers,
 
 # --- resume ----------------------------------------------------------------------------------------
 
-def _read_updates(sock, into: list[dict], until: int) -> None:
-    """Reads notifications off a raw listen socket until `until` updates are in `into`."""
-    buffer = b""
-    while len(into) < until:
-        chunk = sock.recv(65536)
-        assert chunk, "stream ended"
-        buffer += chunk
-        while b"\n\n" in buffer:
-            frame, buffer = buffer.split(b"\n\n", 1)
-            data = [line[6:] for line in frame.split(b"\n") if line.startswith(b"data: ")]
-            if data:
-                message = json.loads(data[0])
-                if message.get("method") == UPDATED:
-                    into.append(message)
-
-
 def test_a_reader_killed_and_resumed_during_a_meeting_misses_nothing_and_gets_nothing_twice(servers, acme,
                                                                                               alice_key):
     a, b = servers
@@ -279,11 +264,11 @@ def test_a_reader_killed_and_resumed_during_a_meeting_misses_nothing_and_gets_no
     simulated = threading.Thread(target=meeting_runs)
     simulated.start()
     seen: list[dict] = []
-    _read_updates(first, seen, 5)
+    read_updates(first, seen, 5)
     abort(first)  # killed mid-meeting; what it had read up to its last whole frame is what it holds
     last = seen[-1]["params"]["_meta"]["svc/eventId"]
     again = raw_listen(b.port, alice_key, body, last_event_id=last)
-    _read_updates(again, seen, total)
+    read_updates(again, seen, total)
     simulated.join()
     again.close()
     ids = [m["params"]["_meta"]["svc/eventId"] for m in seen]
