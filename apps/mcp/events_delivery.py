@@ -138,7 +138,8 @@ def catch_up(endpoint_id: str) -> str:
         if endpoint is None or endpoint.catch_up_after != after or endpoint.catch_up_until != until:
             return "none"  # done meanwhile, or owed afresh (a revival): the next call sees it
         now = timezone.now()
-        if endpoint.deleted_at is None and endpoint.active and (endpoint.expires_at is None or endpoint.expires_at > now):
+        live = endpoint.expires_at is None or endpoint.expires_at > now
+        if endpoint.deleted_at is None and endpoint.active and live:
             _queue_owed(endpoint, positions.decode_position(after), until)
         WebhookEndpoint.objects.filter(pk=endpoint_id).update(catch_up_after="", catch_up_until=None,
                                                                catch_up_snapshot=None)

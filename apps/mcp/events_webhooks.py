@@ -348,7 +348,8 @@ def verify_callback(url: str, secret: bytes, endpoint_id: str) -> None:
     challenge = secrets.token_urlsafe(32)
     status, answer_body = 0, b""
     try:
-        status, answer_body = post_envelope(url, [secret], endpoint_id, {"type": "verification", "challenge": challenge})
+        envelope = {"type": "verification", "challenge": challenge}
+        status, answer_body = post_envelope(url, [secret], endpoint_id, envelope)
     except outbound.BlockedDestination:
         raise EventsError(INVALID_PARAMS,
                           "params.delivery.url resolves to an address deliveries may not reach") from None

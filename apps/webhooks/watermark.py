@@ -62,7 +62,8 @@ def current(endpoint: WebhookEndpoint) -> Position:
 
 class Batch:
     """The watermark of each attempt of one batch of an endpoint's deliveries: read once (three
-    statements; the catch-up hold comes with the endpoint's row), then `at(delivery, acknowledged)` per attempt as the batch goes on."""
+    statements; the catch-up hold comes with the endpoint's row), then `at(delivery,
+    acknowledged)` per attempt as the batch goes on."""
 
     def __init__(self, endpoint: WebhookEndpoint, deliveries: Sequence[Delivery]) -> None:
         ids = [d.id for d in deliveries]

@@ -38,6 +38,6 @@ __all__ = [
     "DEFAULT_SECRET_GRACE_SECONDS", "MAX_NAME_LENGTH", "MAX_SECRET_GRACE_SECONDS", "RECOVERABLE", "RECOVER_CHUNK",
     "RECOVER_MAX", "TEST_EVENT_TYPE", "cancel_active_deliveries", "create_endpoint", "create_event_deliveries",
     "delete_endpoint", "disable_unauthorized", "event_facts", "purge_terminal_deliveries", "queue_deliveries", "queue_delivery",
-    "reconcile_installations", "recover_deliveries", "replay_delivery", "resume_endpoint", "rotate_secret", "send_test_delivery",
-    "standard_secrets", "update_endpoint",
+    "reconcile_installations", "recover_deliveries", "replay_delivery", "resume_endpoint", "rotate_secret",
+    "send_test_delivery", "standard_secrets", "update_endpoint",
 ]
