@@ -1,22 +1,16 @@
 """What the Events extension's webhook subscriptions receive, through apps/webhooks' drains.
 
-Bodies are `EventOccurrence`s, queued by `on_event_recorded` in the event's transaction (and by
-`replay` on a subscribe that resumes from a cursor), stored with `cursor` null. The door this
-module registers for the endpoints mcp owns (apps/webhooks/owners.py) adds, to every attempt:
-`X-MCP-Subscription-Id`, the subscription's id; the body's `cursor`, written just before signing
-as the subscription's watermark (apps/webhooks/watermark.py: every event at or before it was
-acknowledged or given up on, so a client that persists the latest one it received and resumes
-from it, by `events/poll` or a subscribe with `cursor`, misses nothing); and 410 and 413 as final
-for that delivery, never retried, the subscription unchanged; delivery suspended after sustained
-failure (`SUSPEND`, lifted by the next refresh), and `upkeep` with every sweep.
-
-A subscription that starts owes a catch-up (`owe_catch_up`, `catch_up`): an event recorded by a
-transaction whose matcher ran before the subscription committed was not queued for it, and lies
-after the subscription's starting position. Once every such transaction has ended (the log's
-horizon reaches the log's end read after the commit), the log is read from the start to that end
-and what matched and was not queued is queued, once; the watermark holds at the start until then.
-What the catch-up can no longer serve (past retention, more than CATCH_UP_MAX) is skipped and
-said with a `gap` envelope. The reasons: docs/decisions/mcp-events-delivery.md."""
+Bodies are `EventOccurrence`s, queued by `on_event_recorded` in the event's transaction (by
+`replay` on a subscribe that resumes from a cursor), stored with `cursor` null. mcp's door
+(apps/webhooks/owners.py) adds to every attempt `X-MCP-Subscription-Id` and the body's `cursor`,
+the subscription's watermark written just before signing (apps/webhooks/watermark.py: everything
+at or before it was acknowledged or given up on); makes 410 and 413 final for that delivery;
+suspends delivery after sustained failure (`SUSPEND`, lifted by the next refresh); and runs
+`upkeep` with every sweep. A subscription that starts owes a catch-up (`owe_catch_up`,
+`catch_up`): what a transaction open meanwhile recorded without seeing it lies after its start;
+once those transactions have ended, what matched and was not queued is queued, once, the
+watermark holding at the start until then; what it cannot serve is said with a `gap` envelope.
+The reasons: docs/decisions/mcp-events-delivery.md."""
 
 from __future__ import annotations
 
