@@ -35,6 +35,7 @@ from apps.webhooks.models import ACTIVE_STATUSES, Delivery, WebhookEndpoint
 from tests import factories
 from tests.servers import ROOT, server_env
 from tests.webhooks.conftest import (  # noqa: F401
+    LIVE_ENV,
     fresh_process_caches,
     jwks_server,
     receiver,
@@ -89,8 +90,10 @@ class Holder:
     """Another process, its own connection: records an event and keeps its transaction open."""
 
     def __init__(self, *args) -> None:
+        # The live server's queue and leases: a drain it asks for after its commit goes to that server.
         self.process = subprocess.Popen([sys.executable, "-c", HOLDER, *map(str, args)], cwd=ROOT,
-                                        env=server_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                        env=server_env(**LIVE_ENV), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True)
         HOLDERS.append(self.process)
         self.event_ids = [self._line()]
 
