@@ -96,8 +96,8 @@ def terminate_unauthorized() -> int:
     the subscription is deleted, so a later subscribe is a fresh one (refused while the cause
     holds). Returns how many ended."""
     ended = 0
-    revoked = WebhookEndpoint.objects.filter(owner=OWNER, deleted_at__isnull=True, active=False,
-                                             disabled_reason=DisabledReason.INSTALLATION_UNAUTHORIZED)
+    revoked = live_subscriptions(timezone.now()).filter(active=False,
+                                                        disabled_reason=DisabledReason.INSTALLATION_UNAUTHORIZED)
     for endpoint in revoked:
         envelope = {"type": "terminated", "error": {"code": FORBIDDEN, "message": "Forbidden", "data": {
             "reason": "access revoked: the credential that subscribed no longer holds svc:sessions:read "
