@@ -51,6 +51,17 @@ _HORIZON = {
 }
 
 
+# Above every position given so far, committed or not: PostgreSQL's next transaction id (a
+# transaction that has written a row has an id below it); SQLite's one writer, the horizon. With
+# the positions whose rows may still commit (PostgreSQL: the transactions running now; SQLite:
+# none, a reader runs beside no writer's uncommitted rows it could later see).
+_END = {
+    "postgresql": "SELECT pg_snapshot_xmax(s)::text::bigint, "
+    "ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(s) x) FROM pg_current_snapshot() s",
+    "sqlite": _HORIZON["sqlite"],
+}
+
+
 def position_on_insert() -> RawSQL:
     """The value of a new row's `position`, computed by the database inside the INSERT."""
     return RawSQL(position_sql(), ())
@@ -64,6 +75,23 @@ def position_sql() -> str:
 def horizon() -> int:
     """Every row whose position is below this is committed, or will never be."""
     return _horizon()[0]
+
+
+def log_snapshot() -> tuple[int, list[int]]:
+    """(end, running): every row already written (by a transaction running now, too) has a
+    position below `end`, and one whose position is in `running` may still commit; every other
+    row below `end` is committed, or never will be. Read after a commit C, `end` bounds the rows
+    of every transaction that could have read the database before C: once `horizon()` reaches
+    it, all of them are settled."""
+    with connection.cursor() as cursor:
+        cursor.execute(_END[connection.vendor])
+        end, running = cursor.fetchone()
+    return int(end), sorted(int(p) for p in running or ())
+
+
+def log_end() -> int:
+    """`log_snapshot`'s end alone."""
+    return log_snapshot()[0]
 
 
 def _horizon() -> tuple[int, int | None]:

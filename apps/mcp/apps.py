@@ -16,10 +16,10 @@ class McpConfig(AppConfig):
 
         SCHEMA_EXTENDERS.append(extend)
         # The Events extension's webhook subscriptions: their methods, their door to the drains
-        # (headers, final answers, the watermark cursor), deliveries for recorded events, and the
-        # end of those past their grant.
+        # (headers, final answers, the watermark cursor, suspension, the sweep's upkeep: catch-ups
+        # and terminations), deliveries for recorded events, and the end of those past their grant.
         events_webhooks.register()
-        events_delivery.register()
+        events_delivery.register(upkeep=events_webhooks.upkeep)
         event_recorded.connect(events_delivery.on_event_recorded, dispatch_uid="mcp.events_webhooks")
         keep_schedule(self, "connect.mcp.expire_event_subscriptions",
                       "apps.mcp.events_webhooks.expire_subscriptions", Schedule.MINUTES, minutes=1)

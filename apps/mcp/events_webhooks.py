@@ -23,8 +23,10 @@ import hmac
 import json
 import secrets
 import ssl
+import logging
 import time
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 import httpcore
@@ -41,9 +43,16 @@ from apps.mcp.arguments import ToolArgumentError, validate_arguments
 from apps.mcp.events_delivery import OWNER, SUBSCRIPTION_HEADER, WEBHOOK_TYPES
 from apps.mcp.events_extension import ARGUMENTS, INVALID_PARAMS, NOT_FOUND, UNSUPPORTED, EventsError, event_type_of
 from apps.webhooks import destinations, keys, outbound, services, standard
-from apps.webhooks.models import EndpointSigning, WebhookEndpoint
+from apps.webhooks.models import DisabledReason, EndpointSigning, WebhookEndpoint
+
+logger = logging.getLogger("connect.mcp")
 
 CALLBACK_ENDPOINT_ERROR = -32015
+FORBIDDEN = -32012
+# How often a process's upkeep re-checks the live subscriptions' credentials (one batch check):
+# the delivery-time re-verification the extension asks for, where no attempt or save found it.
+REVERIFY_SECONDS = 60.0
+_reverified_at = [float("-inf")]
 
 # Grants: the suggestion clamped to [MIN, MAX]; none suggested → DEFAULT; `ttlMs: null` (no
 # expiry) is granted MAX, finite, which the extension allows a server unwilling to hold state
@@ -67,6 +76,46 @@ def live_subscriptions(now: datetime):
 def register() -> None:
     for method in ("events/subscribe", "events/unsubscribe"):
         events_extension.HANDLERS[method] = answer
+
+
+def upkeep() -> None:
+    """The MCP door's part of every sweep (apps/webhooks/owners.py): owed catch-ups the log now
+    allows, a periodic re-check of the subscriptions' credentials, and the end of those whose
+    credential no longer holds."""
+    events_delivery.catch_up_owed()
+    if time.monotonic() - _reverified_at[0] >= REVERIFY_SECONDS:
+        _reverified_at[0] = time.monotonic()
+        services.reconcile_installations(list(live_subscriptions(timezone.now()).filter(active=True)))
+    terminate_unauthorized()
+
+
+def terminate_unauthorized() -> int:
+    """Subscriptions whose credential no longer holds (revoked, expired, its member deactivated,
+    its scope gone: apps/webhooks/installation.py turned them off and cancelled their deliveries)
+    end: one signed `terminated` envelope is attempted to the callback, `-32012 Forbidden`, and
+    the subscription is deleted, so a later subscribe is a fresh one (refused while the cause
+    holds). Returns how many ended."""
+    ended = 0
+    revoked = live_subscriptions(timezone.now()).filter(active=False,
+                                                        disabled_reason=DisabledReason.INSTALLATION_UNAUTHORIZED)
+    for endpoint in revoked:
+        envelope = {"type": "terminated", "error": {"code": FORBIDDEN, "message": "Forbidden", "data": {
+            "reason": "access revoked: the credential that subscribed no longer holds svc:sessions:read "
+                      "in this workspace"}}}
+        try:
+            post_envelope(endpoint.url, services.standard_secrets(endpoint, now=timezone.now()), endpoint.id, envelope)
+        except (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ConnectError, httpcore.ProtocolError,
+                outbound.BlockedDestination, OSError) as error:
+            logger.info("terminated envelope not delivered", extra={"endpoint_id": endpoint.id,
+                                                                     "error_kind": type(error).__name__})
+        with transaction.atomic():
+            still = WebhookEndpoint.objects.select_for_update().filter(
+                pk=endpoint.pk, deleted_at__isnull=True, active=False,
+                disabled_reason=DisabledReason.INSTALLATION_UNAUTHORIZED).first()
+            if still is not None:
+                services.delete_endpoint(endpoint=still)
+                ended += 1
+    return ended
 
 
 def answer(method: str, params: dict[str, Any], principal: Principal) -> dict[str, Any]:
@@ -216,13 +265,14 @@ def subscribe(principal: Principal, params: dict[str, Any], endpoint_id: str, ev
         "credential_id": str(principal.credential_id),
         "oauth_application_id": key["application"],
     }
-    truncated = False
+    truncated = suspended = False
     with transaction.atomic():
         endpoint = WebhookEndpoint.objects.select_for_update().filter(pk=endpoint_id).first()
         starts = endpoint is None or endpoint.deleted_at is not None or not endpoint.active or (
             endpoint.expires_at is not None and endpoint.expires_at <= now)
         if endpoint is None:
             endpoint = WebhookEndpoint(id=endpoint_id, created_at=now, sealed_secret=keys.seal(secret), **fields)
+            events_delivery.owe_catch_up(endpoint)
             endpoint.save(force_insert=True)
         else:
             lapsed = endpoint.deleted_at is not None or not endpoint.active
@@ -235,13 +285,25 @@ def subscribe(principal: Principal, params: dict[str, Any], endpoint_id: str, ev
             endpoint.sealed_secret = keys.seal(secret)
             for field, value in fields.items():
                 setattr(endpoint, field, value)
+            if starts:
+                events_delivery.owe_catch_up(endpoint)
             endpoint.save()
+            # A refresh is the client's sign of life: a suspended delivery resumes, its held
+            # deliveries due at once.
+            suspended = services.resume_endpoint(endpoint=endpoint) and not starts
         # A live subscription is at or past any cursor its client holds: a no-op. One that starts
         # (or revives) from a cursor is owed what followed it.
         if starts and after is not None:
             truncated = events_delivery.replay(endpoint, after=after, max_age_ms=max_age_ms)
-    return {"id": endpoint_id, "refreshBefore": iso_ms(refresh_before),
-            "cursor": events_delivery.cursor_of(endpoint_id), "truncated": truncated}
+        if starts:
+            # What a transaction open meanwhile recorded without seeing the subscription: queued
+            # once that transaction has ended (now, or by a later sweep).
+            transaction.on_commit(partial(events_delivery.catch_up, endpoint_id), robust=True)
+    result = {"id": endpoint_id, "refreshBefore": iso_ms(refresh_before),
+              "cursor": events_delivery.cursor_of(endpoint_id), "truncated": truncated}
+    if not starts:
+        result["deliveryStatus"] = events_delivery.delivery_status(endpoint, suspended=suspended)
+    return result
 
 
 def unsubscribe(principal: Principal, endpoint_id: str) -> dict[str, Any]:
@@ -253,15 +315,17 @@ def unsubscribe(principal: Principal, endpoint_id: str) -> dict[str, Any]:
     return {}
 
 
-def verify_callback(url: str, secret: bytes, endpoint_id: str) -> None:
-    """The verification handshake: POST a signed `verification` envelope and require its
-    `challenge` back in a 2xx JSON body. `-32015` with the failure's category otherwise."""
-    challenge = secrets.token_urlsafe(32)
-    body = json.dumps({"type": "verification", "challenge": challenge}, separators=(",", ":")).encode()
-    msg_id = f"msg_verification_{secrets.token_hex(12)}"
+def post_envelope(url: str, signing: list[bytes], endpoint_id: str, envelope: dict[str, Any]) -> tuple[int, bytes]:
+    """POST one control envelope outside the drains (the handshake, a termination): signed and
+    headed like a delivery (`webhook-id` `msg_<type>_<random>`, `X-MCP-Subscription-Id`),
+    through the same guarded dialler (every address checked as it is dialled, no redirect
+    followed), 5 s at most. Returns (status, the first bytes of the answer); network failures
+    raise httpcore's errors or `outbound.BlockedDestination`."""
+    body = json.dumps(envelope, separators=(",", ":")).encode()
     headers = [("Content-Type", "application/json"), ("User-Agent", "Connect-MCP-Events"),
                (SUBSCRIPTION_HEADER, endpoint_id)]
-    headers += standard.headers([secret], msg_id=msg_id, timestamp=int(time.time()), body=body)
+    headers += standard.headers(signing, msg_id=events_delivery.envelope_id(envelope["type"]),
+                                timestamp=int(time.time()), body=body)
     timeouts = {name: VERIFY_TIMEOUT_SECONDS for name in ("connect", "read", "write", "pool")}
     pool = httpcore.ConnectionPool(ssl_context=ssl.create_default_context(),
                                    network_backend=outbound.GuardedBackend(destinations.policy()))
@@ -273,6 +337,19 @@ def verify_callback(url: str, secret: bytes, endpoint_id: str) -> None:
                 answer_body += chunk
                 if len(answer_body) > MAX_CHALLENGE_RESPONSE:
                     break
+    finally:
+        pool.close()
+    return status, answer_body
+
+
+def verify_callback(url: str, secret: bytes, endpoint_id: str) -> None:
+    """The verification handshake: POST a signed `verification` envelope and require its
+    `challenge` back in a 2xx JSON body. `-32015` with the failure's category otherwise."""
+    challenge = secrets.token_urlsafe(32)
+    status, answer_body = 0, b""
+    try:
+        envelope = {"type": "verification", "challenge": challenge}
+        status, answer_body = post_envelope(url, [secret], endpoint_id, envelope)
     except outbound.BlockedDestination:
         raise EventsError(INVALID_PARAMS,
                           "params.delivery.url resolves to an address deliveries may not reach") from None
@@ -280,8 +357,6 @@ def verify_callback(url: str, secret: bytes, endpoint_id: str) -> None:
         _callback_failed("timeout")
     except (httpcore.ConnectError, httpcore.NetworkError, httpcore.ProtocolError, OSError) as error:
         _callback_failed("tls_error" if _is_tls(error) else "connection_refused")
-    finally:
-        pool.close()
     if 400 <= status < 500:
         _callback_failed("http_4xx")
     if status >= 500:

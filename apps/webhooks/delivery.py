@@ -84,13 +84,20 @@ def _due(now):
     )
 
 
+def _claimable(now):
+    """Due, of an endpoint whose delivery is not suspended (apps/webhooks/owners.py `Suspend`):
+    held deliveries wait, and the sweeper does not wake for them. (A claim picks its endpoint
+    from these and then locks only delivery rows: `_due` for one endpoint.)"""
+    return _due(now).filter(endpoint__suspended_at__isnull=True)
+
+
 def any_due() -> bool:
-    return _due(timezone.now()).exists()
+    return _claimable(timezone.now()).exists()
 
 
 def due_count(*, limit: int) -> int:
     """Deliveries due now, counted up to `limit` (the metrics' cheap gauge)."""
-    return _due(timezone.now())[:limit].count()
+    return _claimable(timezone.now())[:limit].count()
 
 
 def _leased(now):
@@ -126,7 +133,8 @@ def _candidates(now, current: float) -> list[tuple[str, float, int, bool]]:
     # Per endpoint, its oldest due delivery: one probe of the partial index delivery_endpoint_due
     # (empty for an idle endpoint), not a pass over a backlog of thousands.
     endpoints = (
-        WebhookEndpoint.objects.annotate(oldest_due=Subquery(oldest)).filter(oldest_due__isnull=False)
+        WebhookEndpoint.objects.filter(suspended_at__isnull=True)
+        .annotate(oldest_due=Subquery(oldest)).filter(oldest_due__isnull=False)
         .annotate(batches=Coalesce(Subquery(in_flight), 0),
                   start=Greatest("fair_clock", Value(current, output_field=FloatField())),
                   finish=F("start") + Case(When(fair_clock__gt=F("fair_start"), then=F("fair_clock") - F("fair_start")),
@@ -339,6 +347,9 @@ def attempt_batch(token: str, ids: list[str], *, deadline: float) -> list[tuple[
         attempted.append((delivery, started_at, outcome))
     statuses = results.record(token, attempted, final_statuses=door.final_statuses)
     results.observe(endpoint.id, attempted, statuses)
+    if door.suspend is not None and any(o.error and not results.final(o, door.final_statuses)
+                                        for _, _, o in attempted):
+        results.suspend_if_failing(endpoint, door.suspend, door.final_statuses)
     unattempted = [d.id for d in deliveries[len(attempted):]]
     if unattempted:
         Delivery.objects.filter(id__in=unattempted, lease_token=token).update(lease_until=None, lease_token="")

@@ -80,6 +80,22 @@ class WebhookEndpoint(models.Model):
     # When it stops: no new delivery is queued for it from then on (selectors.deliverable_endpoints)
     # and its owner deletes it. Null: it lasts until deleted (every REST endpoint).
     expires_at = models.DateTimeField(null=True, blank=True)
+    # An owner's catch-up still owed (apps/webhooks/owners.py): events of the log after
+    # `catch_up_after` (a `pos_` position: the log's settled end when the endpoint started) and
+    # below `catch_up_until` (the log's end read once the endpoint was committed; null until
+    # then) may have been recorded by transactions whose matcher ran before the endpoint was
+    # visible: those running when it started (`catch_up_snapshot`: {"end": the log's end then,
+    # "running": their positions}) or begun after. Its watermark (apps/webhooks/watermark.py)
+    # never passes `catch_up_after` while it is set; the owner clears all three once done.
+    catch_up_after = models.CharField(max_length=120, blank=True, default="")
+    catch_up_until = models.BigIntegerField(null=True, blank=True)
+    catch_up_snapshot = models.JSONField(null=True, blank=True)
+    # Delivery held after sustained failure (an owner's `Door.suspend` rule): while set, the drains
+    # claim none of its deliveries, which stay pending (new ones are still queued) and keep their
+    # attempt counts. `resumed_at`: when its owner last lifted a suspension; the failure window
+    # never reaches back before it.
+    suspended_at = models.DateTimeField(null=True, blank=True)
+    resumed_at = models.DateTimeField(null=True, blank=True)
     # The endpoint's place in the drains' rotation (fair queueing over worker time,
     # apps/webhooks/delivery.py). `fair_clock`: where its next batch starts on a clock shared by
     # all endpoints, pushed on by the seconds each batch of it used, so a receiver that answers

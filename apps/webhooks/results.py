@@ -2,7 +2,8 @@
 the batch's lease still holds it (one cancelled meanwhile stays cancelled), and a log line and
 the metrics per attempt. A 2xx succeeds; a receiver answer its endpoint's door makes final
 (apps/webhooks/owners.py) ends the delivery at once as a dead letter with that reason; anything
-else is retried on the schedule (CONNECT_WEBHOOK_RETRY_SCHEDULE) until it runs out."""
+else is retried on the schedule (CONNECT_WEBHOOK_RETRY_SCHEDULE) until it runs out. An owned
+endpoint whose door has a `Suspend` rule is held once its recent attempts fail past it."""
 
 from __future__ import annotations
 
@@ -12,13 +13,21 @@ from typing import Collection
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from apps.core import metrics
 from apps.webhooks import outbound, schedule
-from apps.webhooks.models import AttemptError, Delivery, DeliveryAttempt, DeliveryKind, DeliveryStatus, StopReason
-from apps.webhooks.owners import FINAL_STATUS_REASONS
+from apps.webhooks.models import (
+    AttemptError,
+    Delivery,
+    DeliveryAttempt,
+    DeliveryKind,
+    DeliveryStatus,
+    StopReason,
+    WebhookEndpoint,
+)
+from apps.webhooks.owners import FINAL_STATUS_REASONS, Suspend
 
 logger = logging.getLogger("connect.webhooks")
 
@@ -105,3 +114,27 @@ def record(attempt_token: str, attempted: list[tuple[Delivery, object, outbound.
             Delivery.objects.filter(id__in=group_ids, lease_token=attempt_token).update(**changes)
         DeliveryAttempt.objects.bulk_create(rows)
     return statuses
+
+
+def suspend_if_failing(endpoint: WebhookEndpoint, rule: Suspend, final_statuses: Collection[int]) -> bool:
+    """Hold the endpoint's delivery (`suspended_at`) when its attempts since the later of the
+    rule's window and its last resumption are at least `rule.min_attempts` and more than
+    `rule.failure_rate` of them failed (a final answer is the receiver's choice, not a failure).
+    One count over the endpoint's attempts of the window. Returns whether this call suspended it."""
+    now = timezone.now()
+    since = now - timedelta(seconds=rule.window_seconds)
+    if endpoint.resumed_at is not None and endpoint.resumed_at > since:
+        since = endpoint.resumed_at
+    failure = ~Q(error="")
+    if final_statuses:
+        failure &= ~Q(error=AttemptError.HTTP_ERROR, http_status__in=list(final_statuses))
+    counts = DeliveryAttempt.objects.filter(endpoint_id=endpoint.id, started_at__gte=since).aggregate(
+        total=Count("id"), failed=Count("id", filter=failure))
+    total, failed = counts["total"], counts["failed"]
+    if total < rule.min_attempts or failed <= rule.failure_rate * total:
+        return False
+    suspended = WebhookEndpoint.objects.filter(pk=endpoint.id, suspended_at__isnull=True).update(suspended_at=now)
+    if suspended:
+        logger.warning("webhook endpoint suspended", extra={"endpoint_id": endpoint.id, "attempts": total,
+                                                           "failed": failed})
+    return bool(suspended)

@@ -6,7 +6,7 @@ only its own endpoints; an owner shows its own through its wire."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -110,3 +110,24 @@ def get_delivery(*, workspace: Workspace, delivery_id: str) -> Delivery:
 
 def delivery_attempts(*, delivery: Delivery) -> list[DeliveryAttempt]:
     return list(DeliveryAttempt.objects.filter(delivery=delivery).order_by("number"))
+
+
+class AttemptSummary(NamedTuple):
+    last_success: datetime | None  # when the last 2xx answer came
+    last_error: tuple[str, int | None, str] | None  # the last attempt's (error, status, detail), if it failed
+    failing_since: datetime | None  # the first failed attempt after the last success, if the last failed
+
+
+def attempt_summary(*, endpoint_id: str) -> AttemptSummary:
+    """How an endpoint's deliveries are going, from its attempts (kept as long as their
+    deliveries): three probes of `attempt_endpoint_started`."""
+    attempts = DeliveryAttempt.objects.filter(endpoint_id=endpoint_id)
+    success = attempts.filter(error="").order_by("-started_at").values_list("started_at", "completed_at").first()
+    last = attempts.order_by("-started_at").values_list("error", "http_status", "error_detail").first()
+    if last is None or not last[0]:
+        return AttemptSummary(success[1] if success else None, None, None)
+    failing = attempts.exclude(error="")
+    if success is not None:
+        failing = failing.filter(started_at__gt=success[0])
+    since = failing.order_by("started_at").values_list("started_at", flat=True).first()
+    return AttemptSummary(success[1] if success else None, last, since)

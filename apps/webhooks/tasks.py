@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import close_old_connections
 
-from apps.webhooks import delivery, drain_queue
+from apps.webhooks import delivery, drain_queue, owners
 from apps.webhooks.models import QueuedDrain
 from apps.webhooks.services import purge_terminal_deliveries
 
@@ -21,7 +21,9 @@ def drain() -> int:
 
 def sweep() -> int:
     """Queue a drain while any delivery is due: retries whose time came, deliveries whose drain
-    was lost, attempts whose worker died (their lease expired). Returns drains queued (0 or 1)."""
+    was lost, attempts whose worker died (their lease expired); first, the owners' upkeep
+    (apps/webhooks/owners.py), which may queue some. Returns drains queued (0 or 1)."""
+    owners.upkeep()
     return int(delivery.any_due() and drain_queue.request_drain())
 
 

@@ -9,7 +9,9 @@ before the event of the oldest delivery still pending or retrying; and, for one 
 after that delivery's own event (the receiver holds it once it answers). "Just before" is the
 end of the previous position, so the rows of the same transaction come again, never too few.
 Deliveries retry one by one and arrive in any order; the watermark never passes one that has not
-arrived. An event purged from the log (past its retention) has no position and is passed over."""
+arrived. An event purged from the log (past its retention) has no position and is passed over.
+While its owner still owes a catch-up (`WebhookEndpoint.catch_up_after`), it never passes that
+position either: events the catch-up may still queue lie above it."""
 
 from __future__ import annotations
 
@@ -18,10 +20,10 @@ from typing import Collection, Sequence
 from django.db.models import OuterRef, Subquery
 
 from apps.events.models import Event
-from apps.events.positions import Position, event_id_ms
+from apps.events.positions import BadAfter, Position, decode_position, event_id_ms
 from apps.events.retention import now_ms
 from apps.events.selectors import horizon
-from apps.webhooks.models import ACTIVE_STATUSES, Delivery, DeliveryKind
+from apps.webhooks.models import ACTIVE_STATUSES, Delivery, DeliveryKind, WebhookEndpoint
 
 
 def _before(seq: int, event_id: str) -> Position:
@@ -40,21 +42,34 @@ def _oldest_active(endpoint_id: str, excluding: Collection[str] = ()) -> tuple[i
     return active.order_by("at", "event_id").values_list("at", "event_id").first()
 
 
-def current(endpoint_id: str) -> Position:
+def _held(endpoint: WebhookEndpoint) -> list[Position]:
+    """The catch-up's start, while one is owed (an unreadable one holds at the log's start)."""
+    if not endpoint.catch_up_after:
+        return []
+    try:
+        return [decode_position(endpoint.catch_up_after)]
+    except BadAfter:
+        return [Position(0, "", 0)]
+
+
+def current(endpoint: WebhookEndpoint) -> Position:
     """The endpoint's watermark now (what a subscribe or refresh answers with)."""
     settled_end = Position(horizon() - 1, "", now_ms())
-    oldest = _oldest_active(endpoint_id)
-    return settled_end if oldest is None else _lowest(settled_end, _before(*oldest))
+    oldest = _oldest_active(endpoint.id)
+    places = [settled_end, *_held(endpoint)] + ([] if oldest is None else [_before(*oldest)])
+    return _lowest(*places)
 
 
 class Batch:
     """The watermark of each attempt of one batch of an endpoint's deliveries: read once (three
-    statements), then `at(delivery, acknowledged)` per attempt as the batch goes on."""
+    statements; the catch-up hold comes with the endpoint's row), then `at(delivery,
+    acknowledged)` per attempt as the batch goes on."""
 
-    def __init__(self, endpoint_id: str, deliveries: Sequence[Delivery]) -> None:
+    def __init__(self, endpoint: WebhookEndpoint, deliveries: Sequence[Delivery]) -> None:
         ids = [d.id for d in deliveries]
         self.settled_end = Position(horizon() - 1, "", now_ms())
-        oldest = _oldest_active(endpoint_id, excluding=ids)
+        self.held = _held(endpoint)
+        oldest = _oldest_active(endpoint.id, excluding=ids)
         self.outside = None if oldest is None else _before(*oldest)
         events = {d.event_id for d in deliveries}
         self.positions = dict(Event.objects.filter(pk__in=events).values_list("pk", "position"))
@@ -63,7 +78,7 @@ class Batch:
     def at(self, delivery: Delivery, acknowledged: Collection[str]) -> Position:
         """The watermark a body of `delivery` may carry: `acknowledged` are the ids of this
         batch's deliveries the receiver took (2xx) or refused for good before it."""
-        places = [self.settled_end] + ([self.outside] if self.outside is not None else [])
+        places = [self.settled_end, *self.held] + ([self.outside] if self.outside is not None else [])
         for other in self.deliveries:
             seq = self.positions.get(other.event_id)
             if seq is None or other.id in acknowledged:

@@ -17,6 +17,7 @@ from apps.webhooks.services.deliveries import (
     queue_deliveries,
     queue_delivery,
     replay_delivery,
+    resume_endpoint,
     send_test_delivery,
 )
 from apps.webhooks.services.endpoints import (
@@ -37,6 +38,6 @@ __all__ = [
     "DEFAULT_SECRET_GRACE_SECONDS", "MAX_NAME_LENGTH", "MAX_SECRET_GRACE_SECONDS", "RECOVERABLE", "RECOVER_CHUNK",
     "RECOVER_MAX", "TEST_EVENT_TYPE", "cancel_active_deliveries", "create_endpoint", "create_event_deliveries",
     "delete_endpoint", "disable_unauthorized", "event_facts", "purge_terminal_deliveries", "queue_deliveries", "queue_delivery",
-    "reconcile_installations", "recover_deliveries", "replay_delivery", "rotate_secret", "send_test_delivery",
-    "standard_secrets", "update_endpoint",
+    "reconcile_installations", "recover_deliveries", "replay_delivery", "resume_endpoint", "rotate_secret",
+    "send_test_delivery", "standard_secrets", "update_endpoint",
 ]

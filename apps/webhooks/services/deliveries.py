@@ -53,6 +53,22 @@ def new_delivery(*, endpoint: WebhookEndpoint, event_id: str, event_type: str, k
     )
 
 
+def resume_endpoint(*, endpoint: WebhookEndpoint) -> bool:
+    """Lift a suspension (apps/webhooks/owners.py `Suspend`), in the caller's transaction, on
+    the row the caller holds: its held deliveries are due at once, their attempt counts as they
+    were (time held does not use up the retry schedule), and the failure window starts afresh.
+    Returns whether it was suspended."""
+    if endpoint.suspended_at is None:
+        return False
+    now = timezone.now()
+    endpoint.suspended_at, endpoint.resumed_at = None, now
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(suspended_at=None, resumed_at=now)
+    Delivery.objects.filter(endpoint_id=endpoint.pk, status__in=ACTIVE_STATUSES).update(next_attempt_at=now,
+                                                                                     updated_at=now)
+    drain_after_commit()
+    return True
+
+
 def drain_after_commit() -> None:
     transaction.on_commit(drain_queue.request_drain)
 
