@@ -75,12 +75,12 @@ def nearest_revisions(workspace: Workspace, query: str, revision_kind: str | Non
     """(transcript id, sequence, cosine) of the revisions nearest `query`, best first: each
     revision's nearest segment among the NEAREST_SEGMENTS nearest, at most MAX_REVISIONS."""
     from apps.recordings.semantic import index
-    from apps.recordings.semantic.embedders import current
+    from apps.recordings.semantic.embedders import current, query_vector
 
     embedder = current()
     # One candidate a revision (grouped in memory), read back in batches until MAX_REVISIONS
     # are kept: a revision whose best segment is gone since is left out of this search.
-    candidates = index.nearest_per_transcript(workspace.id, embedder.name, embedder.query(query), NEAREST_SEGMENTS)
+    candidates = index.nearest_per_transcript(workspace.id, embedder.name, query_vector(query), NEAREST_SEGMENTS)
     kept: list[tuple[str, int, float]] = []
     gone: set[int] = set()
     for start in range(0, len(candidates), READ_BACK):
