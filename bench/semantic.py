@@ -280,7 +280,8 @@ def served(url: str, args: argparse.Namespace) -> dict:
 
     kind = "sqlite" if url.startswith("sqlite") else "postgres"
     db = Database(kind, url, sqlite_path=Path(url.removeprefix("sqlite:///")) if kind == "sqlite" else None,
-                  label=kind, extra_env={"CONNECT_SEMANTIC_SEARCH": "1", "CONNECT_METRICS_TOKEN": METRICS_TOKEN})  # fmt: skip
+                  label=kind,
+                  extra_env={"CONNECT_SEMANTIC_SEARCH": "1", "CONNECT_METRICS_TOKEN": METRICS_TOKEN})  # fmt: skip
     membership = tenancy.add_member(workspace=Workspace.objects.get(slug="big"), email="bench-semantic@example.invalid")
     key = tenancy.issue_api_key(membership=membership, scopes=READ_SCOPES, name="bench-semantic").key
     auth = {"Authorization": f"Bearer {key}"}
@@ -373,7 +374,8 @@ def main() -> int:
     parser.add_argument("--scan-rows", type=int, default=300_000, help="synthetic vectors for --parts scan")
     parser.add_argument("--scan-queries", type=int, default=20)
     parser.add_argument("--scan-no-hnsw", action="store_true", help="scan: leave out the HNSW index (its build)")
-    parser.add_argument("--scan-ways", nargs="+", help="scan: only the ways whose name holds one of these (numpy's always)")
+    parser.add_argument("--scan-ways", nargs="+",
+                        help="scan: only the ways whose name holds one of these (numpy's always)")  # fmt: skip
     parser.add_argument("--ivf-lists", nargs="+", type=int, default=[1024, 2048], help="scan: faiss IVF lists")
     parser.add_argument("--nprobes", nargs="+", type=int, default=[16, 32, 64], help="scan: faiss IVF lists searched")
     parser.add_argument("--connections", type=int, default=16, help="load: wrk connections")
@@ -392,7 +394,8 @@ def main() -> int:
         from bench.semantic_scan import scan_ab
 
         figures = scan_ab(args.scan_rows, args.scan_queries, args.rounds, hnsw_index=not args.scan_no_hnsw,
-                          ways=args.scan_ways, ivf_lists=tuple(args.ivf_lists), nprobes=tuple(args.nprobes))  # fmt: skip
+                          ways=args.scan_ways, ivf_lists=tuple(args.ivf_lists),
+                          nprobes=tuple(args.nprobes))  # fmt: skip
         print("scan A/B:", json.dumps(figures, indent=1), flush=True)
     if "throughput" in args.parts:
         print("throughput:", throughput(args.passages), flush=True)

@@ -147,7 +147,8 @@ def cpu_parts(rounds: int, modes: tuple[str, ...] = ("semantic", "hybrid")) -> d
     parts.wrap(semantic, "_hits", "reads: the page's hits")
     parts.wrap(semantic, "search_transcripts", "keyword list (hybrid)")
     parts.wrap(api, "json_response", "JSON encoding")
-    key = harness.read_key(Workspace.objects.get(slug="big"), f"bench-cpu-{time.time_ns()}@example.invalid", "bench-cpu")
+    email = f"bench-cpu-{time.time_ns()}@example.invalid"
+    key = harness.read_key(Workspace.objects.get(slug="big"), email, "bench-cpu")
     client = Client(headers={"Authorization": f"Bearer {key}"})
     postgres = connection.vendor == "postgresql"
 

@@ -109,7 +109,9 @@ def scan_ab(rows: int, queries: int, rounds: int, k: int = 1000, hnsw_index: boo
         hnsw = Index(ndim=dims, metric="cos", dtype="i8", expansion_search=k)
         hnsw.add(ids - 1, codes, threads=1)
     hnsw_build_cpu = time.process_time() - started
-    ivf_figures, ivf_ways = ivf_indexes(matrix, codes, norms, ivf_lists, nprobes, k, rng) if _wanted("faiss", ways) else ({}, {})
+    ivf_figures, ivf_ways = ({}, {})
+    if _wanted("faiss", ways):
+        ivf_figures, ivf_ways = ivf_indexes(matrix, codes, norms, ivf_lists, nprobes, k, rng)
 
     def usearch_hnsw_i8(q):
         return hnsw.search(quantize_query(q), k, threads=1).keys.astype(np.int64)
@@ -147,7 +149,8 @@ def scan_ab(rows: int, queries: int, rounds: int, k: int = 1000, hnsw_index: boo
                                for f, t in zip(found[name], truth))  # fmt: skip
 
     figures = {"rows": rows, "k": k, "queries x rounds": f"{queries} x {rounds}",
-               **({"HNSW build CPU s (1 thread)": round(hnsw_build_cpu, 1)} if hnsw_index else {}), **ivf_figures}  # fmt: skip
+               **({"HNSW build CPU s (1 thread)": round(hnsw_build_cpu, 1)} if hnsw_index else {}),
+               **ivf_figures}  # fmt: skip
     baseline = statistics.median(times["numpy float32"])
     exact = next((n for n in methods if n.startswith("numkong")), None)
     for name, (_, nbytes) in methods.items():
@@ -165,7 +168,8 @@ def _wanted(name: str, ways: list[str] | None) -> bool:
     return not ways or any(w.lower() in name.lower() for w in ways)
 
 
-def ivf_indexes(matrix, codes, norms, lists: tuple[int, ...], nprobes: tuple[int, ...], k: int, rng) -> tuple[dict, dict]:
+def ivf_indexes(matrix, codes, norms, lists: tuple[int, ...], nprobes: tuple[int, ...], k: int,
+                rng) -> tuple[dict, dict]:  # fmt: skip
     """faiss IVF-SQ8 indexes of the unit rows `matrix` (one per number of `lists`): their
     build figures (train on a sample of 40 rows a list, 10 k-means rounds; add all; CPU seconds
     at one thread; memory as RSS grown), the cost of adding and removing 1,000 rows (as the
@@ -209,5 +213,6 @@ def ivf_indexes(matrix, codes, norms, lists: tuple[int, ...], nprobes: tuple[int
                 exact = (codes[top].astype(np.float32) @ q) / norms[top]
                 return top[np.argsort(-exact, kind="stable")]
 
-            ways[f"faiss IVF{nlist},SQ8 nprobe {nprobe} + float rescoring"] = (ivf, index.ntotal * (index.code_size + 8))
+            name = f"faiss IVF{nlist},SQ8 nprobe {nprobe} + float rescoring"
+            ways[name] = (ivf, index.ntotal * (index.code_size + 8))
     return figures, ways
