@@ -7,6 +7,7 @@ side, and semantic / hybrid / keyword search in a workspace of --segments segmen
     python bench/semantic.py --db postgresql --pg-name connect_sem_bench --parts latency load
     python bench/semantic.py --parts quality throughput        # no large database
     python bench/semantic.py --parts scan --rounds 3           # synthetic vectors, no database
+    python bench/semantic.py --parts query --rounds 10         # the question's vector alone
 
 Needs requirements/semantic.txt. The database (`bench/data/semantic-<N>.sqlite3`, or PostgreSQL
 `connect_semantic_bench_<N>` / --pg-name) is created, migrated and seeded with seed_demo when
@@ -17,11 +18,15 @@ model and every other text given one of their vectors: a search's cost depends o
 vectors, not on what they say, and embedding 300k texts takes an hour. The backfill of N real
 segments is the throughput's figure times N, printed as such.
 
-Parts: quality; throughput; scan (every way of finding the nearest vectors measured on the same
-synthetic vectors in turn, with its recall against the exact ranking: `scan_ab`); latency (in
-this process, through the functions the view calls, warm, one at a time: median and p90 over
---rounds rounds of the questions; the first search, which loads the vectors, apart); load and
-keyword-ab (through `serve`: `served`).
+Parts: quality; throughput; query (the question's vector: CPU per question of each way of
+calling the model, at one and two threads: bench/semantic_cpu.py `query_cost`); scan (every way
+of finding the nearest vectors measured on the same synthetic vectors in turn, with its recall
+against the exact ranking: bench/semantic_scan.py); latency (in this process, through the
+functions the view calls, warm, one at a time: median and p90 over --rounds rounds of the
+questions; the first search, which loads the vectors, apart); cpu (one request at a time through
+Django's request path, CPU by part beside the sessions list's: `cpu_parts`); load and keyword-ab
+(through `serve`: `served`; every search of the load a distinct question, the question cache's
+hit rate read from /metrics).
 """
 
 from __future__ import annotations
@@ -207,126 +212,6 @@ def latency(rounds: int) -> dict:
     return figures
 
 
-def scan_ab(rows: int, queries: int, rounds: int, k: int = 1000, hnsw_index: bool = True) -> dict:
-    """The scan alone, in this process, on `rows` synthetic vectors stored as the table stores
-    them (int8 + scale): every candidate way of finding the k nearest, timed query by query in
-    turn (same minute, same load), with its recall@10 and recall@k against the exact float32
-    ranking of the stored vectors (today's numpy scan). Clustered data (3,000 topics, a row's
-    cosine to its topic about 0.7) and queries near a topic, as questions and meetings are."""
-    import numpy as np
-    import torch
-    from usearch.index import Index
-    from usearch.index import search as usearch_search
-
-    from apps.recordings.semantic.index import quantize_query, rank
-    from apps.recordings.semantic.vectors import quantize, unit
-
-    torch.set_num_threads(1)
-    rng = np.random.default_rng(41)
-    dims, topics = 384, 3000
-    centers = unit(rng.standard_normal((topics, dims), dtype=np.float32))
-    codes = np.empty((rows, dims), dtype=np.int8)
-    scales = np.empty(rows, dtype=np.float32)
-    for start in range(0, rows, 50_000):  # in slices: the float rows are never all in memory
-        n = min(50_000, rows - start)
-        block = unit(centers[rng.integers(topics, size=n)] + 0.052 * rng.standard_normal((n, dims), dtype=np.float32))
-        codes[start : start + n], scales[start : start + n] = quantize(block)
-    ids = np.arange(1, rows + 1, dtype=np.int64)
-    noise = 0.052 * rng.standard_normal((queries, dims), dtype=np.float32)
-    qs = unit(centers[rng.integers(topics, size=queries)] + noise)
-    # Today's cache: the stored vectors as float32, here of length 1, so that its ranking (the
-    # truth recall is measured against) is by the exact cosine of the stored vectors.
-    matrix = unit(codes.astype(np.float32) * scales[:, None])
-    half = matrix.astype(np.float16)
-    bf16 = torch.from_numpy(matrix).to(torch.bfloat16)
-    bits = np.packbits(codes > 0, axis=1).view(np.uint64)  # sign bits: 48 bytes a row
-
-    def numpy_f32(q):
-        scores = matrix @ q
-        top = np.argpartition(-scores, k)[:k]
-        return top[np.argsort(-scores[top], kind="stable")]
-
-    def usearch_i8(q):  # exact int8 scan, the k rescored in float
-        top = usearch_search(codes, quantize_query(q), k, "cos", exact=True, threads=1).keys.astype(np.int64)
-        exact = (codes[top].astype(np.float32) @ q) / norms[top]
-        return top[np.argsort(-exact, kind="stable")]
-
-    norms = np.linalg.norm(codes.astype(np.float32), axis=1)  # a row's length, for its cosine
-
-    def numkong_i8(q):  # the implementation (index.rank): int8 dots ÷ row length, the k rescored in float
-        return np.array([i for i, _ in rank(codes, norms, ids, q, k)]) - 1
-
-    def usearch_i8_2threads(q):
-        return usearch_search(codes, quantize_query(q), k, "cos", exact=True, threads=2).keys.astype(np.int64)
-
-    def usearch_f16(q):
-        return usearch_search(half, q.astype(np.float16), k, "cos", exact=True, threads=1).keys.astype(np.int64)
-
-    bf16_bits = bf16.view(torch.int16).numpy().view(np.uint16)  # the same bits, as usearch takes bf16
-
-    def usearch_bf16(q):
-        query = torch.from_numpy(q).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
-        return usearch_search(bf16_bits, query, k, "cos", exact=True, threads=1, dtype="bf16").keys.astype(np.int64)
-
-    def torch_bf16(q):
-        return torch.topk(bf16 @ torch.from_numpy(q).to(torch.bfloat16), k).indices.numpy()
-
-    def binary_rescored(q, keep=min(20 * k, rows - 1)):
-        distance = np.bitwise_count(bits ^ np.packbits(q > 0).view(np.uint64)).sum(axis=1, dtype=np.uint16)
-        candidates = np.argpartition(distance, keep)[:keep]
-        rescored = codes[candidates].astype(np.float32)
-        scores = (rescored @ q) / np.linalg.norm(rescored, axis=1)
-        return candidates[np.argsort(-scores, kind="stable")[:k]]
-
-    print(f"scan: {rows} rows ready", flush=True)
-    started = time.process_time()
-    hnsw = Index(ndim=dims, metric="cos", dtype="i8", expansion_search=k)
-    if hnsw_index:  # minutes of CPU at 300k
-        hnsw.add(ids - 1, codes, threads=1)
-    hnsw_build_cpu = time.process_time() - started
-
-    def usearch_hnsw_i8(q):
-        return hnsw.search(quantize_query(q), k, threads=1).keys.astype(np.int64)
-
-    methods = {
-        "numpy float32 (today)": (numpy_f32, matrix.nbytes),
-        "usearch exact i8 + float rescoring of the k": (usearch_i8, codes.nbytes),
-        "usearch exact i8, 2 threads": (usearch_i8_2threads, codes.nbytes),
-        "numkong i8 dots ÷ row length + float rescoring (index.rank)": (numkong_i8, codes.nbytes + norms.nbytes),
-        "usearch exact f16": (usearch_f16, half.nbytes),
-        "usearch exact bf16": (usearch_bf16, bf16_bits.nbytes),
-        "torch bf16 matmul + topk": (torch_bf16, bf16.numel() * 2),
-        "numpy sign bits, 20k rescored": (binary_rescored, bits.nbytes + codes.nbytes),
-        "usearch HNSW i8 (M=16, ef=k)": (usearch_hnsw_i8, hnsw.memory_usage),
-    }
-    if not hnsw_index:
-        del methods["usearch HNSW i8 (M=16, ef=k)"]
-    truth = [numpy_f32(q) for q in qs]
-    times: dict[str, list[float]] = {name: [] for name in methods}
-    found: dict[str, list[np.ndarray]] = {name: [] for name in methods}
-    for round_ in range(rounds):
-        for qi, q in enumerate(qs):
-            for name, (fn, _) in methods.items():
-                elapsed, top = timed(fn, q)
-                times[name].append(1000 * elapsed)
-                if round_ == 0:
-                    found[name].append(np.asarray(top))
-
-    def recall(name: str, at: int) -> float:
-        return statistics.mean(len(set(f[:at].tolist()) & set(t[:at].tolist())) / at
-                               for f, t in zip(found[name], truth))  # fmt: skip
-
-    figures = {"rows": rows, "k": k, "queries x rounds": f"{queries} x {rounds}",
-               "HNSW build CPU s (1 thread)": round(hnsw_build_cpu, 1)}  # fmt: skip
-    baseline = statistics.median(times["numpy float32 (today)"])
-    for name, (_, nbytes) in methods.items():
-        p50 = statistics.median(times[name])
-        figures[name] = {"p50 ms": round(p50, 1), "p90 ms": round(sorted(times[name])[int(0.9 * len(times[name]))], 1),
-                         "÷ today": round(p50 / baseline, 3), "recall@10": round(recall(name, 10), 3),
-                         f"recall@{k}": round(recall(name, k), 3), "MB": round(nbytes / 1e6)}  # fmt: skip
-    return figures
-
-
 def quality() -> dict:
     """recall@10 / nDCG@10 per mode on the labelled set, in a throwaway SQLite database."""
     import subprocess
@@ -340,13 +225,52 @@ def quality() -> dict:
     return eval(line, {})  # the test prints its figures as a dict literal  # noqa: S307
 
 
+def distinct_lua(base: int) -> str:
+    """wrk's script (harness.LUA) with every request's question made a distinct text: a number
+    (`base`, new for each run, plus a per-thread offset and a counter) after the question's words."""
+    from bench import harness
+
+    return (
+        harness.LUA.replace("local counter = 0", f"local counter = 0\nlocal base = {base}")
+        .replace("#threads * 7919", "#threads * 1000003")
+        .replace('return wrk.format("GET", paths[(counter %% #paths) + 1])',
+                 'return wrk.format("GET", paths[(counter %% #paths) + 1] .. "+" .. tostring(base + counter))')
+    )  # fmt: skip
+
+
+METRICS_TOKEN = "bench-semantic-metrics"
+
+
+def question_vectors(base: str) -> tuple[float, float] | None:
+    """(asked, computed) question vectors of a server so far, from its /metrics (None: a
+    server without the counters, such as a commit before the cache)."""
+    from bench import harness
+
+    status, body = harness.get_json(base + "/metrics", {"Authorization": f"Bearer {METRICS_TOKEN}"})
+    if status != 200 or not isinstance(body, str):
+        return None
+    values = {}
+    for line in body.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("connect_semantic_query_vectors_total", "connect_semantic_query_vectors_computed_total"):
+            values[name] = float(value)
+    if len(values) < 2:
+        return None
+    return values["connect_semantic_query_vectors_total"], values["connect_semantic_query_vectors_computed_total"]
+
+
 def served(url: str, args: argparse.Namespace) -> dict:
     """Through `serve --workers 2` (bench/harness.py) on the benchmark database, workspace `big`.
     load: req/s of semantic and hybrid search beside the sessions list (limit=100) at
-    --connections, in alternating rounds, the ratio of medians. keyword-ab: keyword search (no
+    --connections, in alternating rounds, the ratio of medians; every search a distinct
+    question (`distinct_lua`: the question cache misses; its hit rate read from each server's
+    /metrics), and semantic search of 5 questions asked again and again apart, labelled as
+    cached. With --load-baseline, the same on a server of that commit in the same rounds. Each
+    run's server CPU per request (all its processes, /proc). keyword-ab: keyword search (no
     `mode`, the default path) on this tree and on --baseline, alternating query by query at one
     connection (p50) and then at --connections (req/s)."""
     import contextlib
+    import random
     import urllib.parse
 
     from apps.tenancy import services as tenancy
@@ -356,17 +280,20 @@ def served(url: str, args: argparse.Namespace) -> dict:
 
     kind = "sqlite" if url.startswith("sqlite") else "postgres"
     db = Database(kind, url, sqlite_path=Path(url.removeprefix("sqlite:///")) if kind == "sqlite" else None,
-                  label=kind, extra_env={"CONNECT_SEMANTIC_SEARCH": "1"})  # fmt: skip
+                  label=kind,
+                  extra_env={"CONNECT_SEMANTIC_SEARCH": "1", "CONNECT_METRICS_TOKEN": METRICS_TOKEN})  # fmt: skip
     membership = tenancy.add_member(workspace=Workspace.objects.get(slug="big"), email="bench-semantic@example.invalid")
     key = tenancy.issue_api_key(membership=membership, scopes=READ_SCOPES, name="bench-semantic").key
     auth = {"Authorization": f"Bearer {key}"}
 
-    def search(query: str, mode: str | None = None) -> str:
-        params = {"query": query, **({"mode": mode} if mode else {})}
+    def search(query: str, mode: str | None = None) -> str:  # the query last: distinct_lua appends to it
+        params = {**({"mode": mode} if mode else {}), "query": query}
         return "/api/v1/transcripts/search?" + urllib.parse.urlencode(params)
 
     modes = [Endpoint(f"{mode} search", "connect", [search(q, mode) for q in QUESTIONS], auth, "nonempty")
              for mode in ("semantic", "hybrid")]  # fmt: skip
+    repeated = Endpoint("semantic search, 5 questions repeated (cached)", "connect",
+                        [search(q, "semantic") for q in QUESTIONS], auth, "nonempty")  # fmt: skip
     sessions = Endpoint("sessions list (limit=100)", "connect", [SESSIONS_LIST], auth, "items=100")
     keyword = [search(q.split()[-1]) for q in QUESTIONS]
     out: dict = {"db": kind, "connections": args.connections, "rounds": args.load_rounds, "seconds": args.duration}
@@ -374,37 +301,54 @@ def served(url: str, args: argparse.Namespace) -> dict:
     out["load average before"] = os.getloadavg()[0]
     with contextlib.ExitStack() as stack:
         servers = {"connect": stack.enter_context(harness.connect_server(db, 2))}
-        if "keyword-ab" in args.parts:
-            root = stack.enter_context(harness.baseline_worktree(args.baseline, run_dir / "baseline"))
+        baseline_ref = args.baseline if "keyword-ab" in args.parts else args.load_baseline
+        if baseline_ref:
+            root = stack.enter_context(harness.baseline_worktree(baseline_ref, run_dir / "baseline"))
             servers["baseline"] = stack.enter_context(harness.connect_server(db, 2, root=root))
-        for e in modes + [sessions]:  # both processes load the model and the workspace's vectors
-            deadline = time.monotonic() + 600
-            while time.monotonic() < deadline:
-                r = harness.wrk(servers["connect"].base, e, 10, 4, 2)
-                if r["requests"] >= 8 and not r["non_2xx"] + r["socket_errors"]:
-                    break
-            problem = harness.sanity_check(servers["connect"].base, e)
-            if problem:
-                raise RuntimeError(f"{e.name}: {problem}")
+        for server in servers.values():  # each process loads the model and the workspace's vectors
+            for e in modes + [sessions]:
+                deadline = time.monotonic() + 600
+                while time.monotonic() < deadline:
+                    r = harness.wrk(server.base, e, 10, 4, 2)
+                    if r["requests"] >= 8 and not r["non_2xx"] + r["socket_errors"]:
+                        break
+                problem = harness.sanity_check(server.base, e)
+                if problem:
+                    raise RuntimeError(f"{server.name} {e.name}: {problem}")
         harness.drain(servers, limit_s=args.drain)
 
         def rounds_of(endpoints: list[tuple[str, Endpoint]], connections: int, seconds: float) -> dict:
             runs: dict[str, list[dict]] = {}
             for _ in range(args.load_rounds):
                 for server, e in endpoints:
-                    r = harness.wrk(servers[server].base, e, seconds, connections, min(2, connections))
+                    distinct = e.name in ("semantic search", "hybrid search")
+                    lua = distinct_lua(random.randrange(10**9)) if distinct else harness.LUA
+                    vectors = question_vectors(servers[server].base)
+                    cpu = harness.cpu_seconds(servers[server].proc.pid)
+                    r = harness.wrk(servers[server].base, e, seconds, connections, min(2, connections), lua=lua)
+                    r["cpu_ms"] = 1000 * (harness.cpu_seconds(servers[server].proc.pid) - cpu) / max(1, r["requests"])
+                    after = question_vectors(servers[server].base)
+                    if vectors and after and after[0] > vectors[0]:
+                        r["hit_rate"] = 1 - (after[1] - vectors[1]) / (after[0] - vectors[0])
                     runs.setdefault(f"{e.name} @ {server}", []).append(r)
                     harness.drain(servers, limit_s=args.drain)
             return {name: {"req/s": round(statistics.median(r["rps"] for r in rs), 1),
                            "p50 ms": round(statistics.median(r["p50_ms"] for r in rs), 1),
+                           "server CPU ms/request": round(statistics.median(r["cpu_ms"] for r in rs), 2),
+                           **({"question cache hit rate": round(statistics.mean(r["hit_rate"] for r in rs), 4)}
+                              if all("hit_rate" in r for r in rs) else {}),
                            "errors": sum(r["non_2xx"] + r["socket_errors"] for r in rs)}
                     for name, rs in runs.items()}  # fmt: skip
 
         if "load" in args.parts:
-            out["load"] = rounds_of([("connect", e) for e in modes + [sessions]], args.connections, args.duration)
-            listing = out["load"][f"{sessions.name} @ connect"]["req/s"]
-            for e in modes:
-                out[f"{e.name} ÷ sessions list req/s"] = round(out["load"][f"{e.name} @ connect"]["req/s"] / listing, 3)
+            endpoints = [(server, e) for server in servers for e in modes + [sessions]]
+            endpoints.append(("connect", repeated))
+            out["load"] = rounds_of(endpoints, args.connections, args.duration)
+            for server in servers:
+                listing = out["load"][f"{sessions.name} @ {server}"]["req/s"]
+                for e in modes + ([repeated] if server == "connect" else []):
+                    ratio = out["load"][f"{e.name} @ {server}"]["req/s"] / listing
+                    out[f"{e.name} ÷ sessions list req/s @ {server}"] = round(ratio, 3)
         if "keyword-ab" in args.parts:
             single = [(server, Endpoint(f"keyword {path.rsplit('=', 1)[1]}", server, [path], auth))
                       for path in keyword for server in ("connect", "baseline")]  # fmt: skip
@@ -426,27 +370,40 @@ def main() -> int:
     parser.add_argument("--passages", type=int, default=1000, help="passages for the throughput figure")
     parser.add_argument("--distinct", type=int, default=3000, help="distinct texts embedded for the latency database")
     parser.add_argument("--parts", nargs="+", default=["quality", "throughput", "latency"],
-                        help="quality throughput scan seed latency load keyword-ab")  # fmt: skip
+                        help="quality throughput query scan seed latency cpu load keyword-ab")  # fmt: skip
     parser.add_argument("--scan-rows", type=int, default=300_000, help="synthetic vectors for --parts scan")
     parser.add_argument("--scan-queries", type=int, default=20)
     parser.add_argument("--scan-no-hnsw", action="store_true", help="scan: leave out the HNSW index (its build)")
+    parser.add_argument("--scan-ways", nargs="+",
+                        help="scan: only the ways whose name holds one of these (numpy's always)")  # fmt: skip
+    parser.add_argument("--ivf-lists", nargs="+", type=int, default=[1024, 2048], help="scan: faiss IVF lists")
+    parser.add_argument("--nprobes", nargs="+", type=int, default=[16, 32, 64], help="scan: faiss IVF lists searched")
     parser.add_argument("--connections", type=int, default=16, help="load: wrk connections")
     parser.add_argument("--duration", type=float, default=10.0, help="load, keyword-ab: seconds per wrk run")
     parser.add_argument("--load-rounds", type=int, default=3, help="load, keyword-ab: rounds")
     parser.add_argument("--drain", type=float, default=60.0,
                         help="load, keyword-ab: at most this many seconds of waiting for an idle machine between runs")
     parser.add_argument("--baseline", default="main", help="keyword-ab: the commit the keyword path is compared with")
+    parser.add_argument("--load-baseline", help="load: also a server of this commit, in the same rounds")
     args = parser.parse_args()
     if "quality" in args.parts:
         print("quality (recall@10, nDCG@10):", quality(), flush=True)
     url = database_url(args.db, args.segments, args.pg_name)
     setup_django(url)
     if "scan" in args.parts:
-        figures = scan_ab(args.scan_rows, args.scan_queries, args.rounds, hnsw_index=not args.scan_no_hnsw)
+        from bench.semantic_scan import scan_ab
+
+        figures = scan_ab(args.scan_rows, args.scan_queries, args.rounds, hnsw_index=not args.scan_no_hnsw,
+                          ways=args.scan_ways, ivf_lists=tuple(args.ivf_lists),
+                          nprobes=tuple(args.nprobes))  # fmt: skip
         print("scan A/B:", json.dumps(figures, indent=1), flush=True)
     if "throughput" in args.parts:
         print("throughput:", throughput(args.passages), flush=True)
-    if {"seed", "latency", "load", "keyword-ab"} & set(args.parts):
+    if "query" in args.parts:
+        from bench.semantic_cpu import query_cost
+
+        print("question vector, CPU per question:", json.dumps(query_cost(args.rounds), indent=1), flush=True)
+    if {"seed", "latency", "cpu", "load", "keyword-ab"} & set(args.parts):
         seed(args.segments)
         written = write_vectors(args.distinct)
         print("vectors:", written, flush=True)
@@ -454,6 +411,10 @@ def main() -> int:
             upkeep()
     if "latency" in args.parts:
         print(f"latency ({args.db}):", json.dumps(latency(args.rounds)), flush=True)
+    if "cpu" in args.parts:
+        from bench.semantic_cpu import cpu_parts
+
+        print(f"CPU per request by part ({args.db}):", json.dumps(cpu_parts(args.rounds), indent=1), flush=True)
     if {"load", "keyword-ab"} & set(args.parts):
         print(f"served ({args.db}):", json.dumps(served(url, args), indent=1), flush=True)
     return 0

@@ -52,6 +52,13 @@ MCP_CALLS = Counter(
     "connect_mcp_calls", "MCP requests by JSON-RPC method, tool (tools/call) and whether they failed.",
     ["method", "tool", "error"],
 )  # fmt: skip
+SEMANTIC_QUERY_VECTORS = Counter(
+    "connect_semantic_query_vectors", "Question vectors a search by meaning asked for (cached or computed)."
+)
+SEMANTIC_QUERY_VECTORS_COMPUTED = Counter(
+    "connect_semantic_query_vectors_computed",
+    "Question vectors the model computed (not in the process's cache): 1 - computed / asked is the hit rate.",
+)
 
 # The labelled children of the request metrics, looked up once per label set (the set is small:
 # route templates × methods × statuses), not on every request.

