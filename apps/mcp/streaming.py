@@ -151,7 +151,13 @@ class McpStreamConsumer(EventStreamConsumer):
         try:
             if self.method == "subscriptions/listen":
                 self.resume_at = listen.resume_point(params, self._header(b"last-event-id"))
-                subscription = await hub.run_db(listen.subscription_for, params, principal, request_id, retry=True)
+                watched, list_changed = listen.watched_for(params, principal)
+                # As an event stream's open: its checks on the loop, its one database read
+                # shared with the opens of a burst that ask the same (Hub.read_shared).
+                workspace_id, sessions = principal.workspace.id, listen.sessions_of(watched)
+                known = await hub.read_shared(("listen-sessions", workspace_id, sessions), listen.known_sessions,
+                                              workspace_id=workspace_id, sessions=sessions)
+                subscription = listen.subscription_for(watched, list_changed, known, request_id)
             else:
                 subscription, self.resume_at = events_stream.subscription_for(params, principal, request_id,
                                                                               self.modern)
