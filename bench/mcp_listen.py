@@ -91,7 +91,7 @@ def run_reader(args: argparse.Namespace) -> int:
             ready = loop.create_future()
             readies.append(ready)
             await loop.create_connection(lambda i=i, r=ready: Reader(i, r), "127.0.0.1", args.port)
-            if i % 50 == 49:
+            if i % args.batch == args.batch - 1:
                 await asyncio.sleep(0.05)
         await asyncio.gather(*readies)
         print(json.dumps({"statuses": sorted(set(statuses))}), flush=True)
@@ -111,7 +111,7 @@ def start_readers(args, port: int, key: str, session: str, kind: str, tmp: Path)
         out = tmp / f"{kind}-{r}.json"
         process = subprocess.Popen(
             [sys.executable, __file__, "_read", "--port", str(port), "--key", key, "--session", session, "--kind",
-             kind, "--count", str(per), "--out", str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             kind, "--count", str(per), "--out", str(out), "--batch", str(getattr(args, "batch", 50))], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         readers.append((process, out))
     for process, _ in readers:
         line = json.loads(process.stdout.readline())
@@ -194,6 +194,7 @@ def main() -> int:
         sub.add_argument("mode")
         for option in ("--port", "--count"):
             sub.add_argument(option, type=int)
+        sub.add_argument("--batch", type=int, default=50)  # connections opened per 50 ms
         for option in ("--key", "--session", "--kind", "--out"):
             sub.add_argument(option)
         return run_reader(sub.parse_args())

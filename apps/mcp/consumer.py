@@ -24,7 +24,7 @@ from apps.access.render import render
 from apps.core.errors import ApiError, RequestTimeout, Unavailable, as_api_error
 from apps.core.origins import allowed_origin
 from apps.mcp import protocol
-from apps.mcp.streaming import McpStreamConsumer, streaming_method
+from apps.mcp.streaming import McpStreamConsumer, streaming_request
 from apps.mcp.tools import WorkspaceTools
 from apps.mcp.wire import accepts_json, media_type
 from apps.oauth.audience import accepted_audiences
@@ -83,8 +83,9 @@ class McpEndpoint:
             return  # the client left
         if len(body) > settings.CONNECT_MCP_MAX_BODY_BYTES:
             return await self.too_large(send)
-        if streaming_method(body) is not None:
-            return await self.stream(scope, receive, send, body)
+        message = streaming_request(body)
+        if message is not None:
+            return await self.stream(scope, receive, send, message)
 
         try:
             # The tools only read, so a request whose connection died runs once more.
@@ -100,19 +101,20 @@ class McpEndpoint:
         return await self.json(send, reply.status, reply.body, extra)
 
     @staticmethod
-    async def stream(scope: dict[str, Any], receive, send, body: bytes) -> None:
+    async def stream(scope: dict[str, Any], receive, send, message: dict[str, Any]) -> None:
         """A request answered with a stream (apps/mcp/streaming.py): its consumer is given the
-        body this endpoint has read, then the connection's own messages (its disconnect)."""
+        request this endpoint has read and parsed (its `http.request` carries no body: the
+        consumer needs only the message), then the connection's own messages (its disconnect)."""
         given = False
 
-        async def receive_body() -> dict[str, Any]:
+        async def receive_request() -> dict[str, Any]:
             nonlocal given
             if not given:
                 given = True
-                return {"type": "http.request", "body": body, "more_body": False}
+                return {"type": "http.request", "body": b"", "more_body": False}
             return await receive()
 
-        await McpStreamConsumer(orjson.loads(body))(scope, receive_body, send)
+        await McpStreamConsumer(message)(scope, receive_request, send)
 
     async def failed(self, send, exc: Exception, body: bytes) -> None:
         """A failure of the work on the lane, as a JSON-RPC error answering the request's id:

@@ -156,9 +156,9 @@ def _entries(watched: tuple[tuple[str, str, tuple[str, ...], str | None, int | N
     return tuple(sorted(entries, key=lambda e: (e.type, e.session_id or "")))
 
 
-def subscription_for(params: dict[str, Any], principal: Principal, request_id: Any) -> ListenSubscription:
-    """The listen request's `notifications` filter as a subscription, or a ProtocolError. Reads
-    the database (which sessions are the workspace's): call on a hub thread."""
+def watched_for(params: dict[str, Any], principal: Principal) -> tuple[tuple, bool]:
+    """The listen request's `notifications` filter checked: (its `watched` entries, whether it
+    asks for list changes), or the ProtocolError that refuses it. Reads no database."""
     wanted = params.get("notifications")
     if not isinstance(wanted, dict):
         raise ProtocolError(INVALID_PARAMS, "subscriptions/listen needs params.notifications (a SubscriptionFilter)")
@@ -173,15 +173,28 @@ def subscription_for(params: dict[str, Any], principal: Principal, request_id: A
     if list_changed and not principal.has_scope(SESSIONS_READ):
         raise ProtocolError(INVALID_REQUEST, f"Insufficient scope: resourcesListChanged needs {SESSIONS_READ}",
                             {"error": INSUFFICIENT_SCOPE, "scope": SESSIONS_READ}, status=403)
-    watched = tuple(_watch(uri, principal) for uri in dict.fromkeys(uris))
-    sessions = {watch[1] for watch in watched}
-    known = set(Session.objects.filter(workspace_id=principal.workspace.id, id__in=sessions)
-                .values_list("id", flat=True)) if sessions else set()
+    return tuple(_watch(uri, principal) for uri in dict.fromkeys(uris)), bool(list_changed)
+
+
+def sessions_of(watched: tuple) -> frozenset[str]:
+    return frozenset(watch[1] for watch in watched)
+
+
+def known_sessions(*, workspace_id: int, sessions: frozenset[str]) -> frozenset[str]:
+    """Which of `sessions` are the workspace's. Reads the database: call on a hub thread."""
+    if not sessions:
+        return frozenset()
+    return frozenset(Session.objects.filter(workspace_id=workspace_id, id__in=sessions).values_list("id", flat=True))
+
+
+def subscription_for(watched: tuple, list_changed: bool, known: frozenset[str], request_id: Any) -> ListenSubscription:
+    """The listen request's subscription, once `known_sessions` has said which of its sessions
+    are the workspace's; a URI of another workspace's session reads as not found."""
     for uri, session_id, *_ in watched:
         if session_id not in known:
-            raise resource_not_found(MODERN_VERSION, uri)  # another workspace's session reads as none
-    return ListenSubscription(entries=_entries(watched, bool(list_changed)), request_id=request_id, watched=watched,
-                              list_changed=bool(list_changed))
+            raise resource_not_found(MODERN_VERSION, uri)
+    return ListenSubscription(entries=_entries(watched, list_changed), request_id=request_id, watched=watched,
+                              list_changed=list_changed)
 
 
 def resume_point(params: dict[str, Any], header: str | None) -> positions.Position | str | None:

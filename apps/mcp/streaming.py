@@ -1,6 +1,6 @@
 """The /mcp requests answered with a stream: `subscriptions/listen` (2026-07-28) and the events
 extension's `events/stream` (both generations). /mcp (apps/mcp/consumer.py) reads the body,
-sees one of these methods and hands the request here.
+sees one of these methods and hands the parsed request here.
 
 The stream is the event stream's (apps/stream/consumer.py): admitted as /mcp admits (its token
 audiences, REST's rate buckets), then the same carrier, the same per-workspace slot limit
@@ -46,17 +46,17 @@ from apps.oauth.audience import accepted_audiences
 from apps.stream.consumer import EventStreamConsumer
 
 
-def streaming_method(body: bytes) -> str | None:
-    """The method when the body is one request /mcp answers with a stream, else None (most
-    bodies are told apart without a second parse)."""
+def streaming_request(body: bytes) -> dict[str, Any] | None:
+    """The parsed request when the body is one request /mcp answers with a stream, else None
+    (most bodies are told apart without parsing them here). Parsed once: the stream's consumer
+    is given this message, not the body to parse again."""
     if b"subscriptions/listen" not in body and b"events/stream" not in body:
         return None
     try:
         message = orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
-    method = message.get("method") if isinstance(message, dict) else None
-    return method if method in STREAMING_METHODS else None
+    return message if isinstance(message, dict) and message.get("method") in STREAMING_METHODS else None
 
 
 class Refusal(ApiError):
@@ -75,7 +75,7 @@ def accepts_event_stream(accept: str | None) -> bool:
 
 
 class McpStreamConsumer(EventStreamConsumer):
-    """One streaming /mcp request: `body` is the request's, already read by /mcp."""
+    """One streaming /mcp request: `message` is the request, already read and parsed by /mcp."""
 
     message: dict[str, Any]
     modern = True
@@ -151,7 +151,13 @@ class McpStreamConsumer(EventStreamConsumer):
         try:
             if self.method == "subscriptions/listen":
                 self.resume_at = listen.resume_point(params, self._header(b"last-event-id"))
-                subscription = await hub.run_db(listen.subscription_for, params, principal, request_id, retry=True)
+                watched, list_changed = listen.watched_for(params, principal)
+                # As an event stream's open: its checks on the loop, its one database read
+                # shared with the opens of a burst that ask the same (Hub.read_shared).
+                workspace_id, sessions = principal.workspace.id, listen.sessions_of(watched)
+                known = await hub.read_shared(("listen-sessions", workspace_id, sessions), listen.known_sessions,
+                                              workspace_id=workspace_id, sessions=sessions)
+                subscription = listen.subscription_for(watched, list_changed, known, request_id)
             else:
                 subscription, self.resume_at = events_stream.subscription_for(params, principal, request_id,
                                                                               self.modern)

@@ -29,15 +29,15 @@ class Coalescing:
         self._holders = itertools.count()
         self.reads_run = 0  # resume reads run (stats: a reconnect storm shares them)
 
-    async def read(self, key: tuple, fn: Callable, **kwargs):
+    async def read(self, key: tuple, fn: Callable, *, resume: bool = True, **kwargs):
         """`fn(**kwargs)` on a hub thread, joined by every caller with the same `key` until it
         starts: a stream may join only a read that has not started, since it registered before
         it asked, so a read that starts later covers everything its live queue does not (the
-        rule every resume keeps: subscribe, then read)."""
+        rule every resume keeps: subscribe, then read). `resume`: counted in `reads_run`."""
         shared = self._reads.get(key)
         if shared is None or shared.started:
             shared = self._reads[key] = SharedResume()
-            self.reads_run += 1
+            self.reads_run += resume
             shared.future = self.loop.create_future()
             self._next_tick(self._submit_read, key, shared, fn, kwargs)
         return await asyncio.shield(shared.future)

@@ -108,6 +108,13 @@ class Hub:
                                           workspace_id=replay.workspace_id, after=after, types=replay.types)
         replay.take(read)
 
+    async def read_shared(self, key: tuple, fn: Callable, **kwargs):
+        """`fn(**kwargs)` on a hub thread, one run for every open of a burst asking with the same
+        `key` before it starts (a check of an open's that reads the database, as admission and
+        the slot are shared): the opens of a burst make a few jobs, not one each. `key` must not
+        be a resume's (those start with a workspace id)."""
+        return await self.coalescing.read(key, fn, resume=False, **kwargs)
+
     def opening(self) -> None:
         """A stream open begins (paired with `opened`): while a burst is in progress the follower
         batches its polls (carrier.BURST_OPENS)."""
