@@ -232,11 +232,27 @@ def append():
     sequence += size
 for _ in range(30):
     append()
+import os
+from pathlib import Path
+from django.db import connection
+def backends():  # CPU seconds of this database's backends (the pool's connections)
+    total, name = 0, " " + connection.settings_dict["NAME"] + " "
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes().startswith(b"postgres: ") and \
+                    name in (entry / "cmdline").read_bytes().replace(bytes(1), b" ").decode():
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            pass
+    return total
+backend = backends()
 cpu, wall = time.process_time(), time.perf_counter()
 for _ in range(count):
     append()
 print(json.dumps({"cpu_ms": (time.process_time() - cpu) * 1000 / count,
-                  "wall_ms": (time.perf_counter() - wall) * 1000 / count}))
+                  "wall_ms": (time.perf_counter() - wall) * 1000 / count,
+                  "backend_ms": (backends() - backend) * 1000 / count}))
 """
 
 
@@ -261,11 +277,14 @@ def in_process(args: argparse.Namespace) -> int:
             figure = {**json.loads(out.strip().splitlines()[-1]), "load": os.getloadavg()[0]}
             figures[name].append(figure)
             harness.log(f"round {round_ + 1} {name} ({root}): {figure['cpu_ms']:.2f} ms CPU, "
+                        f"{figure['backend_ms']:.2f} ms its PostgreSQL backends' CPU, "
                         f"{figure['wall_ms']:.1f} ms wall a request, load {figure['load']:.1f}")
     for name, rows in figures.items():
         cpu = sorted(r["cpu_ms"] for r in rows)
+        backend = sorted(r["backend_ms"] for r in rows)
         print(f"{name}: CPU per request median {cpu[len(cpu) // 2]:.2f} ms (rounds: "
-              + ", ".join(f"{r['cpu_ms']:.2f}" for r in rows) + ")")
+              + ", ".join(f"{r['cpu_ms']:.2f}" for r in rows) + f"); its backends' median {backend[len(backend) // 2]:.2f} ms ("
+              + ", ".join(f"{r['backend_ms']:.2f}" for r in rows) + ")")
     return 0
 
 

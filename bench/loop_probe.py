@@ -34,7 +34,7 @@ _current: contextvars.ContextVar = contextvars.ContextVar("bench_probe_request")
 
 TICK_SECONDS = 0.005
 LONG_SECONDS = 0.010
-DUMP_SECONDS = 2.0
+DUMP_SECONDS = 3.0
 
 
 def _what(callback, args: tuple = ()) -> str:
@@ -67,6 +67,7 @@ class Probe:
         self.gc_full: list[tuple[float, float, str, int]] = []
         self.gc_totals = [[0, 0.0], [0, 0.0], [0, 0.0]]
         self._gc_started = 0.0
+        self._frozen = gc.get_freeze_count()
         self._next = 0.0
 
     def start(self) -> None:
@@ -90,7 +91,7 @@ class Probe:
         gc.callbacks.append(self._gc)
         self._next = self.loop.time() + TICK_SECONDS
         self.loop.call_at(self._next, self._tick)
-        self.loop.call_later(DUMP_SECONDS, self._dump)
+        threading.Thread(target=self._dumping, name="bench-loop-probe", daemon=True).start()
 
     def _time_requests(self) -> None:
         """Per request (path with `/segments`, an append): wall from the ASGI call to its end (the
@@ -164,19 +165,23 @@ class Probe:
             roles[role] = roles.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
         return roles
 
+    def _dumping(self) -> None:
+        while True:
+            time.sleep(DUMP_SECONDS)
+            self._dump()
+
     def _dump(self) -> None:
-        """Appends what is new since the last dump (a few hundred samples: no stall of its own)."""
-        try:
+        """Appends what is new since the last dump, from a thread of its own (the GIL is handed
+        over to the loop every switch interval, never held through a whole dump)."""
+        if True:
             new = {"pid": os.getpid(), "at": time.time(), "threads": self._threads(), "gc_totals": self.gc_totals,
-                   "gc_threshold": gc.get_threshold(), "frozen": gc.get_freeze_count()}
+                   "gc_threshold": gc.get_threshold(), "frozen": self._frozen}
             for name in ("lag", "long", "gc_full", "requests"):
                 items = getattr(self, name)
                 new[name] = items[self._written.get(name, 0):]
                 self._written[name] = len(items)
             with self.out.open("a") as out:
                 out.write(json.dumps(new) + "\n")
-        finally:
-            self.loop.call_later(DUMP_SECONDS, self._dump)
 
 
 def install(out_dir: str) -> None:
