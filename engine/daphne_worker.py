@@ -35,11 +35,10 @@ def settle_start_up_heap() -> None:
       open streams, and a burst of stream opens does not stall the event loop walking start-up's
       objects again and again;
     - collects the youngest generation every YOUNG_COLLECTION_THRESHOLD allocations instead of
-      every 700: a request's objects (thousands per append) mostly die before a collection sees
-      them, instead of being promoted, and the full collections that promotions trigger (each
-      walks every open stream's objects, tens to hundreds of milliseconds with the GIL held,
-      on whichever thread allocated) come about ten times less often
-      (docs/decisions/mechanisms.md);
+      CPython's 700: a request's many short-lived objects mostly die before a collection sees
+      them, instead of being promoted, so the full collections that promotions trigger (each
+      walks every open stream's objects with the GIL held, on whichever thread allocated, and
+      stops the whole process meanwhile) come far less often (docs/decisions/mechanisms.md);
     - hands the heap that start-up allocated and freed back to the kernel (glibc's
       `malloc_trim`; nothing where the C library has no such call)."""
     gc.freeze()
