@@ -42,7 +42,7 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import harness  # noqa: E402
+from bench import cpu_split, harness, loop_probe  # noqa: E402
 
 MARK = re.compile(rb"b#(\d+)#(\d+)#")
 INGEST = "/api/v1/ingest/sessions/"
@@ -232,11 +232,27 @@ def append():
     sequence += size
 for _ in range(30):
     append()
+import os
+from pathlib import Path
+from django.db import connection
+def backends():  # CPU seconds of this database's backends (the pool's connections)
+    total, name = 0, " " + connection.settings_dict["NAME"] + " "
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes().startswith(b"postgres: ") and \
+                    name in (entry / "cmdline").read_bytes().replace(bytes(1), b" ").decode():
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            pass
+    return total
+backend = backends()
 cpu, wall = time.process_time(), time.perf_counter()
 for _ in range(count):
     append()
 print(json.dumps({"cpu_ms": (time.process_time() - cpu) * 1000 / count,
-                  "wall_ms": (time.perf_counter() - wall) * 1000 / count}))
+                  "wall_ms": (time.perf_counter() - wall) * 1000 / count,
+                  "backend_ms": (backends() - backend) * 1000 / count}))
 """
 
 
@@ -245,22 +261,30 @@ def in_process(args: argparse.Namespace) -> int:
     db = harness.Database("postgres", f"postgres://postgres@127.0.0.1:5432/{args.postgres_db}", label="postgres",
                           extra_env={"REDIS_URL": f"redis://127.0.0.1:6379/{args.redis_db}"})
     harness.manage(db, "migrate", "-v", "0")
-    roots = {"this": harness.ROOT, **({"other": Path(args.root).resolve()} if args.root else {})}
+    # name -> (checkout, more environment): this checkout; another (--root); this one with a
+    # bench switch (--vs-env NAME=VALUE, repeatable: one variant each).
+    roots = {"this": (harness.ROOT, {}), **({"other": (Path(args.root).resolve(), {})} if args.root else {})}
+    for assignment in args.vs_env:
+        name, _, value = assignment.partition("=")
+        roots[f"this {assignment}"] = (harness.ROOT, {name: value})
     code = IN_PROCESS % {"batch": args.batch, "requests": args.requests}
     figures: dict[str, list[dict]] = {name: [] for name in roots}
     for round_ in range(args.rounds):
-        for name, root in (roots.items() if round_ % 2 == 0 else reversed(roots.items())):
-            env = {**db.env(), "PYTHONPATH": str(root)}
+        for name, (root, more) in (roots.items() if round_ % 2 == 0 else reversed(roots.items())):
+            env = {**db.env(), "PYTHONPATH": str(root), **more}
             out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=root, env=env, text=True,
                                  capture_output=True, check=True).stdout
             figure = {**json.loads(out.strip().splitlines()[-1]), "load": os.getloadavg()[0]}
             figures[name].append(figure)
             harness.log(f"round {round_ + 1} {name} ({root}): {figure['cpu_ms']:.2f} ms CPU, "
+                        f"{figure['backend_ms']:.2f} ms its PostgreSQL backends' CPU, "
                         f"{figure['wall_ms']:.1f} ms wall a request, load {figure['load']:.1f}")
     for name, rows in figures.items():
         cpu = sorted(r["cpu_ms"] for r in rows)
+        backend = sorted(r["backend_ms"] for r in rows)
         print(f"{name}: CPU per request median {cpu[len(cpu) // 2]:.2f} ms (rounds: "
-              + ", ".join(f"{r['cpu_ms']:.2f}" for r in rows) + ")")
+              + ", ".join(f"{r['cpu_ms']:.2f}" for r in rows) + f"); its backends' median {backend[len(backend) // 2]:.2f} ms ("
+              + ", ".join(f"{r['backend_ms']:.2f}" for r in rows) + ")")
     return 0
 
 
@@ -288,9 +312,15 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=3, help="--in-process: segments per append")
     parser.add_argument("--requests", type=int, default=300, help="--in-process: appends measured per round")
     parser.add_argument("--rounds", type=int, default=3, help="--in-process: rounds per checkout")
+    parser.add_argument("--vs-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="--in-process: also this checkout with a bench switch set (repeatable: one variant each)")
     parser.add_argument("--live-only", action="store_true", help="skip the bulk load")
     parser.add_argument("--profile", metavar="DIR",
                         help="record each server worker with py-spy during the live window (speedscope files in DIR)")
+    parser.add_argument("--loop-probe", action="store_true",
+                        help="bench/loop_probe.py in each server process: loop lag, long callbacks, full collections")
+    parser.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable for the server only (a bench switch); repeatable")
     args = parser.parse_args()
     if args.quick:
         args.duration, args.sessions, args.streams, args.bulk_seconds = 15.0, 50, 100, 10.0
@@ -313,6 +343,12 @@ def main() -> int:
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
     env = {"CONNECT_SSE_MAX_STREAMS_PER_WORKSPACE": str(args.streams + 10), "CONNECT_WEBHOOKS_ALLOW_PRIVATE": "1",
            "CONNECT_QUEUE_TIMEOUT_SECONDS": "30"}
+    if args.loop_probe:
+        (run_dir / "loop").mkdir()
+        env["BENCH_LOOP_PROBE"] = str(run_dir / "loop")
+    for assignment in args.server_env:
+        name, _, value = assignment.partition("=")
+        env[name] = value
     load_before = os.getloadavg()
     results: dict = {}
     with harness.connect_server(db, 2, env=env, root=Path(args.root) if args.root else None) as server:
@@ -345,12 +381,20 @@ def main() -> int:
                                    str(tmp / f"producer-{k}.json"), "--out", str(tmp / f"producer-{k}.out"),
                                    "--start-at", str(start_at), "--duration", str(args.duration),
                                    "--rate", str(args.rate)))
+        split = cpu_split.CpuSplit(server_pid=server.proc.pid, database=args.postgres_db, clients={
+            "benchmark: producers": [p.pid for p in producers],
+            "benchmark: stream readers": [p.pid for p in readers],
+            "benchmark: main (webhook receiver, samplers)": [os.getpid()]})
+        time.sleep(max(0.0, start_at - time.time()))
+        split.start()
         profilers = profile(server, args, start_at) if args.profile else []
         cpu_before = harness.cpu_seconds(server.proc.pid)
         for p in producers:
             p.wait()
         time.sleep(5)  # the last frames in flight
         server_cpu = harness.cpu_seconds(server.proc.pid) - cpu_before
+        results["cpu_split"] = split.stop()
+        window = (start_at, time.time())
         for p in profilers:
             p.wait()
         for i in range(args.sessions):
@@ -370,6 +414,8 @@ def main() -> int:
         while len(Receiver.events) < expected_hooks and time.time() < deadline:
             time.sleep(1)
         results["live"]["webhook_events"] = [len(Receiver.events), expected_hooks, Receiver.deliveries]
+        if args.loop_probe:
+            results["loop_probe"] = loop_probe.summary(run_dir / "loop", *window)
         if not args.live_only:
             results["bulk"] = bulk(server.base, keys["ingest"], args)
             stored = harness.manage(db, "shell", "-c", COUNT % "bulk-", capture=True)
@@ -499,6 +545,22 @@ def table(meta: dict, results: dict) -> str:
         f"{live['server_cpu_ms_per_append']:.2f} | |",
         "",
     ]
+    if "cpu_split" in results:
+        lines.append(cpu_split.table(results["cpu_split"], live["ok"]))
+    for pid, probe in results.get("loop_probe", {}).items():
+        lag, full = probe["lag_ms"], probe["gc_full"]
+        lines.append(f"server process {pid}: loop lag p50 / p99 / p99.9 / max {lag['p50']:.1f} / {lag['p99']:.1f} / "
+                     f"{lag['p999']:.1f} / {lag['max']:.1f} ms, ticks late > 20 ms {lag['over_20']}, > 50 ms "
+                     f"{lag['over_50']} of {lag['samples']}; full collections {full['count']} "
+                     f"({full['total_ms']:.0f} ms, max {full['max_ms']:.1f}, {full['on_loop']} on the loop); "
+                     f"thread CPU s (life) {probe['threads_cpu_s_life']}; collections (life) {probe['gc_totals_life']}")
+        a = probe["appends"]
+        lines.append(f"    appends {a['count']}: in the server p50 / p99 {a['in_server_ms'][0]:.1f} / {a['in_server_ms'][1]:.1f} ms; "
+                     f"on the lane {a['on_lane_ms'][0]:.1f} / {a['on_lane_ms'][1]:.1f} (its CPU {a['lane_cpu_ms'][0]:.1f} / "
+                     f"{a['lane_cpu_ms'][1]:.1f}); off the lane {a['off_lane_ms'][0]:.1f} / {a['off_lane_ms'][1]:.1f}")
+        for what, count, wall, cpu, longest in probe["long_callbacks"][:8]:
+            lines.append(f"    long callback {what}: {count}×, {wall:.0f} ms wall ({cpu:.0f} CPU), max {longest:.1f}")
+    lines.append("")
     if bulk_ is None:
         return "\n".join(lines)
     return "\n".join(lines + [

@@ -51,3 +51,28 @@ if os.environ.get("BENCH_NO_WRITE_THROUGH") == "1":
     from engine import daphne_stream as _daphne_stream
 
     _daphne_stream.can_write_through = lambda transport: False
+
+# The loop probe (bench/loop_probe.py): in each daphne server process (the settings load in
+# daphne's command line, after it installed its reactor), what holds the event loop.
+if os.environ.get("BENCH_LOOP_PROBE"):
+    import sys as _sys
+
+    if "daphne.cli" in _sys.modules:
+        from bench import loop_probe as _loop_probe
+
+        _loop_probe.install(os.environ["BENCH_LOOP_PROBE"])
+
+# Interpreter knobs for a diagnosis A/B in one checkout (bench/ingest.py --server-env): the GIL's
+# switch interval (seconds) and the collector's thresholds ("700,10,10").
+if os.environ.get("BENCH_SWITCH_INTERVAL"):
+    import sys as _sys
+
+    _sys.setswitchinterval(float(os.environ["BENCH_SWITCH_INTERVAL"]))
+if os.environ.get("BENCH_GC_THRESHOLD"):
+    import gc as _gc
+
+    _gc.set_threshold(*(int(x) for x in os.environ["BENCH_GC_THRESHOLD"].split(",")))
+
+# Variants of production code for an A/B in one checkout (bench/variants.py).
+if os.environ.get("BENCH_CLAIM_SQL"):
+    INSTALLED_APPS = [*INSTALLED_APPS, "bench.variants.BenchVariants"]  # noqa: F405

@@ -11,7 +11,8 @@ validator with pycparser at import unless `AUTOBAHN_USE_NVX=0` selects its Pytho
 Relies on (pinned in tests/test_engine_pins.py): daphne's command line building the application
 in `load_asgi_app` before it adopts the `--fd` socket, which Twisted adopts without listening;
 autobahn reading `AUTOBAHN_USE_NVX` at import;
-CPython's `gc.freeze` and glibc's `malloc_trim` (called through ctypes where it exists).
+CPython's `gc.freeze` and `gc.set_threshold`, and glibc's `malloc_trim` (called through ctypes
+where it exists).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ import os
 import socket
 
 HEARTBEAT_SECONDS = 1.0  # how often a server tells `serve` it lives
+# The collector's first threshold in a server process (CPython's default: 700). See
+# `settle_start_up_heap`.
+YOUNG_COLLECTION_THRESHOLD = 7000
 
 
 def settle_start_up_heap() -> None:
@@ -30,9 +34,16 @@ def settle_start_up_heap() -> None:
       out of the collector's reach, so a full collection walks only what came after, mostly the
       open streams, and a burst of stream opens does not stall the event loop walking start-up's
       objects again and again;
+    - collects the youngest generation every YOUNG_COLLECTION_THRESHOLD allocations instead of
+      CPython's 700: a request's many short-lived objects mostly die before a collection sees
+      them, instead of being promoted, so the full collections that promotions trigger (each
+      walks every open stream's objects with the GIL held, on whichever thread allocated, and
+      stops the whole process meanwhile) come far less often (docs/decisions/mechanisms.md);
     - hands the heap that start-up allocated and freed back to the kernel (glibc's
       `malloc_trim`; nothing where the C library has no such call)."""
     gc.freeze()
+    _, *older = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *older)
     try:
         ctypes.CDLL(None).malloc_trim(0)
     except (AttributeError, OSError):

@@ -19,15 +19,18 @@ from tests import factories
 from tests.servers import cmdline_of, descendants, start, without_request_id
 
 
-def test_settling_the_start_up_heap_freezes_what_exists_then():
+def test_settling_the_start_up_heap_freezes_what_exists_then_and_collects_the_young_less_often():
     import gc
 
     before = gc.get_freeze_count()
+    thresholds = gc.get_threshold()
     kept = [[] for _ in range(10)]  # containers the collector tracks, made since any earlier freeze
     try:
         daphne_worker.settle_start_up_heap()
         assert gc.get_freeze_count() >= before + len(kept)
+        assert gc.get_threshold() == (daphne_worker.YOUNG_COLLECTION_THRESHOLD, *thresholds[1:])
     finally:
+        gc.set_threshold(*thresholds)
         if before == 0:
             gc.unfreeze()
 

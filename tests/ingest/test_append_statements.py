@@ -1,6 +1,7 @@
 """What an append costs the database, pinned: the idempotency claim is one INSERT that commits on
 its own (no transaction around it), the session is found by the hand-written statement that locks
-it (no read of its own; docs/decisions/mechanisms.md), and the answer stored is the answer sent.
+it (no read of its own; docs/decisions/mechanisms.md), the work's transaction holds no savepoint,
+and the answer stored is the answer sent.
 And the answers stay the ingest API's: an unknown session is 404 whatever the body, a bad body on
 a known one 400, a gap 409."""
 
@@ -43,8 +44,10 @@ def test_an_append_claims_its_key_in_one_statement_and_reads_the_session_only_to
     keys = [i for i, s in enumerate(sql) if "ingest_idempotencykey" in s]
     claim, answered = keys
     assert sql[claim].startswith("INSERT") and sql[answered].startswith("UPDATE")
-    # Nothing opens a transaction before the claim, and the claim is not inside one.
+    # Nothing opens a transaction before the claim, and the claim is not inside one; the work's
+    # transaction has no savepoint inside it.
     assert not any(s.upper().startswith(("BEGIN", "SAVEPOINT")) for s in sql[: claim + 1])
+    assert not any(s.upper().startswith(("SAVEPOINT", "RELEASE SAVEPOINT")) for s in sql), sql
     reads = [s for s in sql if "recordings_session" in s]
     assert len(reads) == 1 and "external_id" in reads[0], reads
     if connection.features.has_select_for_update_of:

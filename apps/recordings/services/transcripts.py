@@ -226,7 +226,7 @@ def _same(stored: tuple, s: SegmentInput) -> bool:
     return stored == (s.timestamp_start, s.timestamp_end, s.speaker_label, s.text, s.confidence)
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def append_sequenced_segments(
     *,
     session: Session | None = None,
@@ -245,7 +245,12 @@ def append_sequenced_segments(
 
     The session is `session`, or the one its producer calls `external_id` in `workspace_id`
     (the ingest API's key), found by the statement that locks it (`Session.DoesNotExist` when
-    there is none): a recorder's append reads no session row of its own."""
+    there is none): a recorder's append reads no session row of its own.
+
+    Inside a caller's transaction (the ingest view's, which stores the answer with the work) it
+    opens no savepoint of its own: a refusal raised here ends the caller's transaction whole,
+    which the caller rolls back anyway, and a SAVEPOINT and its RELEASE would be two more round
+    trips on every append."""
     if session is not None:
         session_id, status, _ = _lock_with_revision("s.id = %s", [session.pk])
         workspace_id = session.workspace_id
