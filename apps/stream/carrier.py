@@ -51,12 +51,6 @@ REDIS_BATCH_MAX = 500
 # after the burst: that would hold the first live events after it back.
 BURST_OPENS = 16
 BURST_FOLLOW_SECONDS = 0.1
-# At most one poll started per FOLLOW_SPACING_SECONDS: under a steady stream of commits (hundreds
-# of recorders appending) each wake-up no longer costs a log read (two statements) and a
-# dispatch in every process; the commits of that span are read and written to the streams
-# together. An event waits at most that long for its poll when polls are that frequent, and
-# not at all after a quiet spell.
-FOLLOW_SPACING_SECONDS = 0.02
 
 
 class Follower:
@@ -187,8 +181,7 @@ class Follower:
         # Polls start every period, not that long after the previous dispatch ended (a long
         # dispatch would stretch every event's wait for the next poll). One poll at a time; a
         # poll that falls behind starts the next one at once rather than catching up. A wake-up
-        # (a commit here, an announcement on Redis) starts one at once, or FOLLOW_SPACING_SECONDS
-        # after the previous one started, whichever is later.
+        # (a commit here, an announcement on Redis) starts one at once.
         period = REDIS_FOLLOW_POLL_SECONDS if settings.REDIS_URL else FOLLOW_POLL_SECONDS
         await_delay = AWAIT_POLL_SECONDS
         next_poll = last_poll = self.loop.time()
@@ -208,10 +201,10 @@ class Follower:
                     await self._poke.wait()
                 finally:
                     timer.cancel()
-            spacing = BURST_FOLLOW_SECONDS if self.hub.opening_count >= BURST_OPENS else FOLLOW_SPACING_SECONDS
-            wait = last_poll + spacing - self.loop.time()
-            if wait > 0:
-                await asyncio.sleep(wait)  # what is committed meanwhile joins this poll
+            if self.hub.opening_count >= BURST_OPENS:
+                wait = last_poll + BURST_FOLLOW_SECONDS - self.loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)  # what is committed meanwhile joins this poll
             self._poke.clear()
             last_poll = self.loop.time()
             try:
