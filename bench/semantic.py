@@ -402,7 +402,7 @@ def main() -> int:
     if "query" in args.parts:
         from bench.semantic_cpu import query_cost
 
-        print("question vector, CPU per question:", json.dumps(query_cost(args.rounds), indent=1), flush=True)
+        print("question vector, CPU per question:", json.dumps(query_cost(args.rounds, QUESTIONS), indent=1), flush=True)
     if {"seed", "latency", "cpu", "load", "keyword-ab"} & set(args.parts):
         seed(args.segments)
         written = write_vectors(args.distinct)
@@ -414,7 +414,7 @@ def main() -> int:
     if "cpu" in args.parts:
         from bench.semantic_cpu import cpu_parts
 
-        print(f"CPU per request by part ({args.db}):", json.dumps(cpu_parts(args.rounds), indent=1), flush=True)
+        print(f"CPU per request by part ({args.db}):", json.dumps(cpu_parts(args.rounds, QUESTIONS, SESSIONS_LIST), indent=1), flush=True)
     if {"load", "keyword-ab"} & set(args.parts):
         print(f"served ({args.db}):", json.dumps(served(url, args), indent=1), flush=True)
     return 0

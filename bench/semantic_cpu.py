@@ -15,17 +15,17 @@ import time
 QUESTIONS_PER_ROUND = 20
 
 
-def distinct_questions(count: int, salt: str = "") -> list[str]:
-    """`count` questions, none the same text: the labelled set's and the benchmark's questions
-    with a number after them (one to three more word pieces), so no cache can answer them."""
-    from bench.semantic import QUESTIONS
+def distinct_questions(count: int, questions: list[str], salt: str = "") -> list[str]:
+    """`count` questions, none the same text: the labelled set's and `questions` (the
+    benchmark's) with a number after them (one to three more word pieces), so no cache can
+    answer them."""
     from tests.recordings.semantic_set import QUESTIONS as LABELLED
 
-    base = QUESTIONS + [q for q, _ in LABELLED]
+    base = questions + [q for q, _ in LABELLED]
     return [f"{base[n % len(base)]} {salt}{n}" for n in range(count)]
 
 
-def query_cost(rounds: int) -> dict:
+def query_cost(rounds: int, questions: list[str]) -> dict:
     """The question's vector, one question at a time: `encode([text])` (before), the model's
     own modules under inference_mode (`MiniLM.query`, now) and the raw transformer with mean
     pooling written out, at one torch thread and at two; CPU and wall per question, the ways
@@ -52,7 +52,7 @@ def query_cost(rounds: int) -> dict:
     ways = {"encode([text]) (before)": lambda t: embedder.passages([t])[0],
             "modules under inference_mode (MiniLM.query)": embedder.query,
             "raw transformer + mean pooling": raw}  # fmt: skip
-    questions = distinct_questions(QUESTIONS_PER_ROUND * rounds)
+    questions = distinct_questions(QUESTIONS_PER_ROUND * rounds, questions)
     differences = {name: 0.0 for name in ways}
     for text in questions[:QUESTIONS_PER_ROUND] + ["x " * 400]:  # and one past the model's 256 tokens
         reference = ways["encode([text]) (before)"](text)
@@ -119,7 +119,8 @@ class _Parts:
         setattr(module, attribute, wrapped)
 
 
-def cpu_parts(rounds: int, modes: tuple[str, ...] = ("semantic", "hybrid")) -> dict:
+def cpu_parts(rounds: int, questions: list[str], sessions_list: str,
+              modes: tuple[str, ...] = ("semantic", "hybrid")) -> dict:
     """One search at a time through Django's whole request path (test client: middleware, key
     check, validation, view, JSON), workspace `big`, warm, every question a distinct text (the
     question cache misses, as the load's questions do): CPU per request by part — the question's
@@ -137,7 +138,6 @@ def cpu_parts(rounds: int, modes: tuple[str, ...] = ("semantic", "hybrid")) -> d
     from apps.recordings.semantic import embedders, index
     from apps.tenancy.models import Workspace
     from bench import harness
-    from bench.semantic import SESSIONS_LIST
 
     parts = _Parts()
     parts.wrap(embedders, "query_vector", "question vector")
@@ -161,14 +161,14 @@ def cpu_parts(rounds: int, modes: tuple[str, ...] = ("semantic", "hybrid")) -> d
 
     for mode in modes:  # warm: the model, the workspace's vectors, the key
         assert client.get(url("warm up", mode)).status_code == 200
-    assert client.get(SESSIONS_LIST).status_code == 200
-    questions = distinct_questions(QUESTIONS_PER_ROUND * rounds, salt="cpu")
+    assert client.get(sessions_list).status_code == 200
+    questions = distinct_questions(QUESTIONS_PER_ROUND * rounds, questions, salt="cpu")
     totals: dict[str, list[float]] = {}
     by_part: dict[str, dict[str, float]] = {mode: {} for mode in modes}
     db_cpu: dict[str, float] = {}
     counts: dict[str, int] = {}
     for text in questions:
-        for name, path in [*((mode, url(text, mode)) for mode in modes), ("sessions list", SESSIONS_LIST)]:
+        for name, path in [*((mode, url(text, mode)) for mode in modes), ("sessions list", sessions_list)]:
             parts.spent = {}
             db_before, started = backend(), time.process_time()
             response = client.get(path)

@@ -338,7 +338,7 @@ CONNECT_SEMANTIC_SEARCH = envbool("CONNECT_SEMANTIC_SEARCH")
 CONNECT_SEMANTIC_EMBEDDER = env("CONNECT_SEMANTIC_EMBEDDER", "minilm")
 CONNECT_SEMANTIC_THREADS = envint("CONNECT_SEMANTIC_THREADS", 1)  # torch threads per process
 # Question vectors kept per process (LRU by model and text; 0: none): a next page or a repeated
-# question skips the model. 384 float32 each: 256 of them are 0.4 MB.
+# question skips the model. Each is 384 float32 numbers.
 CONNECT_SEMANTIC_QUERY_CACHE = envint("CONNECT_SEMANTIC_QUERY_CACHE", 256)
 
 # An API key's last-used timestamp is written at most this often, so reads stay reads.

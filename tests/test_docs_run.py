@@ -935,6 +935,24 @@ def test_no_file_points_outside_the_repository():
     assert broken == [], "Markdown links outside the repository or to nothing"
 
 
+# Addresses a page may show: this machine, the reserved example domains, and templates.
+LOCAL_ADDRESS = re.compile(r"https?://(127\.0\.0\.1|localhost|\[::1\]|[\w.-]*\.(invalid|test|example)\b|"
+                           r"(www\.)?example\.(com|org|net)\b|\{|<|your-|connect\.)")
+
+
+def test_no_page_links_to_the_web():
+    """The pages explain themselves: a source they rely on is named (a project, its repository,
+    a section), never linked, so nothing a reader needs lies behind an address outside the
+    repository. Addresses of this machine and example hosts are not links."""
+    found = []
+    for page in all_pages():
+        text = page.read_text()
+        for m in re.finditer(r"https?://[^\s)`>\"']+", text):
+            if not LOCAL_ADDRESS.match(m.group(0)):
+                found.append(f"{page_name(page)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}")
+    assert found == []
+
+
 def _operations_in_openapi(document: dict) -> list[str]:
     methods = {"get", "put", "post", "patch", "delete", "head", "options"}
     return [f"{method.upper()} {path}" for path, item in document["paths"].items() for method in item
