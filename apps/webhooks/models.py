@@ -87,7 +87,7 @@ class WebhookEndpoint(models.Model):
     # visible: those running when it started (`catch_up_snapshot`: {"end": the log's end then,
     # "running": their positions}) or begun after. Its watermark (apps/webhooks/watermark.py)
     # never passes `catch_up_after` while it is set; the owner clears all three once done.
-    catch_up_after = models.CharField(max_length=120, blank=True, default="")
+    catch_up_after = models.CharField(max_length=120, blank=True, default="", db_default="")
     catch_up_until = models.BigIntegerField(null=True, blank=True)
     catch_up_snapshot = models.JSONField(null=True, blank=True)
     # Delivery held after sustained failure (an owner's `Door.suspend` rule): while set, the drains

@@ -1,7 +1,7 @@
 # An owner's catch-up still owed (the log range whose matchers may not have seen the endpoint)
 # and a suspension after sustained failure: the columns the MCP events extension's subscriptions
-# need. Nullable columns and a CharField whose default is dropped right after rewrite no row on
-# PostgreSQL 11+.
+# need. Nullable columns and a CharField with a database default: no row is rewritten on
+# PostgreSQL 11+, and the previous release's processes, which name none of them, still insert.
 
 from django.db import migrations, models
 
@@ -16,7 +16,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='webhookendpoint',
             name='catch_up_after',
-            field=models.CharField(blank=True, default='', max_length=120),
+            field=models.CharField(blank=True, default='', db_default='', max_length=120),
         ),
         migrations.AddField(
             model_name='webhookendpoint',
