@@ -16,11 +16,11 @@ from django.test import Client, override_settings
 
 from apps.core.errors import READ_CREDENTIAL_AT_INGEST, RESYNC_DETAIL, ingest_key_reads_nothing, scope_detail
 from apps.mcp.consumer import answer
-from apps.stream import hub as hub_module
 from apps.stream.consumer import EventStreamConsumer
 from apps.tenancy import services as tenancy
 from tests import factories
 from tests.events.live import STREAM
+from tests.hub import own_hub  # noqa: F401
 
 METADATA = f'resource_metadata="{settings.CONNECT_BASE_URL}/.well-known/oauth-protected-resource"'
 READ_SCOPES = settings.CONNECT_READ_SCOPES
@@ -133,15 +133,6 @@ def test_a_tool_without_its_scope_is_a_result_naming_the_scope(alice):
 def keys(transactional_db, alice) -> dict[str, str]:
     return {"sessions": factories.api_key(alice, ["svc:sessions:read"]),
             "ingest": tenancy.issue_ingest_key(membership=alice, name="recorder").key}
-
-
-@pytest.fixture
-def own_hub():
-    hub_module._hub = None
-    yield
-    if hub_module._hub is not None:
-        hub_module._hub.shutdown()
-    hub_module._hub = None
 
 
 async def stream_refusal(key: str, query: str = "") -> tuple[int, dict[str, str], dict]:

@@ -9,22 +9,15 @@ import asyncio
 
 import pytest
 
-from apps.stream import hub as hub_module
 from apps.access.credentials import CredentialRef
 from apps.events.filters import FilterEntry, Subscription
 from apps.events.representations import PING
 from apps.stream.hub import get_hub
 from apps.stream.streams import Stream
 from apps.stream.threads import DbThreads
+from tests.hub import run_on_hub
 
 SEGMENTS = "transcript.segment.created"
-
-
-def run(coro):
-    try:
-        return asyncio.run(coro)
-    finally:
-        hub_module._hub = None
 
 
 def make_stream(*, session_id: str = "ses_a", queue_size: int = 3, workspace_id: int = 1) -> Stream:
@@ -71,7 +64,7 @@ def test_a_batch_is_one_write_per_live_stream_and_wakes_no_task():
         assert other.write.writes == [b"<evt_x>"]
         assert not a.wakeup.is_set() and not a.queue
 
-    run(scenario())
+    run_on_hub(scenario())
 
 
 def test_the_streams_of_one_subscription_are_written_one_shared_copy_of_the_batch():
@@ -97,7 +90,7 @@ def test_the_streams_of_one_subscription_are_written_one_shared_copy_of_the_batc
             stream.close("client_gone")
         assert not hub.groups and not hub.routes and hub.stream_count == 0
 
-    run(scenario())
+    run_on_hub(scenario())
 
 
 def test_subscriptions_that_share_a_route_each_get_the_event_once():
@@ -117,7 +110,7 @@ def test_subscriptions_that_share_a_route_each_get_the_event_once():
         assert narrow.write.writes == [b"<evt_1>"]
         assert both.write.writes == [b"<evt_1><evt_2>"]
 
-    run(scenario())
+    run_on_hub(scenario())
 
 
 def test_a_paused_stream_queues_in_order_and_overflows_alone():
@@ -143,7 +136,7 @@ def test_a_paused_stream_queues_in_order_and_overflows_alone():
         assert fast.write.writes == [b"<evt_1>", b"<evt_2><evt_3>", b"<evt_4>", b"<evt_5>", b"<evt_6>"]
         assert fast.closed_reason is None
 
-    run(scenario())
+    run_on_hub(scenario())
 
 
 def test_frames_the_resume_replay_covered_are_dropped_on_the_direct_path():
@@ -160,7 +153,7 @@ def test_frames_the_resume_replay_covered_are_dropped_on_the_direct_path():
         hub.dispatch([row("evt_2")])
         assert stream.write.writes == [b"<evt_3>"]
 
-    run(scenario())
+    run_on_hub(scenario())
 
 
 def test_the_floor_is_a_place_in_the_log_not_an_id():
@@ -175,7 +168,7 @@ def test_the_floor_is_a_place_in_the_log_not_an_id():
         hub.dispatch([row("evt_z", position=4), row("evt_b", position=5), row("evt_a", position=6)])
         assert stream.write.writes == [b"<evt_a>"]
 
-    run(scenario())
+    run_on_hub(scenario())
 
 
 def test_without_a_direct_write_everything_goes_through_the_queue():
@@ -187,7 +180,7 @@ def test_without_a_direct_write_everything_goes_through_the_queue():
         stream.ping()
         assert queued_ids(stream) == ["evt_1", "evt_2"] and stream.ping_due and stream.wakeup.is_set()
 
-    run(scenario())
+    run_on_hub(scenario())
 
 
 def test_pings_go_straight_to_a_live_stream_and_wait_for_a_paused_one():
@@ -200,7 +193,7 @@ def test_pings_go_straight_to_a_live_stream_and_wait_for_a_paused_one():
         assert live.write.writes == [PING] and not live.ping_due
         assert paused.write.writes == [] and paused.ping_due and paused.wakeup.is_set()
 
-    run(scenario())
+    run_on_hub(scenario())
 
 
 def test_a_failing_write_closes_that_stream_only():
@@ -218,7 +211,7 @@ def test_a_failing_write_closes_that_stream_only():
         assert broken.closed_reason == "write_failed" and broken.wakeup.is_set()
         assert fine.write.writes == [b"<evt_1>"] and hub.stream_count == 1
 
-    run(scenario())
+    run_on_hub(scenario())
 
 
 @pytest.mark.parametrize("closed_reason", ["client_gone", "credential_revoked"])
@@ -233,7 +226,7 @@ def test_a_closed_stream_gets_nothing(closed_reason):
         stream.ping()
         assert socket.writes == [] and not stream.queue and hub.stream_count == 0
 
-    run(scenario())
+    run_on_hub(scenario())
 
 
 def test_database_jobs_finished_together_wake_the_loop_once_and_keep_their_results():

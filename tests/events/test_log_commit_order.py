@@ -18,62 +18,13 @@ from django.utils import timezone
 from apps.events.models import Event, EventType, new_event_id
 from apps.events.selectors import position_on_insert
 from tests import factories
+from tests.holders import Holder, end_holders  # noqa: F401
 from tests.servers import ROOT, server_env, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 URL = "/api/v1/events"
 WAIT = 120
-
-HOLDER = """
-import sys
-import django
-django.setup()
-from django.db import transaction
-from django.utils import timezone
-from apps.events.services import record_event
-
-with transaction.atomic():
-    event = record_event(workspace_id=sys.argv[1], type="session.created", session_id="held",
-                         occurred_at=timezone.now(), data={"sessionId": "held"})
-    print(event.id, flush=True)
-    sys.stdin.readline()  # the test says when to commit
-print("committed", flush=True)
-"""
-
-
-HOLDERS: list[subprocess.Popen] = []
-
-
-@pytest.fixture(autouse=True)
-def end_holders():
-    """A holder left open by a failing test would hold its transaction (and the horizon, and the
-    teardown's TRUNCATE) for ever: every one ends with its test."""
-    yield
-    while HOLDERS:
-        process = HOLDERS.pop()
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=WAIT)
-
-
-class Holder:
-    """Producer A: another process that records an event and keeps its transaction open."""
-
-    def __init__(self, workspace_id) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", HOLDER, str(workspace_id)], cwd=ROOT, env=server_env(),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        )
-        HOLDERS.append(self.process)
-        self.event_id = self.process.stdout.readline().strip()
-        assert self.event_id.startswith("evt_"), "the holder did not record its event"
-
-    def commit(self) -> None:
-        self.process.stdin.write("\n")
-        self.process.stdin.flush()
-        assert self.process.stdout.readline().strip() == "committed"
-        assert self.process.wait(timeout=WAIT) == 0
 
 
 class Producer(threading.Thread):
@@ -136,7 +87,7 @@ def test_an_event_that_commits_late_is_neither_skipped_nor_repeated(api, acme, a
     received: list[str] = []
 
     if connection.vendor == "postgresql":
-        holder = Holder(acme.id)  # A: recorded first (smaller id, smaller transaction id), still open
+        holder = Holder(acme.id, "held")  # A: recorded first (smaller id, smaller transaction id), still open
         second = Producer(acme.id, hold=False)
         second.start()
         second.join(WAIT)
@@ -150,7 +101,7 @@ def test_an_event_that_commits_late_is_neither_skipped_nor_repeated(api, acme, a
         received += items
     else:
         second = Producer(acme.id, hold=True)  # B's id is made now: smaller than A's
-        holder = Holder(acme.id)
+        holder = Holder(acme.id, "held")
         assert second.event_id < holder.event_id
         second.start()  # waits for the write lock A holds
         items, cursor = poll(api, alice_key, cursor, unsettled="false")  # B cannot even commit
@@ -220,7 +171,7 @@ def test_after_an_id_the_stream_sent_before_an_older_transaction_ended_skips_not
     again: deduplicate on the id)."""
     if connection.vendor != "postgresql":
         pytest.skip("SQLite has one writer: a committed event is always settled")
-    holder = Holder(acme.id)
+    holder = Holder(acme.id, "held")
     second = Producer(acme.id, hold=False)
     second.start()
     second.join(WAIT)

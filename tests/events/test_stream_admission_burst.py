@@ -15,8 +15,8 @@ from django.conf import settings
 from apps.access import admission as admission_module
 from apps.oauth.audience import rest_audiences
 from apps.core.errors import RateLimited, Unauthorized
-from apps.stream import hub as hub_module
 from apps.stream.hub import get_hub
+from tests.hub import run_on_hub
 from tests.servers import UNTURNING_WINDOW_SECONDS, forget_rate_limit_counts
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the hub's threads read what was committed
@@ -56,12 +56,7 @@ def burst(authorization: str, count: int, monkeypatch) -> tuple[list, int]:
         await asyncio.gather(*blockers)
         return await asyncio.gather(*asks)
 
-    try:
-        return asyncio.run(scenario()), len(lookups)
-    finally:
-        if hub_module._hub is not None:
-            hub_module._hub.shutdown()
-        hub_module._hub = None
+    return run_on_hub(scenario()), len(lookups)
 
 
 def test_one_lookup_for_the_burst_and_each_open_counted_in_order(acme, alice_key, limited, monkeypatch):

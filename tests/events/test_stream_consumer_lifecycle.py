@@ -18,8 +18,10 @@ from apps.stream import maintenance
 from apps.stream.consumer import EventStreamConsumer
 from apps.stream import slots
 from tests.events.live import STREAM
+from tests.hub import own_hub  # noqa: F401
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Each test's hub lives on that test's loop and is stopped with it.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("own_hub")]
 
 WAIT = 20
 
@@ -51,17 +53,6 @@ class DroppedRedisLayer(BaseChannelLayer):
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
-
-
-@pytest.fixture(autouse=True)
-def own_hub():
-    """Each test's hub lives on that test's loop and is stopped with it."""
-    hub_module._hub = None
-    yield
-    hub = hub_module._hub
-    if hub is not None:
-        hub.shutdown()
-    hub_module._hub = None
 
 
 async def open_stream(key: str) -> ApplicationCommunicator:

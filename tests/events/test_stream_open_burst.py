@@ -26,25 +26,16 @@ from apps.oauth.audience import rest_audiences
 from apps.core.errors import InsufficientScope, InvalidFilters, Unauthorized
 from apps.stream import consumer as consumer_module
 from apps.stream import carrier
-from apps.stream import hub as hub_module
 from apps.stream import slots
 from apps.stream.consumer import EventStreamConsumer
 from apps.stream.hub import get_hub
 from apps.tenancy.models import ApiKey
+from tests.hub import run_on_hub
 from tests.servers import forget_rate_limit_counts
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the hub's threads read what was committed
 
 LIMIT = 3
-
-
-def run_on_hub(scenario):
-    try:
-        return asyncio.run(scenario())
-    finally:
-        if hub_module._hub is not None:
-            hub_module._hub.shutdown()
-        hub_module._hub = None
 
 
 async def until(condition, what: str, timeout: float = 30) -> None:
@@ -88,7 +79,7 @@ def test_a_bursts_slots_are_taken_by_one_job_in_the_order_the_opens_asked(acme, 
             await blocker
         return await asyncio.gather(*asks)
 
-    got = run_on_hub(scenario)
+    got = run_on_hub(scenario())
     assert counted_acquires == [LIMIT + 2]  # one job, every open in it
     assert [g is not None for g in got] == [True] * LIMIT + [False] * 2
     assert slots.open_slots(workspace_id=acme.id) == LIMIT
@@ -119,7 +110,7 @@ def test_an_open_abandoned_while_its_slot_is_taken_gives_it_back(acme, counted_a
             await asyncio.sleep(0.01)
         return kept.slot_id
 
-    kept = run_on_hub(scenario)
+    kept = run_on_hub(scenario())
     assert counted_acquires == [2]
     assert slots.existing_slots([kept]) == {kept} and slots.open_slots(workspace_id=acme.id) == 1
 
@@ -157,7 +148,7 @@ def test_a_key_revoked_mid_burst_refuses_every_open_that_asks_after(acme, alice_
         return admitted, await asyncio.gather(*after)
 
     try:
-        admitted, refused = run_on_hub(scenario)
+        admitted, refused = run_on_hub(scenario())
     finally:
         forget_rate_limit_counts()
     assert len(lookups) == 2
@@ -178,7 +169,7 @@ def test_a_burst_of_opens_leaves_the_garbage_collector_alone():
             hub.opened()
         assert gc.isenabled()
 
-    run_on_hub(scenario)
+    run_on_hub(scenario())
 
 
 def test_identical_opens_share_their_parsed_filters_and_errors_are_never_kept(monkeypatch):

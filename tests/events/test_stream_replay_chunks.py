@@ -15,7 +15,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.access.credentials import CredentialRef
-from apps.stream import hub as hub_module
 from apps.events import selectors
 from apps.stream.consumer import EventStreamConsumer
 from apps.events.filters import FilterEntry, Subscription
@@ -26,6 +25,7 @@ from apps.stream.resume import RESUME_CHUNK
 from apps.stream.streams import Stream
 from apps.events.representations import frame_for
 from apps.events.services import record_event
+from tests.hub import run_on_hub
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the hub's threads read what was committed
 
@@ -76,15 +76,6 @@ async def resumed(workspace_id: int, last_id: str):
     return hub, stream, replay
 
 
-def run(coro):
-    try:
-        return asyncio.run(coro)
-    finally:
-        if hub_module._hub is not None:
-            hub_module._hub.shutdown()
-        hub_module._hub = None
-
-
 def test_the_chunks_and_the_live_queue_are_the_one_read_with_live_events_in_the_middle(acme):
     events = record(acme.id, 5 * RESUME_CHUNK + 17)
     last_id = events[10].id
@@ -106,7 +97,7 @@ def test_the_chunks_and_the_live_queue_are_the_one_read_with_live_events_in_the_
             await hub.resume_more(replay)
         return written, held, chunks, stream.pending()
 
-    written, held, chunks, rest = run(scenario())
+    written, held, chunks, rest = run_on_hub(scenario())
     expected = one_read(acme.id, last_id)
     assert len(expected) > 3 * RESUME_CHUNK and max(held) <= RESUME_CHUNK and chunks >= 4
     assert b"".join(frame for _, frame in written) + rest == b"".join(frame for _, frame in expected)
@@ -130,7 +121,7 @@ def test_the_replay_ends_where_the_live_queue_takes_over_and_drops_the_copies(ac
         done = replay.caught_up(stream)
         return written, done, stream.pending(), hub.resume_reads
 
-    written, done, rest, reads = run(scenario())
+    written, done, rest, reads = run_on_hub(scenario())
     assert done and reads == 1
     assert b"".join(frame for _, frame in written) + rest == b"".join(frame for _, frame in one_read(acme.id, last_id))
 
@@ -143,8 +134,8 @@ def test_a_window_past_the_resume_limit_is_not_replayed(acme, monkeypatch):
         return await get_hub().resume(workspace_id=acme.id, last_event_id=last_id, subscription=SUBSCRIPTION,
                                       types=TYPES)
 
-    assert run(resume(events[0].id)) is None  # RESUME_CHUNK + 29 missed
-    assert run(resume(events[25].id)) is not None  # RESUME_CHUNK + 4
+    assert run_on_hub(resume(events[0].id)) is None  # RESUME_CHUNK + 29 missed
+    assert run_on_hub(resume(events[25].id)) is not None  # RESUME_CHUNK + 4
 
 
 def test_a_paused_stream_reads_no_further_chunk_until_its_socket_takes_more(acme):
@@ -178,7 +169,7 @@ def test_a_paused_stream_reads_no_further_chunk_until_its_socket_takes_more(acme
         await task
         return paused_writes, paused_reads, writes, stream.pending(), hub.resume_reads
 
-    paused_writes, paused_reads, writes, rest, reads = run(scenario())
+    paused_writes, paused_reads, writes, rest, reads = run_on_hub(scenario())
     assert paused_writes == 1 and paused_reads == 1
     assert len(writes) >= 3 and reads == len(writes)
     assert b"".join(writes) + rest == b"".join(frame for _, frame in one_read(acme.id, last_id))
@@ -204,7 +195,7 @@ def test_streams_resuming_together_share_each_chunks_read_and_its_bytes(acme):
                 written.append(replay.data)
         return chunks, hub.resume_reads
 
-    chunks, reads = run(scenario())
+    chunks, reads = run_on_hub(scenario())
     assert reads == len(chunks[0]) >= 3
     assert all(a is b for written in chunks[1:] for a, b in zip(chunks[0], written))
     assert b"".join(chunks[0]) == b"".join(frame for _, frame in one_read(acme.id, events[0].id))

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import base64
 import os
-import subprocess
-import sys
 import threading
 from collections import Counter
 
@@ -33,7 +31,8 @@ from apps.webhooks import delivery as engine
 from apps.webhooks import watermark
 from apps.webhooks.models import ACTIVE_STATUSES, Delivery, WebhookEndpoint
 from tests import factories
-from tests.servers import ROOT, server_env
+from tests.holders import MANY, Holder, end_holders  # noqa: F401
+from tests.servers import server_env
 from tests.webhooks.conftest import (  # noqa: F401
     LIVE_ENV,
     fresh_process_caches,
@@ -47,90 +46,6 @@ from tests.webhooks.receiver import Receiver
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 
 MODERN = "2026-07-28"
-WAIT = 120
-
-# Records events in one transaction and commits when told (stdin). argv: the workspace of the
-# first event, then, after "go", optionally a second workspace to record in the same transaction.
-HOLDER = """
-import sys
-import django
-django.setup()
-from django.db import transaction
-from django.utils import timezone
-from apps.events.services import record_event
-
-def record(workspace_id, label):
-    return record_event(workspace_id=workspace_id, type="session.created", session_id=label,
-                        occurred_at=timezone.now(), data={"sessionId": label})
-
-with transaction.atomic():
-    print(record(sys.argv[1], sys.argv[2]).id, flush=True)
-    sys.stdin.readline()
-    if len(sys.argv) > 3:
-        print(record(sys.argv[3], sys.argv[4]).id, flush=True)
-        sys.stdin.readline()
-print("committed", flush=True)
-"""
-
-# Records `count` events in one transaction, says the first id, and commits when told.
-MANY = """
-import sys
-import django
-django.setup()
-from django.db import transaction
-from django.utils import timezone
-from apps.events.services import record_event
-
-with transaction.atomic():
-    ids = [record_event(workspace_id=sys.argv[1], type="session.created", session_id=f"bulk-{i}",
-                        occurred_at=timezone.now(), data={"sessionId": f"bulk-{i}"}).id
-           for i in range(int(sys.argv[2]))]
-    print(ids[0], flush=True)
-    sys.stdin.readline()
-print("committed", flush=True)
-"""
-
-HOLDERS: list[subprocess.Popen] = []
-
-
-@pytest.fixture(autouse=True)
-def end_holders():
-    """A holder left open by a failing test would hold its transaction (and the horizon) for ever."""
-    yield
-    while HOLDERS:
-        process = HOLDERS.pop()
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=WAIT)
-
-
-class Holder:
-    """Another process, its own connection: records an event and keeps its transaction open."""
-
-    def __init__(self, *args, script: str = HOLDER) -> None:
-        # The live server's queue and leases: a drain it asks for after its commit goes to that server.
-        self.process = subprocess.Popen([sys.executable, "-c", script, *map(str, args)], cwd=ROOT,
-                                        env=server_env(**LIVE_ENV), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        text=True)
-        HOLDERS.append(self.process)
-        self.event_ids = [self._line()]
-
-    def _line(self) -> str:
-        line = self.process.stdout.readline().strip()
-        assert line.startswith("evt_") or line == "committed", f"the holder said {line!r}"
-        return line
-
-    def go(self) -> None:
-        """Record the second event (same transaction, still open)."""
-        self.process.stdin.write("\n")
-        self.process.stdin.flush()
-        self.event_ids.append(self._line())
-
-    def commit(self) -> None:
-        self.process.stdin.write("\n")
-        self.process.stdin.flush()
-        assert self._line() == "committed"
-        assert self.process.wait(timeout=WAIT) == 0
 
 
 def new_secret() -> str:
@@ -176,11 +91,12 @@ def test_an_event_recorded_while_the_subscription_commits_arrives_once(
     secret = new_secret()
     postgresql = connection.vendor == "postgresql"
     # E: recorded, its matcher run (no subscription yet), its transaction left open.
-    held = Holder(alice.workspace.id, "held")
+    held = Holder(alice.workspace.id, "held", env=server_env(**LIVE_ENV))
     # G (PostgreSQL): a transaction that has written before the subscription commits (so its
     # rows fall in the catch-up's range) and records alice's event after it (its matcher sees
     # the subscription): the normal path queues it, and the catch-up must not queue it again.
-    both = Holder(bob.workspace.id, "elsewhere", alice.workspace.id, "both") if postgresql else None
+    both = (Holder(bob.workspace.id, "elsewhere", alice.workspace.id, "both", env=server_env(**LIVE_ENV))
+            if postgresql else None)
 
     answered: dict = {}
     subscribing = threading.Thread(target=lambda: answered.update(
@@ -243,7 +159,7 @@ def test_a_catch_up_it_cannot_serve_says_gap_and_the_watermark_moves_past(webhoo
     secret = new_secret()
     # More events than a catch-up queues, all in one transaction open while the subscription
     # commits. (Whoever runs the catch-up, this process or a live server's sweeper, skips them.)
-    held = Holder(alice.workspace.id, events_delivery.CATCH_UP_MAX + 1, script=MANY)
+    held = Holder(alice.workspace.id, events_delivery.CATCH_UP_MAX + 1, script=MANY, env=server_env(**LIVE_ENV))
     result = events_extension.answer("events/subscribe", subscribe_params(receiver.url, secret), principal)
     assert events_delivery.catch_up(result["id"]) == "waiting"  # their transaction is still open
     held.commit()
