@@ -4,6 +4,8 @@ and Redis, while event streams and a webhook receiver watch; then a bulk load.
     .venv/bin/python bench/ingest.py                       # live (200 sessions, 500 streams, 60 s) and bulk
     .venv/bin/python bench/ingest.py --quick               # 15 s live with 50 sessions and 100 streams, 10 s bulk
     .venv/bin/python bench/ingest.py --in-process --root ../other-checkout   # CPU per append, A/B
+    .venv/bin/python bench/ingest.py --in-process --root ../other-checkout --root-postgres-db connect_bench_other
+                                                           # the same, each on a database it migrated itself
 
 Live: `--sessions` sessions each append `--rate` committed segments per second in batches of
 1 to 5 (random), from `--producers` processes; `--streams` SSE streams (from `--readers`
@@ -21,7 +23,10 @@ Bulk: `--bulk-producers` producers each append batches of 500 to their own sessi
 In process (`--in-process`): the CPU time of one append of `--batch` segments with an
 `Idempotency-Key` through Django's test client (the whole request: middleware, admission, the
 view, the services, the outbox and the Redis announcement; no streams), PostgreSQL + Redis, this
-checkout and, with `--root`, the one there, alternating round by round.
+checkout and, with `--root`, the one there, alternating round by round. Both share one database
+unless `--root-postgres-db` gives the other its own: an A/B of migrations needs that (the live
+run migrates a fresh database with the checkout that runs the script, so an A/B of migrations
+runs the script from each checkout in turn, without `--root`).
 """
 
 from __future__ import annotations
@@ -261,17 +266,27 @@ def in_process(args: argparse.Namespace) -> int:
     db = harness.Database("postgres", f"postgres://postgres@127.0.0.1:5432/{args.postgres_db}", label="postgres",
                           extra_env={"REDIS_URL": f"redis://127.0.0.1:6379/{args.redis_db}"})
     harness.manage(db, "migrate", "-v", "0")
-    # name -> (checkout, more environment): this checkout; another (--root); this one with a
-    # bench switch (--vs-env NAME=VALUE, repeatable: one variant each).
-    roots = {"this": (harness.ROOT, {}), **({"other": (Path(args.root).resolve(), {})} if args.root else {})}
+    # name -> (checkout, more environment, database): this checkout; another (--root), on its
+    # own database when --root-postgres-db names one (migrated by that checkout: an A/B of
+    # migrations), else on this one's; this one with a bench switch (--vs-env NAME=VALUE,
+    # repeatable: one variant each).
+    roots = {"this": (harness.ROOT, {}, db)}
+    if args.root:
+        other_db = db
+        if args.root_postgres_db:
+            harness.ensure_postgres_database(args.root_postgres_db)
+            other_db = harness.Database("postgres", f"postgres://postgres@127.0.0.1:5432/{args.root_postgres_db}",
+                                        label="postgres", extra_env=db.extra_env)
+            harness.manage(other_db, "migrate", "-v", "0", root=Path(args.root).resolve())
+        roots["other"] = (Path(args.root).resolve(), {}, other_db)
     for assignment in args.vs_env:
         name, _, value = assignment.partition("=")
-        roots[f"this {assignment}"] = (harness.ROOT, {name: value})
+        roots[f"this {assignment}"] = (harness.ROOT, {name: value}, db)
     code = IN_PROCESS % {"batch": args.batch, "requests": args.requests}
     figures: dict[str, list[dict]] = {name: [] for name in roots}
     for round_ in range(args.rounds):
-        for name, (root, more) in (roots.items() if round_ % 2 == 0 else reversed(roots.items())):
-            env = {**db.env(), "PYTHONPATH": str(root), **more}
+        for name, (root, more, on) in (roots.items() if round_ % 2 == 0 else reversed(roots.items())):
+            env = {**on.env(), "PYTHONPATH": str(root), **more}
             out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=root, env=env, text=True,
                                  capture_output=True, check=True).stdout
             figure = {**json.loads(out.strip().splitlines()[-1]), "load": os.getloadavg()[0]}
@@ -312,6 +327,8 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=3, help="--in-process: segments per append")
     parser.add_argument("--requests", type=int, default=300, help="--in-process: appends measured per round")
     parser.add_argument("--rounds", type=int, default=3, help="--in-process: rounds per checkout")
+    parser.add_argument("--root-postgres-db", help="--in-process: the --root checkout's own database, migrated by "
+                        "it (an A/B of migrations); by default both checkouts share --postgres-db")
     parser.add_argument("--vs-env", action="append", default=[], metavar="NAME=VALUE",
                         help="--in-process: also this checkout with a bench switch set (repeatable: one variant each)")
     parser.add_argument("--live-only", action="store_true", help="skip the bulk load")

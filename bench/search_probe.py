@@ -67,6 +67,8 @@ def matching_segments(workspace: Workspace, query: str) -> int:
                 [fts5_match(terms), row[0] << WORKSPACE_SHIFT, (row[0] + 1) << WORKSPACE_SHIFT],
             )
         else:
+            # A scan of the segments: no index serves `@@` since the search reads the index by
+            # revision (the GIN index was dropped); run once per benchmark.
             db.execute(
                 "SELECT count(*) FROM recordings_segment WHERE search_vector @@ connect_search_query(%s, %s)",
                 [workspace.id, " ".join(terms)],

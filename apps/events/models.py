@@ -51,7 +51,8 @@ class Event(models.Model):
     database); readers never see it."""
 
     id = models.CharField(primary_key=True, max_length=40, default=new_event_id, editable=False)
-    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    # No index of its own: event_ws_position starts with it (migration 0005).
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+", db_index=False)
     type = models.CharField(max_length=40, choices=EventType.choices)
     session_id = models.CharField(max_length=40)
     occurred_at = models.DateTimeField()

@@ -10,7 +10,8 @@ class IdempotencyKey(models.Model):
     apps/ingest/idempotency.py). Scoped to the credential that sent it: another key's requests
     never see it. `status` is null while the first request is in flight. Kept 24 hours."""
 
-    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    # No index of its own: keys are found by credential and key, purged by age (migration 0002).
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+", db_index=False)
     credential_id = models.CharField(max_length=40)
     key = models.CharField(max_length=255)
     fingerprint = models.CharField(max_length=64, help_text="sha256 of the method, path and canonical body")

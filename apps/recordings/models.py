@@ -68,11 +68,14 @@ class Transcript(models.Model):
 
 class Segment(models.Model):
     """A transcript segment. Text is indexed for full-text search by the database itself
-    (FTS5 triggers on SQLite, a generated tsvector on PostgreSQL: see migrations), so every
-    write path, bulk ones included, keeps the index in step."""
+    (FTS5 triggers on SQLite; on PostgreSQL a generated tsvector that triggers turn into the
+    index by revision, `RevisionWord`: see migrations), so every write path, bulk ones included,
+    keeps the index in step."""
 
     id = models.CharField(primary_key=True, max_length=40, default=new_id, editable=False)
-    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    # No index of its own: no read selects segments by workspace alone, and every append paid
+    # for it (migration 0011). Workspaces are suspended, never deleted.
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+", db_index=False)
     # No index of its own: the two below start with it. (With one, PostgreSQL read a committed
     # revision through it and sorted, rather than in segment_commit_order's order.)
     transcript = models.ForeignKey(Transcript, on_delete=models.CASCADE, related_name="segments", db_index=False)

@@ -1,5 +1,6 @@
 """Search index upkeep: `services.compact_search_index` merges what writes left scattered,
-hourly on the task cluster and after bulk loads, and no search result changes."""
+hourly on the task cluster and after bulk loads, and no search result changes. PostgreSQL's
+index by revision has nothing to merge."""
 
 from __future__ import annotations
 
@@ -40,7 +41,9 @@ def test_compacting_keeps_every_match_and_its_order(appended_one_by_one):
     queries = ["budget", "roadmap", "budget review", "again number", "zeppelin"]
     before = {q: every_hit(acme, q) for q in queries}
 
-    assert services.compact_search_index() >= 1
+    # PostgreSQL's index by revision is btrees that writes keep in order: nothing to merge.
+    steps = services.compact_search_index()
+    assert steps >= 1 if connection.vendor == "sqlite" else steps == 0
 
     assert {q: every_hit(acme, q) for q in queries} == before
     assert len(before["budget"]) == 12 and before["zeppelin"] == []
@@ -90,7 +93,8 @@ def test_sqlite_merge_setting_is_installed_by_the_migration(db):
 def test_the_hourly_schedule_compacts_the_index(appended_one_by_one):
     schedule = Schedule.objects.get(name="connect.recordings.compact_search_index")
     assert (schedule.schedule_type, schedule.repeats) == (Schedule.HOURLY, -1)
-    assert import_string(schedule.func)() >= 1
+    steps = import_string(schedule.func)()
+    assert steps >= 1 if connection.vendor == "sqlite" else steps == 0
     if connection.vendor == "sqlite":
         assert services.compact_search_index() == 1  # the scheduled run left nothing to merge
 

@@ -137,11 +137,10 @@ def import_sessions(*, workspace: Workspace, sessions: list[ImportedSession]) ->
 
 
 def refresh_statistics() -> None:
-    """After a bulk load. PostgreSQL: ANALYZE the recordings tables. Search chooses between its
-    GIN lookup and its walk over the newest revisions from the planner's estimates, and tables
-    filled in one go have none until autovacuum's next pass, so until then a common word can
-    take the plan that ranks every match. SQLite keeps no statistics the search relies on; its
-    index is compacted (`compact_search_index`)."""
+    """After a bulk load. PostgreSQL: ANALYZE the recordings tables, which tables filled in one
+    go would otherwise lack until autovacuum's next pass (every read of them is planned from
+    these estimates). SQLite keeps no statistics the search relies on; its index is compacted
+    (`compact_search_index`)."""
     from django.db import connection
 
     if connection.vendor == "postgresql":

@@ -24,8 +24,8 @@ def compact_search_index() -> int:
     in every one of them. Migration 0004 sets `usermerge` to 2, so a 'merge' step joins any two
     b-trees of one level: the index ends with at most one per level, and a run after an hour of
     appends rewrites the small recent ones, not the whole index.
-    PostgreSQL: moves the GIN index's pending list (entries written since the last vacuum,
-    which every search scans in full) into the index, as autovacuum would."""
+    PostgreSQL: nothing to merge (0 steps). Its search reads the index by revision, a table of
+    btree indexes (migration 0005), which writes keep in order."""
     from django.db import connection
 
     if connection.vendor == "sqlite":
@@ -38,8 +38,4 @@ def compact_search_index() -> int:
                 if connection.connection.total_changes - before < 2:
                     break
         return steps
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT gin_clean_pending_list('recordings_segment_search_vector'::regclass)")
-        return 1
     return 0
