@@ -85,7 +85,7 @@ class McpEndpoint:
             return await self.too_large(send)
         message = streaming_request(body)
         if message is not None:
-            return await self.stream(scope, receive, send, message)
+            return await self.stream(scope, receive, send, message, (headers, duplicated))
 
         try:
             # The tools only read, so a request whose connection died runs once more.
@@ -101,10 +101,12 @@ class McpEndpoint:
         return await self.json(send, reply.status, reply.body, extra)
 
     @staticmethod
-    async def stream(scope: dict[str, Any], receive, send, message: dict[str, Any]) -> None:
+    async def stream(scope: dict[str, Any], receive, send, message: dict[str, Any],
+                     headers: tuple[dict[str, str], set[str]]) -> None:
         """A request answered with a stream (apps/mcp/streaming.py): its consumer is given the
-        request this endpoint has read and parsed (its `http.request` carries no body: the
-        consumer needs only the message), then the connection's own messages (its disconnect)."""
+        request this endpoint has read and parsed, and its headers as read here (its
+        `http.request` carries no body: the consumer needs only the message), then the
+        connection's own messages (its disconnect)."""
         given = False
 
         async def receive_request() -> dict[str, Any]:
@@ -114,7 +116,7 @@ class McpEndpoint:
                 return {"type": "http.request", "body": b"", "more_body": False}
             return await receive()
 
-        await McpStreamConsumer(message)(scope, receive_request, send)
+        await McpStreamConsumer(message, headers)(scope, receive_request, send)
 
     async def failed(self, send, exc: Exception, body: bytes) -> None:
         """A failure of the work on the lane, as a JSON-RPC error answering the request's id:

@@ -40,7 +40,6 @@ from apps.mcp.protocol import (
     declares_modern,
     error_object,
     observe_call,
-    routing_headers,
 )
 from apps.oauth.audience import accepted_audiences
 from apps.stream.consumer import EventStreamConsumer
@@ -75,15 +74,18 @@ def accepts_event_stream(accept: str | None) -> bool:
 
 
 class McpStreamConsumer(EventStreamConsumer):
-    """One streaming /mcp request: `message` is the request, already read and parsed by /mcp."""
+    """One streaming /mcp request: `message` is the request, already read and parsed by /mcp,
+    `headers` its headers as /mcp read them (wire.routing_headers: the headers by lower-cased
+    name, and the routing headers that appeared twice)."""
 
     message: dict[str, Any]
+    headers: tuple[dict[str, str], set[str]]
     modern = True
     resume_at: Position | str | None = None
 
-    def __init__(self, message: dict[str, Any]) -> None:
+    def __init__(self, message: dict[str, Any], headers: tuple[dict[str, str], set[str]]) -> None:
         super().__init__()
-        self.message = message
+        self.message, self.headers = message, headers
 
     @property
     def method(self) -> str:
@@ -107,7 +109,7 @@ class McpStreamConsumer(EventStreamConsumer):
         await self.send_response(error.status, orjson.dumps(error.reply), headers=raw)
 
     async def admitted(self, hub) -> Principal:
-        headers, duplicated = routing_headers(self.scope.get("headers", []))
+        headers, duplicated = self.headers
         admission = await hub.admit(headers.get("authorization"), audiences=accepted_audiences(settings.CONNECT_BASE_URL))
         self.rate = admission.rate
         if isinstance(admission.error, InsufficientScope):  # an ingest key at a read door
