@@ -18,27 +18,18 @@ from asgiref.testing import ApplicationCommunicator
 from apps.access.credentials import invalid_credentials
 from apps.mcp import listen
 from apps.mcp.consumer import McpEndpoint
-from apps.stream import hub as hub_module
 from apps.stream import slots
 from apps.stream.consumer import EventStreamConsumer
 from apps.stream.hub import get_hub
 from tests import factories
 from tests.events.live import STREAM
+from tests.hub import run_on_hub
 from tests.mcp.streams import headers_for, listen_body
 from tests.servers import forget_rate_limit_counts
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the hub's threads read what was committed
 
 WAIT = 20
-
-
-def run_on_hub(scenario):
-    try:
-        return asyncio.run(scenario())
-    finally:
-        if hub_module._hub is not None:
-            hub_module._hub.shutdown()
-        hub_module._hub = None
 
 
 def test_a_bursts_listen_opens_share_one_sessions_read_and_another_workspaces_session_is_unknown(acme, globex):
@@ -67,7 +58,7 @@ def test_a_bursts_listen_opens_share_one_sessions_read_and_another_workspaces_se
         later = await hub.read_shared(key, counted, workspace_id=acme.id, sessions=sessions)
         return known, later, hub.resume_reads
 
-    known, later, resume_reads = run_on_hub(scenario)
+    known, later, resume_reads = run_on_hub(scenario())
     assert reads == [sessions, sessions]  # one job for the burst, one for the open after it
     assert known == [frozenset({ours.id})] * 5 and later == frozenset({ours.id})
     assert resume_reads == 0  # not counted as the resumes' reads
@@ -127,7 +118,7 @@ def test_a_listen_open_makes_an_event_streams_jobs_and_its_sessions_read(acme, a
         await close(listening)
         return event_stream_jobs, listen_jobs, first
 
-    event_stream_jobs, listen_jobs, first = run_on_hub(scenario)
+    event_stream_jobs, listen_jobs, first = run_on_hub(scenario())
     assert event_stream_jobs == ["SharedAdmit.run", "SharedAcquire.run"]
     assert listen_jobs == ["SharedAdmit.run", "SharedResume.run", "SharedAcquire.run"]  # + the sessions read
     assert b"notifications/subscriptions/acknowledged" in first and meeting.id.encode() in first
