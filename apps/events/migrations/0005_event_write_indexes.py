@@ -8,42 +8,21 @@
   (the admin's id search is `=id`, an exact match).
 
 Safe while the previous release is still running: it writes the same rows and its reads use the
-indexes that stay. On PostgreSQL each index is dropped CONCURRENTLY (events keep being written
-meanwhile), so this migration is not atomic; `IF EXISTS` makes a rerun after a failure finish
-the job. Only the indexes change: AlterField would copy the table on SQLite.
+indexes that stay. The indexes are dropped online (events keep being written meanwhile:
+apps/core/schema_changes.py). Only the indexes change: AlterField would copy the table on
+SQLite.
 """
 
 import django.db.models.deletion
 from django.db import migrations, models
 
-# (Django's name, what it indexes, whether SQLite has it too)
+from apps.core.schema_changes import Index, drop_indexes_online
+
 INDEXES = [
-    ("events_event_workspace_id_6d694154", "events_event (workspace_id)", True),
-    ("events_event_workspace_id_6d694154_like", "events_event (workspace_id varchar_pattern_ops)", False),
-    ("events_event_id_75d2cab3_like", "events_event (id varchar_pattern_ops)", False),
+    Index("events_event_workspace_id_6d694154", "events_event (workspace_id)", True),
+    Index("events_event_workspace_id_6d694154_like", "events_event (workspace_id varchar_pattern_ops)", False),
+    Index("events_event_id_75d2cab3_like", "events_event (id varchar_pattern_ops)", False),
 ]
-
-
-def _online(schema_editor) -> str:
-    return " CONCURRENTLY" if schema_editor.connection.vendor == "postgresql" else ""
-
-
-def _here(schema_editor, on_sqlite: bool) -> bool:
-    return schema_editor.connection.vendor == "postgresql" or on_sqlite
-
-
-def drop_indexes(apps, schema_editor):
-    for name, _, on_sqlite in INDEXES:
-        if _here(schema_editor, on_sqlite):
-            schema_editor.execute(f"DROP INDEX{_online(schema_editor)} IF EXISTS {schema_editor.quote_name(name)}")
-
-
-def create_indexes(apps, schema_editor):
-    for name, target, on_sqlite in INDEXES:
-        if _here(schema_editor, on_sqlite):
-            schema_editor.execute(
-                f"CREATE INDEX{_online(schema_editor)} IF NOT EXISTS {schema_editor.quote_name(name)} ON {target}"
-            )
 
 
 class Migration(migrations.Migration):
@@ -68,6 +47,6 @@ class Migration(migrations.Migration):
                     ),
                 ),
             ],
-            database_operations=[migrations.RunPython(drop_indexes, create_indexes, elidable=False)],
+            database_operations=[drop_indexes_online(INDEXES)],
         ),
     ]

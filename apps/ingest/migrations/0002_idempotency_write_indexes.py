@@ -4,42 +4,21 @@ selects keys by workspace, and a workspace is suspended, never deleted (apps/ten
 Every keyed request wrote an entry in each (two: PostgreSQL's `varchar_pattern_ops` copy too),
 and again when its answer was stored, unless that update stayed on the row's page.
 
-Safe while the previous release is still running: it writes the same rows and reads through
-the indexes that stay. On PostgreSQL each index is dropped CONCURRENTLY (keys keep being
-written meanwhile), so this migration is not atomic; `IF EXISTS` makes a rerun finish the job.
+Safe while the previous release is still running: it writes the same rows and reads through the
+indexes that stay. The indexes are dropped online (keys keep being written meanwhile:
+apps/core/schema_changes.py).
 """
 
 import django.db.models.deletion
 from django.db import migrations, models
 
-# (Django's name, what it indexes, whether SQLite has it too)
+from apps.core.schema_changes import Index, drop_indexes_online
+
 INDEXES = [
-    ("ingest_idempotencykey_workspace_id_d8e0bf23", "ingest_idempotencykey (workspace_id)", True),
-    ("ingest_idempotencykey_workspace_id_d8e0bf23_like",
+    Index("ingest_idempotencykey_workspace_id_d8e0bf23", "ingest_idempotencykey (workspace_id)", True),
+    Index("ingest_idempotencykey_workspace_id_d8e0bf23_like",
      "ingest_idempotencykey (workspace_id varchar_pattern_ops)", False),
 ]
-
-
-def _online(schema_editor) -> str:
-    return " CONCURRENTLY" if schema_editor.connection.vendor == "postgresql" else ""
-
-
-def _here(schema_editor, on_sqlite: bool) -> bool:
-    return schema_editor.connection.vendor == "postgresql" or on_sqlite
-
-
-def drop_indexes(apps, schema_editor):
-    for name, _, on_sqlite in INDEXES:
-        if _here(schema_editor, on_sqlite):
-            schema_editor.execute(f"DROP INDEX{_online(schema_editor)} IF EXISTS {schema_editor.quote_name(name)}")
-
-
-def create_indexes(apps, schema_editor):
-    for name, target, on_sqlite in INDEXES:
-        if _here(schema_editor, on_sqlite):
-            schema_editor.execute(
-                f"CREATE INDEX{_online(schema_editor)} IF NOT EXISTS {schema_editor.quote_name(name)} ON {target}"
-            )
 
 
 class Migration(migrations.Migration):
@@ -64,6 +43,6 @@ class Migration(migrations.Migration):
                     ),
                 ),
             ],
-            database_operations=[migrations.RunPython(drop_indexes, create_indexes, elidable=False)],
+            database_operations=[drop_indexes_online(INDEXES)],
         ),
     ]

@@ -13,46 +13,25 @@ entry in each.
   foreign key, which only serve `LIKE 'prefix%'`: nothing matches segment or workspace ids by
   prefix.
 
-Safe while the previous release is still running: it writes the same rows and its reads use
-the indexes that stay; only its hourly `compact_search_index` named the GIN index (a run of
-that job on an old process fails, and the next, on the new release, has nothing to do). On
-PostgreSQL each index is dropped CONCURRENTLY (segments keep being appended meanwhile), so this
-migration is not atomic; `IF EXISTS` makes a rerun after a failure finish the job. Only the
+Safe while the previous release is still running: it writes the same rows and its reads use the
+indexes that stay; only its hourly `compact_search_index` named the GIN index (a run of that job
+on an old process fails, and the next, on the new release, has nothing to do). The indexes are
+dropped online (segments keep being appended meanwhile: apps/core/schema_changes.py). Only the
 indexes change: AlterField would copy the table on SQLite and drop its search triggers with it.
 """
 
 import django.db.models.deletion
 from django.db import migrations, models
 
-# (Django's name, or migration 0003's, what it indexes, whether SQLite has it too)
+from apps.core.schema_changes import Index, drop_indexes_online
+
 INDEXES = [
-    ("recordings_segment_search_vector", "recordings_segment USING gin (search_vector)", False),
-    ("recordings_segment_workspace_id_94889c92", "recordings_segment (workspace_id)", True),
-    ("recordings_segment_workspace_id_94889c92_like", "recordings_segment (workspace_id varchar_pattern_ops)", False),
-    ("recordings_segment_id_7ad25fd5_like", "recordings_segment (id varchar_pattern_ops)", False),
+    Index("recordings_segment_search_vector", "recordings_segment USING gin (search_vector)", False),
+    Index("recordings_segment_workspace_id_94889c92", "recordings_segment (workspace_id)", True),
+    Index("recordings_segment_workspace_id_94889c92_like", "recordings_segment (workspace_id varchar_pattern_ops)",
+          False),
+    Index("recordings_segment_id_7ad25fd5_like", "recordings_segment (id varchar_pattern_ops)", False),
 ]
-
-
-def _online(schema_editor) -> str:
-    return " CONCURRENTLY" if schema_editor.connection.vendor == "postgresql" else ""
-
-
-def _here(schema_editor, on_sqlite: bool) -> bool:
-    return schema_editor.connection.vendor == "postgresql" or on_sqlite
-
-
-def drop_indexes(apps, schema_editor):
-    for name, _, on_sqlite in INDEXES:
-        if _here(schema_editor, on_sqlite):
-            schema_editor.execute(f"DROP INDEX{_online(schema_editor)} IF EXISTS {schema_editor.quote_name(name)}")
-
-
-def create_indexes(apps, schema_editor):
-    for name, target, on_sqlite in INDEXES:
-        if _here(schema_editor, on_sqlite):
-            schema_editor.execute(
-                f"CREATE INDEX{_online(schema_editor)} IF NOT EXISTS {schema_editor.quote_name(name)} ON {target}"
-            )
 
 
 class Migration(migrations.Migration):
@@ -77,6 +56,6 @@ class Migration(migrations.Migration):
                     ),
                 ),
             ],
-            database_operations=[migrations.RunPython(drop_indexes, create_indexes, elidable=False)],
+            database_operations=[drop_indexes_online(INDEXES)],
         ),
     ]
