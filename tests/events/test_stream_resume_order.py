@@ -18,7 +18,7 @@ from django.db import connection
 from apps.events.models import Event
 from tests import factories
 from tests.events.live import start_server, wait_until
-from tests.events.test_log_commit_order import Holder, end_holders  # noqa: F401 - autouse: no holder outlives its test
+from tests.holders import Holder, end_holders  # noqa: F401 - autouse: no holder outlives its test
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,7 +46,7 @@ def test_resume_after_out_of_order_commits_misses_nothing_and_repeats_nothing(se
     before = factories.session(acme)
     first.wait(lambda r: any(e.id == session_created_id(before) for e in r.events), what="the first event")
 
-    held = Holder(acme.id)  # A: its transaction takes the smaller id and stays open
+    held = Holder(acme.id, "held")  # A: its transaction takes the smaller id and stays open
     later = factories.session(acme)  # B: records after A and commits first
     b_id, a_id = session_created_id(later), held.event_id
     try:
